@@ -1,0 +1,205 @@
+/* Instantiates one broadcast function for the CPU in one scalar type, as
+ * primal kernels or as dual and adjoint kernels. A generated translation unit
+ * defines, then includes this file:
+ *
+ *   DC_BFN_NAME        the function's name (must match its DC_BFN)
+ *   DC_BFN_FILE        the body's file, as a string
+ *   DC_BFN_BITS        32 or 64
+ *   DC_BFN_DUAL_MODE   0: primal kernels; 1: dual and adjoint kernels
+ *   DC_BFN_DESCRIPTOR  (optional) also define the dc_bfn descriptor
+ *   DC_BFN_WITH_CUDA   (optional) the descriptor points at CUDA launchers
+ *
+ * Every kernel is one loop over contiguous elements. Built with
+ * -fno-trapping-math, gcc if-converts the body's branches and vectorizes the
+ * loop; in the uniform variants the control inputs are loop invariants, so gcc
+ * instead unswitches the loop on them (a copy per path, each vectorized) and
+ * only the branch taken is computed. See cmake/DualcastBroadcastFn.cmake for
+ * the flags. */
+
+#include <stdint.h>
+
+#include "bfn_macros.h"
+#include <dualcast/bfn_abi.h>
+
+#if DC_BFN_BITS == 32
+#define DC_S float
+#define DC_SFX f32
+#elif DC_BFN_BITS == 64
+#define DC_S double
+#define DC_SFX f64
+#else
+#error "DC_BFN_BITS must be 32 or 64"
+#endif
+
+#if defined(__clang__)
+#define DC_BFN_IVDEP _Pragma("clang loop vectorize(assume_safety)")
+#elif defined(__GNUC__)
+#define DC_BFN_IVDEP _Pragma("GCC ivdep")
+#else
+#define DC_BFN_IVDEP
+#endif
+
+#define DC_BFN_KERNEL(kind) DC_PP_CAT(DC_PP_CAT(DC_PP_CAT(dc_bfnk_, DC_BFN_NAME), DC_PP_CAT(_, DC_SFX)), kind)
+#define DC_BFN_NIN DC_BFN_ID(dc_bfn_nin)
+#define DC_BFN_NOUT DC_BFN_ID(dc_bfn_nout)
+#define DC_BFN_NWRT DC_BFN_ID(dc_bfn_nwrt)
+#define DC_BFN_IS_WRT_AT(j) DC_BFN_ID(dc_bfn_is_wrt)[j]
+
+/* Loads element e of every input into x; with uniform control the control
+ * inputs come from `uniform` instead, read once before the loop. */
+#define DC_BFN_LOAD_INPUTS(x, in, e, uniform, use_uniform)                                         \
+    for (int j = 0; j < DC_BFN_NIN; ++j)                                                           \
+        x[j] = ((use_uniform) && !DC_BFN_IS_WRT_AT(j)) ? uniform[j] : in[j][e];
+
+#define DC_BFN_SETUP(n_in, n_out)                                                                  \
+    (void)arg;                                                                                     \
+    const dc_real *in[(n_in)];                                                                     \
+    dc_real *out[(n_out)];                                                                         \
+    for (int j = 0; j < (n_in); ++j)                                                               \
+        in[j] = (const dc_real *)in_[j];                                                           \
+    for (int j = 0; j < (n_out); ++j)                                                              \
+        out[j] = (dc_real *)out_[j];                                                               \
+    dc_real uniform[DC_BFN_NIN];                                                                   \
+    for (int j = 0; j < DC_BFN_NIN; ++j)                                                           \
+        uniform[j] = n > 0 ? in[j][0] : (dc_real)0;
+
+#if !DC_BFN_DUAL_MODE
+
+#define DC_BFN_PASS _primal
+#include "bfn_dsl_primal.h"
+#include DC_BFN_FILE
+
+#define DC_BFN_PRIMAL_KERNEL(kind, use_uniform)                                                    \
+    void DC_BFN_KERNEL(kind)(int64_t n, const void *const *in_, void *const *out_, const void *arg) \
+    {                                                                                              \
+        DC_BFN_SETUP(DC_BFN_NIN, DC_BFN_NOUT)                                                      \
+        DC_BFN_IVDEP                                                                               \
+        for (int64_t e = 0; e < n; ++e) {                                                          \
+            dc_real x[DC_BFN_NIN];                                                                 \
+            DC_BFN_LOAD_INPUTS(x, in, e, uniform, use_uniform)                                     \
+            dc_var o[DC_BFN_NOUT];                                                                 \
+            DC_BFN_ID(dc_bfn_body)(x, o);                                                          \
+            for (int k = 0; k < DC_BFN_NOUT; ++k)                                                  \
+                out[k][e] = o[k];                                                                  \
+        }                                                                                          \
+    }
+
+void DC_BFN_KERNEL(_primal_varying)(int64_t n, const void *const *in_, void *const *out_, const void *arg);
+void DC_BFN_KERNEL(_primal_uniform)(int64_t n, const void *const *in_, void *const *out_, const void *arg);
+DC_BFN_PRIMAL_KERNEL(_primal_varying, 0)
+DC_BFN_PRIMAL_KERNEL(_primal_uniform, 1)
+
+#else /* DC_BFN_DUAL_MODE */
+
+/* Counting pass: the body compiled on plain numbers, for its constants. */
+#define DC_BFN_PASS _count
+#include "bfn_dsl_primal.h"
+#include DC_BFN_FILE
+#include "bfn_dsl_end.h"
+#undef DC_BFN_PASS
+
+#define DC_BFN_DUAL DC_PP_CAT(dc_bfn_dual_, DC_SFX)
+#define DC_DUAL_T DC_BFN_DUAL
+#define DC_DUAL_S DC_S
+#define DC_DUAL_SFX DC_SFX
+#define DC_DUAL_N (dc_bfn_nwrt_count > 0 ? dc_bfn_nwrt_count : 1)
+#include "../dual/dual_impl.h"
+
+#define DC_BFN_PASS _dual
+#include "bfn_dsl_dual.h"
+#include DC_BFN_FILE
+
+#define DC_BFN_DUAL_KERNEL(kind, use_uniform)                                                      \
+    void DC_BFN_KERNEL(kind)(int64_t n, const void *const *in_, void *const *out_, const void *arg) \
+    {                                                                                              \
+        DC_BFN_SETUP(DC_BFN_NIN, DC_BFN_NOUT * (1 + DC_BFN_NWRT))                                  \
+        DC_BFN_IVDEP                                                                               \
+        for (int64_t e = 0; e < n; ++e) {                                                          \
+            dc_real x[DC_BFN_NIN];                                                                 \
+            DC_BFN_LOAD_INPUTS(x, in, e, uniform, use_uniform)                                     \
+            dc_var o[DC_BFN_NOUT];                                                                 \
+            DC_BFN_ID(dc_bfn_body)(x, o);                                                          \
+            for (int k = 0; k < DC_BFN_NOUT; ++k) {                                                \
+                out[k][e] = o[k].v;                                                                \
+                for (int j = 0; j < DC_BFN_NWRT; ++j)                                              \
+                    out[DC_BFN_NOUT + k * DC_BFN_NWRT + j][e] = o[k].d[j];                         \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+/* Recompute policy: the duals again, multiplied by the output adjoints. */
+#define DC_BFN_ADJOINT_KERNEL(kind, use_uniform)                                                   \
+    void DC_BFN_KERNEL(kind)(int64_t n, const void *const *in_, void *const *out_, const void *arg) \
+    {                                                                                              \
+        DC_BFN_SETUP(DC_BFN_NIN + DC_BFN_NOUT, DC_BFN_NWRT)                                        \
+        DC_BFN_IVDEP                                                                               \
+        for (int64_t e = 0; e < n; ++e) {                                                          \
+            dc_real x[DC_BFN_NIN];                                                                 \
+            DC_BFN_LOAD_INPUTS(x, in, e, uniform, use_uniform)                                     \
+            dc_var o[DC_BFN_NOUT];                                                                 \
+            DC_BFN_ID(dc_bfn_body)(x, o);                                                          \
+            for (int j = 0; j < DC_BFN_NWRT; ++j) {                                                \
+                dc_real g = DC_BFN_P_(adj_mul)(in[DC_BFN_NIN][e], o[0].d[j]);                      \
+                for (int k = 1; k < DC_BFN_NOUT; ++k)                                              \
+                    g += DC_BFN_P_(adj_mul)(in[DC_BFN_NIN + k][e], o[k].d[j]);                     \
+                out[j][e] = g;                                                                     \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+void DC_BFN_KERNEL(_dual_varying)(int64_t n, const void *const *in_, void *const *out_, const void *arg);
+void DC_BFN_KERNEL(_dual_uniform)(int64_t n, const void *const *in_, void *const *out_, const void *arg);
+void DC_BFN_KERNEL(_adjoint_varying)(int64_t n, const void *const *in_, void *const *out_, const void *arg);
+void DC_BFN_KERNEL(_adjoint_uniform)(int64_t n, const void *const *in_, void *const *out_, const void *arg);
+DC_BFN_DUAL_KERNEL(_dual_varying, 0)
+DC_BFN_DUAL_KERNEL(_dual_uniform, 1)
+DC_BFN_ADJOINT_KERNEL(_adjoint_varying, 0)
+DC_BFN_ADJOINT_KERNEL(_adjoint_uniform, 1)
+
+#endif /* DC_BFN_DUAL_MODE */
+
+#if defined(DC_BFN_DESCRIPTOR)
+
+#define DC_BFN_KERNEL_T(t, kind) DC_PP_CAT(DC_PP_CAT(DC_PP_CAT(dc_bfnk_, DC_BFN_NAME), t), kind)
+#define DC_BFN_DECLARE_KERNELS(t)                                                                  \
+    void DC_BFN_KERNEL_T(t, _primal_varying)(int64_t, const void *const *, void *const *, const void *); \
+    void DC_BFN_KERNEL_T(t, _primal_uniform)(int64_t, const void *const *, void *const *, const void *); \
+    void DC_BFN_KERNEL_T(t, _dual_varying)(int64_t, const void *const *, void *const *, const void *);   \
+    void DC_BFN_KERNEL_T(t, _dual_uniform)(int64_t, const void *const *, void *const *, const void *);   \
+    void DC_BFN_KERNEL_T(t, _adjoint_varying)(int64_t, const void *const *, void *const *, const void *); \
+    void DC_BFN_KERNEL_T(t, _adjoint_uniform)(int64_t, const void *const *, void *const *, const void *);
+#define DC_BFN_KERNEL_TABLE(t)                                                                     \
+    {{DC_BFN_KERNEL_T(t, _primal_varying), DC_BFN_KERNEL_T(t, _primal_uniform)},                   \
+     {DC_BFN_KERNEL_T(t, _dual_varying), DC_BFN_KERNEL_T(t, _dual_uniform)},                       \
+     {DC_BFN_KERNEL_T(t, _adjoint_varying), DC_BFN_KERNEL_T(t, _adjoint_uniform)}}
+
+DC_BFN_DECLARE_KERNELS(_f32)
+DC_BFN_DECLARE_KERNELS(_f64)
+
+#if defined(DC_BFN_WITH_CUDA)
+extern const dc_bfn_cuda_kernels DC_PP_CAT(dc_bfn_cuda_, DC_BFN_NAME)[2];
+#define DC_BFN_CUDA_TABLE DC_PP_CAT(dc_bfn_cuda_, DC_BFN_NAME)
+#else
+#define DC_BFN_CUDA_TABLE 0
+#endif
+
+DC_STATIC_ASSERT(DC_BFN_NIN <= DC_BFN_MAX_INPUTS, "too many inputs for one broadcast function");
+DC_STATIC_ASSERT(DC_BFN_NOUT <= DC_BFN_MAX_OUTPUTS, "too many outputs for one broadcast function");
+DC_STATIC_ASSERT(DC_BFN_NOUT * (1 + DC_BFN_NWRT) <= DC_BFN_MAX_ARRAYS,
+                 "outputs x differentiable inputs exceeds DC_BFN_MAX_ARRAYS");
+
+extern const dc_bfn DC_PP_CAT(dc_bfn_, DC_BFN_NAME);
+const dc_bfn DC_PP_CAT(dc_bfn_, DC_BFN_NAME) = {
+    DC_BFN_ABI_VERSION,
+    DC_PP_STR(DC_BFN_NAME),
+    DC_BFN_NIN,
+    DC_BFN_NOUT,
+    DC_BFN_NWRT,
+    DC_BFN_ID(dc_bfn_is_wrt),
+    DC_BFN_ID(dc_bfn_input_names),
+    DC_BFN_ID(dc_bfn_output_names),
+    {DC_BFN_KERNEL_TABLE(_f32), DC_BFN_KERNEL_TABLE(_f64)},
+    DC_BFN_CUDA_TABLE,
+};
+
+#endif /* DC_BFN_DESCRIPTOR */

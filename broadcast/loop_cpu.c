@@ -1,0 +1,463 @@
+#include "loop.h"
+
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "shape.h"
+
+/* Elements per chunk: the tiles of a chunk stay in L1/L2 while the kernel
+ * runs, and a chunk is long enough to amortize the per-chunk bookkeeping. */
+#define CHUNK 2048
+#define TILE (CHUNK + 64)
+/* Below this many elements a loop runs on the calling thread alone. */
+#define PARALLEL_MIN 32768
+
+void dc_loop_in_tensor(dc_loop_in *in, const dc_tensor *t, int ndim, const int64_t *shape)
+{
+    in->data = t->data;
+    in->control = false;
+    dc_broadcast_strides(t->ndim, t->shape, t->strides, ndim, shape, in->strides);
+}
+
+void dc_loop_out_tensor(dc_loop_out *out, dc_tensor *t, int ndim, const int64_t *shape, dc_write_mode mode)
+{
+    out->data = t->data;
+    out->mode = mode;
+    dc_broadcast_strides(t->ndim, t->shape, t->strides, ndim, shape, out->strides);
+}
+
+/* The loop after dropping size-1 axes and merging axes along which every
+ * array is contiguous. Arrays are numbered inputs first, then outputs. */
+typedef struct plan {
+    int ndim;
+    int n_arrays;
+    int64_t shape[DC_MAX_DIMS];
+    int64_t strides[DC_LOOP_MAX_ARRAYS][DC_MAX_DIMS];
+    bool contiguous[DC_LOOP_MAX_ARRAYS]; /* dense row-major over the whole shape */
+    bool reduces[DC_LOOP_MAX_ARRAYS];    /* an output summed over some axis */
+    int64_t buf_strides[DC_LOOP_MAX_ARRAYS][DC_MAX_DIMS];
+    int64_t buf_size[DC_LOOP_MAX_ARRAYS]; /* elements of the per-thread sum buffer */
+    size_t buf_offset[DC_LOOP_MAX_ARRAYS]; /* bytes into the thread's scratch */
+    int64_t inner, outer;
+    int64_t rows_per_chunk; /* > 1: a chunk is that many whole rows */
+    int64_t piece;          /* else: rows are cut in pieces of this length */
+    int64_t pieces_per_row;
+    int64_t n_chunks;
+    size_t esize;
+    size_t scratch_bytes;
+} plan;
+
+static const int64_t *array_strides(const dc_loop *L, int a)
+{
+    return a < L->n_in ? L->in[a].strides : L->out[a - L->n_in].strides;
+}
+
+static void make_plan(const dc_loop *L, plan *p)
+{
+    const int na = L->n_in + L->n_out;
+    p->n_arrays = na;
+    int nd = 0;
+    for (int d = 0; d < L->ndim; ++d) {
+        if (L->shape[d] == 1)
+            continue;
+        /* merge into the previous kept axis when every array allows it */
+        bool merge = nd > 0;
+        for (int a = 0; a < na && merge; ++a)
+            merge = p->strides[a][nd - 1] == array_strides(L, a)[d] * L->shape[d];
+        if (merge) {
+            p->shape[nd - 1] *= L->shape[d];
+            for (int a = 0; a < na; ++a)
+                p->strides[a][nd - 1] = array_strides(L, a)[d];
+        } else {
+            p->shape[nd] = L->shape[d];
+            for (int a = 0; a < na; ++a)
+                p->strides[a][nd] = array_strides(L, a)[d];
+            ++nd;
+        }
+    }
+    if (nd == 0) {
+        nd = 1;
+        p->shape[0] = 1;
+        for (int a = 0; a < na; ++a)
+            p->strides[a][0] = 0;
+    }
+    p->ndim = nd;
+    p->inner = p->shape[nd - 1];
+    p->outer = 1;
+    for (int d = 0; d < nd - 1; ++d)
+        p->outer *= p->shape[d];
+    p->esize = dc_dtype_size(L->dtype);
+
+    bool per_row_control = false;
+    for (int a = 0; a < na; ++a) {
+        bool dense = p->strides[a][nd - 1] == 1;
+        for (int d = nd - 2; d >= 0 && dense; --d)
+            dense = p->strides[a][d] == p->strides[a][d + 1] * p->shape[d + 1];
+        p->contiguous[a] = dense;
+        p->reduces[a] = false;
+        if (a < L->n_in) {
+            if (L->in[a].control && p->strides[a][nd - 1] == 0 && nd > 1)
+                per_row_control = true;
+            continue;
+        }
+        for (int d = 0; d < nd; ++d)
+            if (p->strides[a][d] == 0 && p->shape[d] > 1)
+                p->reduces[a] = true;
+    }
+
+    /* A control value per row: chunks of one row keep it uniform, so the
+     * kernel that only computes the branch taken can run. */
+    if (p->inner >= CHUNK || (per_row_control && p->inner >= 64 && L->kernel_uniform)) {
+        p->rows_per_chunk = 1;
+        p->pieces_per_row = (p->inner + CHUNK - 1) / CHUNK;
+        int64_t piece = (p->inner + p->pieces_per_row - 1) / p->pieces_per_row;
+        p->piece = (piece + 15) & ~(int64_t)15;
+        p->pieces_per_row = (p->inner + p->piece - 1) / p->piece;
+        p->n_chunks = p->outer * p->pieces_per_row;
+    } else {
+        p->rows_per_chunk = CHUNK / p->inner;
+        p->piece = p->inner;
+        p->pieces_per_row = 1;
+        p->n_chunks = (p->outer + p->rows_per_chunk - 1) / p->rows_per_chunk;
+    }
+
+    /* Scratch of one thread: a tile per array, then the sum buffers. */
+    size_t bytes = (size_t)na * TILE * p->esize;
+    for (int a = L->n_in; a < na; ++a) {
+        if (!p->reduces[a])
+            continue;
+        int64_t size = 1;
+        for (int d = nd - 1; d >= 0; --d) {
+            if (p->strides[a][d] == 0) {
+                p->buf_strides[a][d] = 0;
+            } else {
+                p->buf_strides[a][d] = size;
+                size *= p->shape[d];
+            }
+        }
+        p->buf_size[a] = size;
+        p->buf_offset[a] = bytes;
+        bytes += (size_t)size * sizeof(double);
+    }
+    p->scratch_bytes = bytes;
+}
+
+/* Coordinates of row r over the axes before the last. */
+static void row_coords(const plan *p, int64_t r, int64_t *coords)
+{
+    for (int d = p->ndim - 2; d >= 0; --d) {
+        coords[d] = r % p->shape[d];
+        r /= p->shape[d];
+    }
+}
+
+static void next_row(const plan *p, int64_t *coords)
+{
+    for (int d = p->ndim - 2; d >= 0; --d) {
+        if (++coords[d] < p->shape[d])
+            return;
+        coords[d] = 0;
+    }
+}
+
+static int64_t row_offset(const plan *p, const int64_t *strides, const int64_t *coords)
+{
+    int64_t off = 0;
+    for (int d = 0; d < p->ndim - 1; ++d)
+        off += coords[d] * strides[d];
+    return off;
+}
+
+/* One chunk: `rows` rows starting at `r0`, each the segment [c0, c0 + len). */
+typedef struct chunk {
+    int64_t r0, rows, c0, len, n;
+} chunk;
+
+static chunk chunk_at(const plan *p, int64_t c)
+{
+    chunk k;
+    if (p->rows_per_chunk == 1) {
+        k.r0 = c / p->pieces_per_row;
+        k.rows = 1;
+        k.c0 = (c % p->pieces_per_row) * p->piece;
+        k.len = p->inner - k.c0 < p->piece ? p->inner - k.c0 : p->piece;
+    } else {
+        k.r0 = c * p->rows_per_chunk;
+        k.rows = p->outer - k.r0 < p->rows_per_chunk ? p->outer - k.r0 : p->rows_per_chunk;
+        k.c0 = 0;
+        k.len = p->inner;
+    }
+    k.n = k.rows * k.len;
+    return k;
+}
+
+#define DEFINE_STAGING(T)                                                                          \
+    static void stage_##T(T *tile, const T *base, int64_t off, int64_t stride, int64_t len)        \
+    {                                                                                              \
+        if (stride == 0) {                                                                         \
+            const T v = base[off];                                                                 \
+            for (int64_t i = 0; i < len; ++i)                                                      \
+                tile[i] = v;                                                                       \
+        } else if (stride == 1) {                                                                  \
+            memcpy(tile, base + off, (size_t)len * sizeof(T));                                     \
+        } else {                                                                                   \
+            for (int64_t i = 0; i < len; ++i)                                                      \
+                tile[i] = base[off + i * stride];                                                  \
+        }                                                                                          \
+    }                                                                                              \
+    static void unstage_##T(T *base, const T *tile, int64_t off, int64_t stride, int64_t len, bool add) \
+    {                                                                                              \
+        if (add) {                                                                                 \
+            for (int64_t i = 0; i < len; ++i)                                                      \
+                base[off + i * stride] += tile[i];                                                 \
+        } else if (stride == 1) {                                                                  \
+            memcpy(base + off, tile, (size_t)len * sizeof(T));                                     \
+        } else {                                                                                   \
+            for (int64_t i = 0; i < len; ++i)                                                      \
+                base[off + i * stride] = tile[i];                                                  \
+        }                                                                                          \
+    }                                                                                              \
+    static void sum_into_##T(double *buf, const T *tile, int64_t off, int64_t stride, int64_t len) \
+    {                                                                                              \
+        if (stride == 0) {                                                                         \
+            double s = 0.0;                                                                        \
+            _Pragma("omp simd reduction(+ : s)") for (int64_t i = 0; i < len; ++i) s += (double)tile[i]; \
+            buf[off] += s;                                                                         \
+        } else {                                                                                   \
+            for (int64_t i = 0; i < len; ++i)                                                      \
+                buf[off + i] += (double)tile[i];                                                   \
+        }                                                                                          \
+    }                                                                                              \
+    static bool all_equal_##T(const T *v, int64_t n)                                               \
+    {                                                                                              \
+        for (int64_t i = 1; i < n; ++i)                                                            \
+            if (!(v[i] == v[0]))                                                                   \
+                return false;                                                                      \
+        return true;                                                                               \
+    }
+DEFINE_STAGING(float)
+DEFINE_STAGING(double)
+
+static void stage(const plan *p, void *tile, const void *base, int64_t off, int64_t stride, int64_t len)
+{
+    if (p->esize == 4)
+        stage_float(tile, base, off, stride, len);
+    else
+        stage_double(tile, base, off, stride, len);
+}
+
+static void unstage(const plan *p, void *base, const void *tile, int64_t off, int64_t stride, int64_t len,
+                    bool add)
+{
+    if (p->esize == 4)
+        unstage_float(base, tile, off, stride, len, add);
+    else
+        unstage_double(base, tile, off, stride, len, add);
+}
+
+static void sum_into(const plan *p, double *buf, const void *tile, int64_t off, int64_t stride, int64_t len)
+{
+    if (p->esize == 4)
+        sum_into_float(buf, tile, off, stride, len);
+    else
+        sum_into_double(buf, tile, off, stride, len);
+}
+
+static bool all_equal(const plan *p, const void *v, int64_t n)
+{
+    return p->esize == 4 ? all_equal_float(v, n) : all_equal_double(v, n);
+}
+
+static void run_chunk(const dc_loop *L, const plan *p, chunk k, unsigned char *scratch)
+{
+    const int n_in = L->n_in, na = p->n_arrays;
+    const void *in_ptr[DC_LOOP_MAX_ARRAYS];
+    void *out_ptr[DC_LOOP_MAX_ARRAYS];
+    bool out_tiled[DC_LOOP_MAX_ARRAYS];
+    int64_t coords[DC_MAX_DIMS], c0[DC_MAX_DIMS];
+    const int nd = p->ndim;
+    row_coords(p, k.r0, c0);
+    bool uniform = L->kernel_uniform != NULL;
+
+    for (int a = 0; a < na; ++a) {
+        const int64_t *st = p->strides[a];
+        const int64_t sin = st[nd - 1];
+        void *tile = scratch + (size_t)a * TILE * p->esize;
+        const bool direct = sin == 1 && (k.rows == 1 || p->contiguous[a]);
+        const int64_t off0 = row_offset(p, st, c0) + k.c0 * sin;
+        if (a < n_in) {
+            const unsigned char *base = L->in[a].data;
+            if (direct) {
+                in_ptr[a] = base + (size_t)off0 * p->esize;
+            } else {
+                memcpy(coords, c0, sizeof coords);
+                for (int64_t r = 0; r < k.rows; ++r) {
+                    int64_t off = row_offset(p, st, coords) + k.c0 * sin;
+                    stage(p, (unsigned char *)tile + (size_t)(r * k.len) * p->esize, base, off, sin, k.len);
+                    next_row(p, coords);
+                }
+                in_ptr[a] = tile;
+            }
+            if (uniform && L->in[a].control) {
+                if (sin == 0 && k.rows == 1)
+                    continue;
+                uniform = all_equal(p, in_ptr[a], k.n);
+            }
+        } else {
+            const dc_loop_out *o = &L->out[a - n_in];
+            out_tiled[a] = !(direct && o->mode == DC_WRITE_ASSIGN && !p->reduces[a]);
+            out_ptr[a - n_in] = out_tiled[a] ? tile : (unsigned char *)o->data + (size_t)off0 * p->esize;
+        }
+    }
+
+    (uniform ? L->kernel_uniform : L->kernel)(k.n, in_ptr, out_ptr, L->arg);
+
+    for (int a = n_in; a < na; ++a) {
+        const dc_loop_out *o = &L->out[a - n_in];
+        if (!out_tiled[a] || o->mode == DC_WRITE_DISCARD)
+            continue;
+        const int64_t *st = p->strides[a];
+        const unsigned char *tile = scratch + (size_t)a * TILE * p->esize;
+        memcpy(coords, c0, sizeof coords);
+        for (int64_t r = 0; r < k.rows; ++r) {
+            const void *seg = tile + (size_t)(r * k.len) * p->esize;
+            if (p->reduces[a]) {
+                double *buf = (double *)(scratch + p->buf_offset[a]);
+                const int64_t *bst = p->buf_strides[a];
+                int64_t off = row_offset(p, bst, coords) + k.c0 * bst[nd - 1];
+                sum_into(p, buf, seg, off, bst[nd - 1], k.len);
+            } else {
+                int64_t off = row_offset(p, st, coords) + k.c0 * st[nd - 1];
+                unstage(p, o->data, seg, off, st[nd - 1], k.len, o->mode == DC_WRITE_ACCUMULATE);
+            }
+            next_row(p, coords);
+        }
+    }
+}
+
+/* Writes the per-thread sums of output a into it: element i of the buffer
+ * is the sum, in thread order, of every thread's element i. */
+static void combine_sums(dc_ctx *ctx, const dc_loop *L, const plan *p, int a, int n_threads)
+{
+    const dc_loop_out *o = &L->out[a - L->n_in];
+    if (o->mode == DC_WRITE_DISCARD)
+        return;
+    const int nd = p->ndim;
+    const bool add = o->mode == DC_WRITE_ACCUMULATE;
+    int kept[DC_MAX_DIMS], nk = 0;
+    for (int d = 0; d < nd; ++d)
+        if (p->strides[a][d] != 0)
+            kept[nk++] = d;
+    const int64_t size = p->buf_size[a];
+#pragma omp parallel for num_threads(n_threads) if (size * n_threads > PARALLEL_MIN) schedule(static)
+    for (int64_t i = 0; i < size; ++i) {
+        double total = 0.0;
+        for (int t = 0; t < n_threads; ++t)
+            total += ((const double *)((const unsigned char *)ctx->scratch[t].ptr + p->buf_offset[a]))[i];
+        int64_t rest = i, off = 0;
+        for (int j = nk - 1; j >= 0; --j) {
+            const int d = kept[j];
+            off += (rest % p->shape[d]) * p->strides[a][d];
+            rest /= p->shape[d];
+        }
+        if (p->esize == 4) {
+            float *dst = (float *)o->data + off;
+            *dst = add ? (float)((double)*dst + total) : (float)total;
+        } else {
+            double *dst = (double *)o->data + off;
+            *dst = add ? *dst + total : total;
+        }
+    }
+}
+
+/* An empty iteration: outputs that are assigned get zeros (a sum over
+ * nothing), wherever they have elements. */
+static void zero_assigned_outputs(const dc_loop *L)
+{
+    const size_t esize = dc_dtype_size(L->dtype);
+    for (int i = 0; i < L->n_out; ++i) {
+        const dc_loop_out *o = &L->out[i];
+        if (o->mode != DC_WRITE_ASSIGN)
+            continue;
+        int64_t n = 1;
+        for (int d = 0; d < L->ndim; ++d)
+            if (o->strides[d] != 0)
+                n *= L->shape[d];
+        if (n == 0)
+            continue;
+        int64_t idx[DC_MAX_DIMS] = {0};
+        for (int64_t e = 0; e < n; ++e) {
+            int64_t off = 0;
+            for (int d = 0; d < L->ndim; ++d)
+                off += idx[d] * o->strides[d];
+            memset((unsigned char *)o->data + (size_t)off * esize, 0, esize);
+            for (int d = L->ndim - 1; d >= 0; --d) {
+                if (o->strides[d] == 0)
+                    continue;
+                if (++idx[d] < L->shape[d])
+                    break;
+                idx[d] = 0;
+            }
+        }
+    }
+}
+
+dc_status dc_loop_run_cpu(dc_ctx *ctx, const dc_loop *L)
+{
+    if (L->n_in + L->n_out > DC_LOOP_MAX_ARRAYS)
+        return dc_error(ctx, DC_ERR_ARG, "a loop over %d arrays exceeds the engine's limit of %d",
+                        L->n_in + L->n_out, DC_LOOP_MAX_ARRAYS);
+    int64_t numel = 1;
+    for (int d = 0; d < L->ndim; ++d)
+        numel *= L->shape[d];
+    if (numel == 0) {
+        zero_assigned_outputs(L);
+        return DC_OK;
+    }
+    plan p;
+    make_plan(L, &p);
+
+    int n_threads = ctx->num_threads;
+    if (numel < PARALLEL_MIN || p.n_chunks < 2)
+        n_threads = 1;
+    if (n_threads > p.n_chunks)
+        n_threads = (int)p.n_chunks;
+    bool has_sums = false;
+    for (int a = L->n_in; a < p.n_arrays; ++a)
+        has_sums = has_sums || p.reduces[a];
+
+    /* Scratch is grown here, outside the parallel region. */
+    for (int t = 0; t < n_threads; ++t)
+        if (!dc_ctx_scratch(ctx, t, p.scratch_bytes))
+            return dc_error(ctx, DC_ERR_MEMORY, "out of memory for %zu bytes of loop scratch", p.scratch_bytes);
+
+    /* OpenMP may grant fewer threads than asked; partition by what it gave. */
+    int granted = 1;
+#pragma omp parallel num_threads(n_threads) if (n_threads > 1)
+    {
+#ifdef _OPENMP
+        const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+#else
+        const int t = 0, nt = 1;
+#endif
+        if (t == 0)
+            granted = nt;
+        unsigned char *scratch = ctx->scratch[t].ptr;
+        for (int a = L->n_in; a < p.n_arrays; ++a)
+            if (p.reduces[a])
+                memset(scratch + p.buf_offset[a], 0, (size_t)p.buf_size[a] * sizeof(double));
+        const int64_t c_begin = p.n_chunks * t / nt;
+        const int64_t c_end = p.n_chunks * (t + 1) / nt;
+        for (int64_t c = c_begin; c < c_end; ++c)
+            run_chunk(L, &p, chunk_at(&p, c), scratch);
+    }
+
+    if (has_sums)
+        for (int a = L->n_in; a < p.n_arrays; ++a)
+            if (p.reduces[a])
+                combine_sums(ctx, L, &p, a, granted);
+    return DC_OK;
+}

@@ -1,0 +1,280 @@
+/* A dual number with DC_DUAL_N partials: the value v and the partials d[k]
+ * (the derivative of v with respect to the k-th seeded input). Include this
+ * file with these macros defined, once per type you need:
+ *
+ *   DC_DUAL_T    name of the struct type, prefix of every function
+ *   DC_DUAL_S    scalar type, float or double
+ *   DC_DUAL_SFX  suffix of the scalar math in dual/scalar_math.h: f32 or f64
+ *   DC_DUAL_N    number of partials, a positive integer constant
+ *
+ * Each operation computes the value and its local derivative once, with the
+ * same scalar functions the rest of dualcast uses, then applies the chain rule
+ * to the partials. Operations whose name ends in s take a plain scalar as the
+ * second operand (muls: dual * scalar); those starting with s take it first
+ * (ssub: scalar - dual). Every function is host+device and inlines into the
+ * element loops. The macros are undefined at the end of this file.
+ *
+ * No include guard: included once per instantiation. */
+
+#include "scalar_math.h"
+
+#define DC_D_CAT_(a, b) a##_##b
+#define DC_D_CAT(a, b) DC_D_CAT_(a, b)
+#define DC_DFN(op) DC_D_CAT(DC_DUAL_T, op)
+#define DC_SCAL(fn) DC_D_CAT(DC_D_CAT(dc, fn), DC_DUAL_SFX)
+
+typedef struct DC_DUAL_T {
+    DC_DUAL_S v;
+    DC_DUAL_S d[DC_DUAL_N];
+} DC_DUAL_T;
+
+/* A constant: zero partials. */
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(const)(DC_DUAL_S v)
+{
+    DC_DUAL_T r;
+    r.v = v;
+    for (int k = 0; k < DC_DUAL_N; ++k)
+        r.d[k] = (DC_DUAL_S)0;
+    return r;
+}
+
+/* An input seeded as the k-th independent variable: partial k is one. */
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(seed)(DC_DUAL_S v, int k)
+{
+    DC_DUAL_T r;
+    r.v = v;
+    for (int j = 0; j < DC_DUAL_N; ++j)
+        r.d[j] = j == k ? (DC_DUAL_S)1 : (DC_DUAL_S)0;
+    return r;
+}
+
+DC_INLINE DC_HD DC_DUAL_S DC_DFN(val)(DC_DUAL_T a) { return a.v; }
+
+/* value y = f(a.v) with local derivative dy: partials scale by dy. */
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(chain)(DC_DUAL_T a, DC_DUAL_S y, DC_DUAL_S dy)
+{
+    DC_DUAL_T r;
+    r.v = y;
+    for (int k = 0; k < DC_DUAL_N; ++k)
+        r.d[k] = dy * a.d[k];
+    return r;
+}
+
+/* ---- arithmetic ---- */
+
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(add)(DC_DUAL_T a, DC_DUAL_T b)
+{
+    DC_DUAL_T r;
+    r.v = a.v + b.v;
+    for (int k = 0; k < DC_DUAL_N; ++k)
+        r.d[k] = a.d[k] + b.d[k];
+    return r;
+}
+
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(adds)(DC_DUAL_T a, DC_DUAL_S s)
+{
+    a.v = a.v + s;
+    return a;
+}
+
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(sub)(DC_DUAL_T a, DC_DUAL_T b)
+{
+    DC_DUAL_T r;
+    r.v = a.v - b.v;
+    for (int k = 0; k < DC_DUAL_N; ++k)
+        r.d[k] = a.d[k] - b.d[k];
+    return r;
+}
+
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(subs)(DC_DUAL_T a, DC_DUAL_S s)
+{
+    a.v = a.v - s;
+    return a;
+}
+
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(neg)(DC_DUAL_T a)
+{
+    DC_DUAL_T r;
+    r.v = -a.v;
+    for (int k = 0; k < DC_DUAL_N; ++k)
+        r.d[k] = -a.d[k];
+    return r;
+}
+
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(ssub)(DC_DUAL_S s, DC_DUAL_T a)
+{
+    DC_DUAL_T r = DC_DFN(neg)(a);
+    r.v = s - a.v;
+    return r;
+}
+
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(mul)(DC_DUAL_T a, DC_DUAL_T b)
+{
+    DC_DUAL_T r;
+    r.v = a.v * b.v;
+    for (int k = 0; k < DC_DUAL_N; ++k)
+        r.d[k] = a.d[k] * b.v + a.v * b.d[k];
+    return r;
+}
+
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(muls)(DC_DUAL_T a, DC_DUAL_S s)
+{
+    return DC_DFN(chain)(a, a.v * s, s);
+}
+
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(div)(DC_DUAL_T a, DC_DUAL_T b)
+{
+    DC_DUAL_T r;
+    r.v = a.v / b.v;
+    const DC_DUAL_S inv = (DC_DUAL_S)1 / b.v;
+    for (int k = 0; k < DC_DUAL_N; ++k)
+        r.d[k] = (a.d[k] - r.v * b.d[k]) * inv;
+    return r;
+}
+
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(divs)(DC_DUAL_T a, DC_DUAL_S s)
+{
+    return DC_DFN(chain)(a, a.v / s, (DC_DUAL_S)1 / s);
+}
+
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(sdiv)(DC_DUAL_S s, DC_DUAL_T b)
+{
+    const DC_DUAL_S y = s / b.v;
+    return DC_DFN(chain)(b, y, -y / b.v);
+}
+
+/* ---- elementary functions ---- */
+
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(exp)(DC_DUAL_T a)
+{
+    const DC_DUAL_S y = DC_SCAL(exp)(a.v);
+    return DC_DFN(chain)(a, y, y);
+}
+
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(log)(DC_DUAL_T a)
+{
+    return DC_DFN(chain)(a, DC_SCAL(log)(a.v), (DC_DUAL_S)1 / a.v);
+}
+
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(log1p)(DC_DUAL_T a)
+{
+    return DC_DFN(chain)(a, DC_SCAL(log1p)(a.v), (DC_DUAL_S)1 / ((DC_DUAL_S)1 + a.v));
+}
+
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(expm1)(DC_DUAL_T a)
+{
+    const DC_DUAL_S y = DC_SCAL(expm1)(a.v);
+    return DC_DFN(chain)(a, y, y + (DC_DUAL_S)1);
+}
+
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(sqrt)(DC_DUAL_T a)
+{
+    const DC_DUAL_S y = DC_SCAL(sqrt)(a.v);
+    return DC_DFN(chain)(a, y, (DC_DUAL_S)0.5 / y);
+}
+
+/* a^p for a constant exponent p. */
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(pows)(DC_DUAL_T a, DC_DUAL_S p)
+{
+    const DC_DUAL_S y = DC_SCAL(pow)(a.v, p);
+    const DC_DUAL_S dy = p == (DC_DUAL_S)0 ? (DC_DUAL_S)0 : p * DC_SCAL(pow)(a.v, p - (DC_DUAL_S)1);
+    return DC_DFN(chain)(a, y, dy);
+}
+
+/* s^b for a constant base s. */
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(spow)(DC_DUAL_S s, DC_DUAL_T b)
+{
+    const DC_DUAL_S y = DC_SCAL(pow)(s, b.v);
+    return DC_DFN(chain)(b, y, y * DC_SCAL(log)(s));
+}
+
+/* a^b for two duals. The partial for the exponent is y*log(a), taken as zero
+ * at a == 0 (its limit for b > 0). */
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(pow)(DC_DUAL_T a, DC_DUAL_T b)
+{
+    DC_DUAL_T r;
+    r.v = DC_SCAL(pow)(a.v, b.v);
+    const DC_DUAL_S da = b.v == (DC_DUAL_S)0 ? (DC_DUAL_S)0 : b.v * DC_SCAL(pow)(a.v, b.v - (DC_DUAL_S)1);
+    const DC_DUAL_S db = a.v == (DC_DUAL_S)0 ? (DC_DUAL_S)0 : r.v * DC_SCAL(log)(a.v);
+    for (int k = 0; k < DC_DUAL_N; ++k)
+        r.d[k] = da * a.d[k] + db * b.d[k];
+    return r;
+}
+
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(sin)(DC_DUAL_T a)
+{
+    return DC_DFN(chain)(a, DC_SCAL(sin)(a.v), DC_SCAL(cos)(a.v));
+}
+
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(cos)(DC_DUAL_T a)
+{
+    return DC_DFN(chain)(a, DC_SCAL(cos)(a.v), -DC_SCAL(sin)(a.v));
+}
+
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(tanh)(DC_DUAL_T a)
+{
+    const DC_DUAL_S y = DC_SCAL(tanh)(a.v);
+    return DC_DFN(chain)(a, y, DC_SCAL(tanh_dy)(y));
+}
+
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(sigmoid)(DC_DUAL_T a)
+{
+    const DC_DUAL_S y = DC_SCAL(sigmoid)(a.v);
+    return DC_DFN(chain)(a, y, DC_SCAL(sigmoid_dy)(y));
+}
+
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(softplus)(DC_DUAL_T a)
+{
+    return DC_DFN(chain)(a, DC_SCAL(softplus)(a.v), DC_SCAL(sigmoid)(a.v));
+}
+
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(relu)(DC_DUAL_T a)
+{
+    return DC_DFN(chain)(a, DC_SCAL(relu)(a.v), DC_SCAL(relu_dx)(a.v));
+}
+
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(abs)(DC_DUAL_T a)
+{
+    return DC_DFN(chain)(a, DC_SCAL(abs_raw)(a.v), DC_SCAL(abs_dx)(a.v));
+}
+
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(erf)(DC_DUAL_T a)
+{
+    return DC_DFN(chain)(a, DC_SCAL(erf)(a.v), DC_SCAL(erf_dx)(a.v));
+}
+
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(hard_sigmoid)(DC_DUAL_T a, DC_DUAL_S slope)
+{
+    return DC_DFN(chain)(a, DC_SCAL(hard_sigmoid)(a.v, slope), DC_SCAL(hard_sigmoid_dx)(a.v, slope));
+}
+
+/* min and max pick one operand whole, value and partials; a tie takes the
+ * first, a NaN in either is propagated. */
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(min)(DC_DUAL_T a, DC_DUAL_T b)
+{
+    return DC_SCAL(min_takes_first)(a.v, b.v) ? a : b;
+}
+
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(max)(DC_DUAL_T a, DC_DUAL_T b)
+{
+    return DC_SCAL(max_takes_first)(a.v, b.v) ? a : b;
+}
+
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(mins)(DC_DUAL_T a, DC_DUAL_S s)
+{
+    return DC_SCAL(min_takes_first)(a.v, s) ? a : DC_DFN(const)(s);
+}
+
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(maxs)(DC_DUAL_T a, DC_DUAL_S s)
+{
+    return DC_SCAL(max_takes_first)(a.v, s) ? a : DC_DFN(const)(s);
+}
+
+#undef DC_D_CAT_
+#undef DC_D_CAT
+#undef DC_DFN
+#undef DC_SCAL
+#undef DC_DUAL_T
+#undef DC_DUAL_S
+#undef DC_DUAL_SFX
+#undef DC_DUAL_N

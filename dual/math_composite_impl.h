@@ -1,0 +1,74 @@
+/* Functions built from the elementary ones, and the derivative helpers that
+ * forward mode (dual numbers) and reverse mode (primitive adjoints) share.
+ * Written once; dual/scalar_math.h includes this file for float and double
+ * with DC_MS (the type) and DC_MSFX (the suffix, f32 or f64) defined.
+ * No include guard: included once per scalar type. */
+
+#define DC_SFN(name) DC_SFN_(name, DC_MSFX)
+#define DC_SFN_(name, sfx) DC_SFN__(name, sfx)
+#define DC_SFN__(name, sfx) dc_##name##_##sfx
+
+/* Logistic function; one exponential of -|x|, so it never overflows:
+ * sigmoid(-100) is 3.7e-44 in float and its derivative is finite. */
+DC_INLINE DC_HD DC_MS DC_SFN(sigmoid)(DC_MS x)
+{
+    const DC_MS e = DC_SFN(exp)(-DC_SFN(abs_raw)(x));
+    const DC_MS r = (DC_MS)1 / ((DC_MS)1 + e);
+    return x >= (DC_MS)0 ? r : e * r;
+}
+
+/* log(1 + exp(x)) without overflow: softplus(100) = 100. */
+DC_INLINE DC_HD DC_MS DC_SFN(softplus)(DC_MS x)
+{
+    const DC_MS pos = x > (DC_MS)0 ? x : (DC_MS)0;
+    return pos + DC_SFN(log1p)(DC_SFN(exp)(-DC_SFN(abs_raw)(x)));
+}
+
+DC_INLINE DC_HD DC_MS DC_SFN(relu)(DC_MS x) { return x > (DC_MS)0 ? x : (DC_MS)0; }
+
+/* Minimum and maximum that propagate a NaN from either argument; on a tie
+ * the first argument is taken (and gets the derivative). */
+DC_INLINE DC_HD DC_MS DC_SFN(min)(DC_MS a, DC_MS b) { return (a <= b || a != a) ? a : b; }
+DC_INLINE DC_HD DC_MS DC_SFN(max)(DC_MS a, DC_MS b) { return (a >= b || a != a) ? a : b; }
+DC_INLINE DC_HD int DC_SFN(min_takes_first)(DC_MS a, DC_MS b) { return a <= b || a != a; }
+DC_INLINE DC_HD int DC_SFN(max_takes_first)(DC_MS a, DC_MS b) { return a >= b || a != a; }
+
+/* max(0, min(1, (slope * x + 1) / 2)), the HM-LSTM boundary gate. */
+DC_INLINE DC_HD DC_MS DC_SFN(hard_sigmoid)(DC_MS x, DC_MS slope)
+{
+    const DC_MS y = (slope * x + (DC_MS)1) * (DC_MS)0.5;
+    const DC_MS lo = y < (DC_MS)0 ? (DC_MS)0 : y;
+    return lo > (DC_MS)1 ? (DC_MS)1 : lo;
+}
+
+/* Derivatives. The _dy forms take the function's output, which both forward
+ * and reverse mode have at hand, instead of recomputing it. */
+DC_INLINE DC_HD DC_MS DC_SFN(sigmoid_dy)(DC_MS y) { return y * ((DC_MS)1 - y); }
+DC_INLINE DC_HD DC_MS DC_SFN(tanh_dy)(DC_MS y) { return (DC_MS)1 - y * y; }
+DC_INLINE DC_HD DC_MS DC_SFN(relu_dx)(DC_MS x) { return x > (DC_MS)0 ? (DC_MS)1 : (DC_MS)0; }
+DC_INLINE DC_HD DC_MS DC_SFN(abs_dx)(DC_MS x)
+{
+    return x > (DC_MS)0 ? (DC_MS)1 : (x < (DC_MS)0 ? (DC_MS)-1 : (DC_MS)0);
+}
+DC_INLINE DC_HD DC_MS DC_SFN(hard_sigmoid_dx)(DC_MS x, DC_MS slope)
+{
+    const DC_MS u = slope * x + (DC_MS)1;
+    return (u > (DC_MS)0 && u < (DC_MS)2) ? slope * (DC_MS)0.5 : (DC_MS)0;
+}
+DC_INLINE DC_HD DC_MS DC_SFN(erf_dx)(DC_MS x)
+{
+    return (DC_MS)1.12837916709551257390 * DC_SFN(exp)(-x * x);
+}
+
+/* Product of an adjoint and a local partial derivative, in which a zero
+ * adjoint contributes exactly zero even when the partial is infinite or NaN.
+ * This keeps a NaN computed on the side of a select that was not taken (or in
+ * a branch of a broadcast body that was not executed) out of the gradient. */
+DC_INLINE DC_HD DC_MS DC_SFN(adj_mul)(DC_MS adj, DC_MS partial)
+{
+    return adj == (DC_MS)0 ? (DC_MS)0 : adj * partial;
+}
+
+#undef DC_SFN
+#undef DC_SFN_
+#undef DC_SFN__

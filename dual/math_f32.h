@@ -1,0 +1,263 @@
+/* Single-precision elementary functions: exp, log, expm1, log1p, tanh, erf,
+ * sin, cos, pow, sqrt.
+ *
+ * On the device these are CUDA's own math functions. On the host they are
+ * written here without branches or library calls, so that gcc can inline them
+ * into an element loop and vectorize it, also when the loop body has if/else
+ * (the loop is if-converted; see broadcast/bfn_cpu_instance.h). The libm
+ * versions are opaque calls that keep such a loop scalar. Every function
+ * handles NaN, infinities and signed zeros, and stays within a few ulp of the
+ * correctly rounded result over the whole range (sin and cos: for |x| < 1e4).
+ * Polynomial coefficients are the classic Cephes minimax values. */
+#ifndef DC_DUAL_MATH_F32_H
+#define DC_DUAL_MATH_F32_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "hd.h"
+
+#if DC_ON_DEVICE
+
+DC_INLINE DC_HD float dc_exp_f32(float x) { return expf(x); }
+DC_INLINE DC_HD float dc_log_f32(float x) { return logf(x); }
+DC_INLINE DC_HD float dc_expm1_f32(float x) { return expm1f(x); }
+DC_INLINE DC_HD float dc_log1p_f32(float x) { return log1pf(x); }
+DC_INLINE DC_HD float dc_tanh_f32(float x) { return tanhf(x); }
+DC_INLINE DC_HD float dc_erf_f32(float x) { return erff(x); }
+DC_INLINE DC_HD float dc_sin_f32(float x) { return sinf(x); }
+DC_INLINE DC_HD float dc_cos_f32(float x) { return cosf(x); }
+DC_INLINE DC_HD float dc_pow_f32(float a, float b) { return powf(a, b); }
+DC_INLINE DC_HD float dc_sqrt_f32(float x) { return sqrtf(x); }
+
+#else
+
+DC_INLINE DC_HD float dc_f32_from_bits(int32_t i)
+{
+    float f;
+    memcpy(&f, &i, sizeof f);
+    return f;
+}
+
+DC_INLINE DC_HD int32_t dc_f32_bits(float f)
+{
+    int32_t i;
+    memcpy(&i, &f, sizeof i);
+    return i;
+}
+
+/* Round to nearest integer for |x| < 2^22 with two additions: vectorizes
+ * without -fno-trapping-math, unlike rintf/floorf. */
+DC_INLINE DC_HD float dc_round_small_f32(float x)
+{
+    const float magic = 12582912.0f; /* 1.5 * 2^23 */
+    return (x + magic) - magic;
+}
+
+DC_INLINE DC_HD float dc_exp_f32(float x)
+{
+    const int is_nan = x != x;
+    float xc = is_nan ? 0.0f : x;
+    /* Beyond these bounds the result is inf or rounds to zero. */
+    xc = xc > 88.8f ? 88.8f : xc;
+    xc = xc < -105.0f ? -105.0f : xc;
+    const float n = dc_round_small_f32(xc * 1.44269504088896341f);
+    float r = xc - n * 0.693359375f;
+    r = r + n * 2.12194440e-4f;
+    float p = 1.9875691500E-4f;
+    p = p * r + 1.3981999507E-3f;
+    p = p * r + 8.3334519073E-3f;
+    p = p * r + 4.1665795894E-2f;
+    p = p * r + 1.6666665459E-1f;
+    p = p * r + 5.0000001201E-1f;
+    p = p * r * r + r + 1.0f;
+    /* n lies in [-152, 128]: split 2^n in two factors so both stay normal and
+     * the product rounds correctly into the subnormal range or to inf. */
+    const int32_t ni = (int32_t)n;
+    const int32_t n1 = ni / 2;
+    const int32_t n2 = ni - n1;
+    const float s1 = dc_f32_from_bits((n1 + 127) << 23);
+    const float s2 = dc_f32_from_bits((n2 + 127) << 23);
+    const float y = p * s1 * s2;
+    return is_nan ? x : y;
+}
+
+DC_INLINE DC_HD float dc_log_f32(float x)
+{
+    const float tiny = 1.17549435e-38f; /* FLT_MIN */
+    const int subnormal = x < tiny;
+    const float xs = subnormal ? x * 8388608.0f : x; /* 2^23 */
+    const int32_t bits = dc_f32_bits(xs);
+    float e = (float)(((bits >> 23) & 0xff) - 126) - (subnormal ? 23.0f : 0.0f);
+    float m = dc_f32_from_bits((bits & 0x007fffff) | 0x3f000000); /* [0.5, 1) */
+    const int low = m < 0.707106781186547524f;
+    e = low ? e - 1.0f : e;
+    m = low ? m + m - 1.0f : m - 1.0f;
+    const float z = m * m;
+    float y = 7.0376836292E-2f;
+    y = y * m - 1.1514610310E-1f;
+    y = y * m + 1.1676998740E-1f;
+    y = y * m - 1.2420140846E-1f;
+    y = y * m + 1.4249322787E-1f;
+    y = y * m - 1.6668057665E-1f;
+    y = y * m + 2.0000714765E-1f;
+    y = y * m - 2.4999993993E-1f;
+    y = y * m + 3.3333331174E-1f;
+    y = y * m * z;
+    y = y - 2.12194440e-4f * e;
+    y = y - 0.5f * z;
+    float r = m + y + 0.693359375f * e;
+    r = x == 0.0f ? -INFINITY : r;
+    r = x == INFINITY ? INFINITY : r;
+    r = (x < 0.0f || x != x) ? NAN : r;
+    return r;
+}
+
+DC_INLINE DC_HD float dc_expm1_f32(float x)
+{
+    /* Near zero exp(x) - 1 cancels: use the Taylor series to x^9/9!. */
+    float p = 1.0f / 362880.0f;
+    p = p * x + 1.0f / 40320.0f;
+    p = p * x + 1.0f / 5040.0f;
+    p = p * x + 1.0f / 720.0f;
+    p = p * x + 1.0f / 120.0f;
+    p = p * x + 1.0f / 24.0f;
+    p = p * x + 1.0f / 6.0f;
+    p = p * x + 0.5f;
+    p = p * x * x + x;
+    const float far = dc_exp_f32(x) - 1.0f;
+    return (x < 0.5f && x > -0.5f) ? p : far;
+}
+
+DC_INLINE DC_HD float dc_log1p_f32(float x)
+{
+    /* log(u) * x / (u - 1) with u = 1 + x cancels the rounding error of u. */
+    const float u = 1.0f + x;
+    const float d = u - 1.0f;
+    const float safe_d = d == 0.0f ? 1.0f : d;
+    float r = dc_log_f32(u) * (x / safe_d);
+    r = d == 0.0f ? x : r;
+    r = x == INFINITY ? INFINITY : r;
+    return r;
+}
+
+DC_INLINE DC_HD float dc_tanh_f32(float x)
+{
+    const float t = dc_expm1_f32(-2.0f * fabsf(x)); /* in (-1, 0] */
+    const float a = -t / (t + 2.0f);
+    return copysignf(a, x);
+}
+
+DC_INLINE DC_HD float dc_erf_f32(float x)
+{
+    const float ax = fabsf(x);
+    /* Small |x|: the Maclaurin series keeps full relative accuracy. */
+    const float z = x * x;
+    float s = 1.0f / 9360.0f;
+    s = s * z - 1.0f / 1320.0f;
+    s = s * z + 1.0f / 216.0f;
+    s = s * z - 1.0f / 42.0f;
+    s = s * z + 1.0f / 10.0f;
+    s = s * z - 1.0f / 3.0f;
+    s = s * z + 1.0f;
+    s = s * x; /* x - x^3/3 + x^5/10 - ... */
+    const float small = 1.12837916709551257f * s;
+    /* Otherwise 1 - erfc(|x|), erfc from a Chebyshev fit with relative error
+     * below 1.2e-7 (Numerical Recipes, erfcc). */
+    const float t = 1.0f / (1.0f + 0.5f * ax);
+    float q = 0.17087277f;
+    q = q * t - 0.82215223f;
+    q = q * t + 1.48851587f;
+    q = q * t - 1.13520398f;
+    q = q * t + 0.27886807f;
+    q = q * t - 0.18628806f;
+    q = q * t + 0.09678418f;
+    q = q * t + 0.37409196f;
+    q = q * t + 1.00002368f;
+    q = q * t - 1.26551223f;
+    const float erfc_ax = t * dc_exp_f32(q - ax * ax);
+    const float large = copysignf(1.0f - erfc_ax, x);
+    return ax < 0.5f ? small : (x != x ? x : large);
+}
+
+/* x = j * pi/2 + r with |r| <= pi/4, in three parts so that r keeps its
+ * accuracy for |x| up to about 1e4. */
+DC_INLINE DC_HD float dc_reduce_half_pi_f32(float x, int32_t *quadrant)
+{
+    /* Beyond 4e6 the quadrant no longer fits the rounding trick; the result
+     * there is bounded but meaningless, as single precision allows. */
+    x = x > 4.0e6f ? 4.0e6f : x;
+    x = x < -4.0e6f ? -4.0e6f : x;
+    const float j = dc_round_small_f32(x * 0.636619772367581343f);
+    float r = x - j * 1.5703125f;
+    r = r - j * 4.837512969970703125e-4f;
+    r = r - j * 7.54978995489188216e-8f;
+    *quadrant = (int32_t)j & 3;
+    return r;
+}
+
+DC_INLINE DC_HD float dc_sin_poly_f32(float r)
+{
+    const float z = r * r;
+    float p = -1.9515295891E-4f;
+    p = p * z + 8.3321608736E-3f;
+    p = p * z - 1.6666654611E-1f;
+    return p * z * r + r;
+}
+
+DC_INLINE DC_HD float dc_cos_poly_f32(float r)
+{
+    const float z = r * r;
+    float p = 2.443315711809948E-5f;
+    p = p * z - 1.388731625493765E-3f;
+    p = p * z + 4.166664568298827E-2f;
+    return p * z * z - 0.5f * z + 1.0f;
+}
+
+DC_INLINE DC_HD float dc_sin_f32(float x)
+{
+    const int finite = fabsf(x) < INFINITY;
+    int32_t q;
+    const float r = dc_reduce_half_pi_f32(finite ? x : 0.0f, &q);
+    const float s = dc_sin_poly_f32(r), c = dc_cos_poly_f32(r);
+    float y = (q & 1) ? c : s;
+    y = (q & 2) ? -y : y;
+    y = x == 0.0f ? x : y; /* keeps the sign of zero */
+    return finite ? y : NAN;
+}
+
+DC_INLINE DC_HD float dc_cos_f32(float x)
+{
+    const int finite = fabsf(x) < INFINITY;
+    int32_t q;
+    const float r = dc_reduce_half_pi_f32(finite ? x : 0.0f, &q);
+    const float s = dc_sin_poly_f32(r), c = dc_cos_poly_f32(r);
+    float y = (q & 1) ? s : c;
+    y = ((q + 1) & 2) ? -y : y;
+    return finite ? y : NAN;
+}
+
+DC_INLINE DC_HD float dc_sqrt_f32(float x) { return __builtin_sqrtf(x); }
+
+/* a^b through exp(b log|a|), with the sign and the special cases of C's powf
+ * for zero, negative and non-finite bases. */
+DC_INLINE DC_HD float dc_pow_f32(float a, float b)
+{
+    const float aa = fabsf(a);
+    const float mag = dc_exp_f32(b * dc_log_f32(aa));
+    const int b_huge = fabsf(b) >= 4194304.0f; /* 2^22: always an even integer */
+    const float bi = b_huge ? 0.0f : dc_round_small_f32(b);
+    const int b_int = b_huge || bi == b;
+    const int b_odd = !b_huge && bi == b && (((int32_t)bi) & 1);
+    float y = (a < 0.0f && b_odd) ? -mag : mag;
+    y = (a < 0.0f && !b_int) ? NAN : y;
+    y = (a == 0.0f && b_odd && b > 0.0f) ? a : y;                      /* +-0 */
+    y = (a == 0.0f && b_odd && b < 0.0f) ? copysignf(INFINITY, a) : y; /* +-inf */
+    y = (a == 1.0f || b == 0.0f) ? 1.0f : y;
+    return y;
+}
+
+#endif /* DC_ON_DEVICE */
+
+#endif /* DC_DUAL_MATH_F32_H */

@@ -1,0 +1,23 @@
+/* Double-precision elementary functions. Double precision serves gradient
+ * checks and reference results, where accuracy matters more than SIMD, so
+ * these are the C library's functions on the host and CUDA's on the device
+ * (both spell them the same). */
+#ifndef DC_DUAL_MATH_F64_H
+#define DC_DUAL_MATH_F64_H
+
+#include <math.h>
+
+#include "hd.h"
+
+DC_INLINE DC_HD double dc_exp_f64(double x) { return exp(x); }
+DC_INLINE DC_HD double dc_log_f64(double x) { return log(x); }
+DC_INLINE DC_HD double dc_expm1_f64(double x) { return expm1(x); }
+DC_INLINE DC_HD double dc_log1p_f64(double x) { return log1p(x); }
+DC_INLINE DC_HD double dc_tanh_f64(double x) { return tanh(x); }
+DC_INLINE DC_HD double dc_erf_f64(double x) { return erf(x); }
+DC_INLINE DC_HD double dc_sin_f64(double x) { return sin(x); }
+DC_INLINE DC_HD double dc_cos_f64(double x) { return cos(x); }
+DC_INLINE DC_HD double dc_pow_f64(double a, double b) { return pow(a, b); }
+DC_INLINE DC_HD double dc_sqrt_f64(double x) { return sqrt(x); }
+
+#endif /* DC_DUAL_MATH_F64_H */

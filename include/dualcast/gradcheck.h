@@ -1,0 +1,48 @@
+/* Gradient check: backprop against central differences in float64. */
+#ifndef DUALCAST_GRADCHECK_H
+#define DUALCAST_GRADCHECK_H
+
+#include <stdint.h>
+
+#include "tape.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Builds a loss from the inputs on `tape` and returns it (one element), or
+ * NULL on error. Called once recording and many times with recording off. */
+typedef dc_tensor *(*dc_gradcheck_fn)(dc_tape *tape, dc_tensor *const *inputs, void *user);
+
+typedef struct dc_gradcheck_options {
+    double eps;             /* central difference step; default 1e-6 */
+    double atol;            /* pass if |backprop - numeric| <= atol + rtol * max(|b|, |n|) */
+    double rtol;            /* defaults 1e-8 and 1e-6 */
+    int64_t max_per_input;  /* check at most this many elements per input, spread evenly; 0: all */
+} dc_gradcheck_options;
+
+typedef struct dc_gradcheck_report {
+    int64_t checked;        /* elements compared */
+    double max_abs_err;
+    double max_rel_err;     /* |b - n| / max(|b|, |n|), over elements where that is defined */
+    int worst_input;        /* input and element with the largest excess over the tolerance */
+    int64_t worst_index;
+    double worst_backprop;
+    double worst_numeric;
+} dc_gradcheck_report;
+
+dc_gradcheck_options dc_gradcheck_options_default(void);
+
+/* Checks d(loss)/d(input) for every input that requires a gradient (float64,
+ * CPU). Returns DC_OK when every element is within tolerance and
+ * DC_ERR_MISMATCH otherwise, with a message naming the worst element; any
+ * other status is an error of fn or of the arguments. `options` and `report`
+ * may be NULL. Input values are restored before it returns. */
+dc_status dc_gradcheck(dc_ctx *ctx, dc_gradcheck_fn fn, void *user, int n_inputs, dc_tensor *const *inputs,
+                       const dc_gradcheck_options *options, dc_gradcheck_report *report);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DUALCAST_GRADCHECK_H */

@@ -1,0 +1,66 @@
+/* Primitive ops: one tape node each, with its own adjoint. Composing these is
+ * pure reverse mode; dc_broadcast (broadcast.h) fuses many of them into one
+ * node differentiated in forward mode.
+ *
+ * Every op takes the tape it records on and returns a tape tensor, or NULL on
+ * error with the reason in dc_last_error (a shape mismatch names the op and
+ * both shapes). An op given a NULL input returns NULL and keeps the message of
+ * the error that produced the NULL, so a chain of ops can be checked once at
+ * its end. Elementwise ops broadcast their operands NumPy-style, and their
+ * adjoints sum over the broadcast dimensions. Operands must share a dtype. */
+#ifndef DUALCAST_OPS_H
+#define DUALCAST_OPS_H
+
+#include <stdbool.h>
+
+#include "tape.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Elementwise arithmetic: a + b, a - b, a * b, a / b, a ^ b. */
+dc_tensor *dc_op_add(dc_tape *tape, dc_tensor *a, dc_tensor *b);
+dc_tensor *dc_op_sub(dc_tape *tape, dc_tensor *a, dc_tensor *b);
+dc_tensor *dc_op_mul(dc_tape *tape, dc_tensor *a, dc_tensor *b);
+dc_tensor *dc_op_div(dc_tape *tape, dc_tensor *a, dc_tensor *b);
+dc_tensor *dc_op_pow(dc_tape *tape, dc_tensor *a, dc_tensor *b);
+
+/* x * s + t for constants s and t (no gradient to the constants). */
+dc_tensor *dc_op_affine(dc_tape *tape, dc_tensor *x, double s, double t);
+
+/* Elementwise functions. relu'(0) = 0. */
+dc_tensor *dc_op_neg(dc_tape *tape, dc_tensor *x);
+dc_tensor *dc_op_exp(dc_tape *tape, dc_tensor *x);
+dc_tensor *dc_op_log(dc_tape *tape, dc_tensor *x);
+dc_tensor *dc_op_tanh(dc_tape *tape, dc_tensor *x);
+dc_tensor *dc_op_sigmoid(dc_tape *tape, dc_tensor *x);
+dc_tensor *dc_op_relu(dc_tape *tape, dc_tensor *x);
+
+/* cond != 0 ? a : b, elementwise, the three operands broadcast together.
+ * The gradient reaches only the side taken; the other side gets exact zeros
+ * even where its values (or partials further down) are infinite or NaN.
+ * cond gets no gradient. */
+dc_tensor *dc_op_select(dc_tape *tape, dc_tensor *cond, dc_tensor *a, dc_tensor *b);
+
+/* Sum / mean over `axes` (n_axes of them; negative axes count from the end),
+ * or over every axis when n_axes is 0. keepdims keeps reduced axes as size 1. */
+dc_tensor *dc_op_sum(dc_tape *tape, dc_tensor *x, int n_axes, const int *axes, bool keepdims);
+dc_tensor *dc_op_mean(dc_tape *tape, dc_tensor *x, int n_axes, const int *axes, bool keepdims);
+
+/* Matrix product over the last two axes: (..., m, k) x (..., k, n) -> (..., m, n),
+ * leading (batch) axes broadcast. 1-D operands are not promoted: give 2-D. */
+dc_tensor *dc_op_matmul(dc_tape *tape, dc_tensor *a, dc_tensor *b);
+
+/* Swaps two axes (a view: no copy). */
+dc_tensor *dc_op_transpose(dc_tape *tape, dc_tensor *x, int axis0, int axis1);
+
+/* Same elements in a new shape; one entry may be -1 (inferred). A view when x
+ * is contiguous, else a copy. */
+dc_tensor *dc_op_reshape(dc_tape *tape, dc_tensor *x, int ndim, const int64_t *shape);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DUALCAST_OPS_H */

@@ -1,0 +1,71 @@
+/* The tape: define-by-run reverse mode.
+ *
+ * Every op called with a tape appends one node when recording is on and one
+ * of its inputs requires a gradient. dc_backward walks the nodes in reverse
+ * and accumulates gradients into the tensors that require them. A tape owns
+ * every tensor its ops return, in an arena that dc_tape_reset rewinds for the
+ * next step: a training loop allocates nothing once the first step has run. */
+#ifndef DUALCAST_TAPE_H
+#define DUALCAST_TAPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dc_tape dc_tape;
+
+/* A new, empty tape, recording. NULL when out of memory. */
+dc_tape *dc_tape_new(dc_ctx *ctx);
+
+/* Frees the tape and every tensor it owns. NULL is allowed. */
+void dc_tape_free(dc_tape *tape);
+
+/* Forgets every node and frees the step's tensors (their memory is kept for
+ * the next step). Persistent tensors and their gradients are untouched. */
+void dc_tape_reset(dc_tape *tape);
+
+/* Reverse sweep from a loss with one element, seeded with 1. Fails with
+ * DC_ERR_STATE on a tape that was reset since the loss was made or that
+ * already ran backward, with DC_ERR_SHAPE if the loss has more than one
+ * element, with DC_ERR_ARG if the loss was not recorded on this tape. */
+dc_status dc_backward(dc_tape *tape, dc_tensor *loss);
+
+/* Reverse sweep from `output` seeded with `adjoint` (same shape; may be a
+ * broadcastable shape, for example a scalar 1 for an all-ones adjoint). */
+dc_status dc_backward_with(dc_tape *tape, dc_tensor *output, const dc_tensor *adjoint);
+
+/* Turns recording on or off (no-grad mode) and returns the previous setting.
+ * Ops still compute while off, but record nothing and need no partials. */
+bool dc_tape_set_recording(dc_tape *tape, bool recording);
+bool dc_tape_is_recording(const dc_tape *tape);
+
+/* A tape tensor of zeros, or a copy of `data` (host memory) if not NULL. */
+dc_tensor *dc_tape_tensor_new(dc_tape *tape, dc_dtype dtype, int ndim, const int64_t *shape,
+                              const void *data);
+
+/* A tape tensor of rank 0 holding `value`. */
+dc_tensor *dc_tape_scalar(dc_tape *tape, dc_dtype dtype, double value);
+
+/* Nodes recorded since the last reset. */
+size_t dc_tape_node_count(const dc_tape *tape);
+
+/* Bytes of the tape's arena in use now, and the most in use at any time
+ * since the tape was made (tensors, partials, gradients of the step). */
+size_t dc_tape_bytes_in_use(const dc_tape *tape);
+size_t dc_tape_peak_bytes(const dc_tape *tape);
+
+/* Bytes of memory the arena holds (reserved, used or not). */
+size_t dc_tape_reserved_bytes(const dc_tape *tape);
+
+dc_ctx *dc_tape_ctx(const dc_tape *tape);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DUALCAST_TAPE_H */

@@ -1,0 +1,115 @@
+/* Tensors: n-dimensional arrays of float32 or float64 on the context's device.
+ *
+ * Two lifetimes:
+ *   - persistent tensors (parameters, data) come from dc_tensor_new and friends;
+ *     the caller owns them and frees them with dc_tensor_free;
+ *   - tape tensors are the results of ops and of dc_tape_tensor_new; the tape
+ *     owns them, and they live until dc_tape_reset or dc_tape_free.
+ * Shapes follow NumPy: rank 0 (a scalar) to DC_MAX_DIMS, row-major. */
+#ifndef DUALCAST_TENSOR_H
+#define DUALCAST_TENSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "context.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DC_MAX_DIMS 8
+
+typedef enum dc_dtype {
+    DC_F32 = 0,
+    DC_F64 = 1,
+} dc_dtype;
+
+typedef struct dc_tensor dc_tensor;
+
+/* "f32" or "f64". */
+const char *dc_dtype_name(dc_dtype dtype);
+
+/* Bytes per element: 4 or 8. */
+size_t dc_dtype_size(dc_dtype dtype);
+
+/* A new persistent tensor filled with zeros. `shape` may be NULL when ndim is
+ * 0. Returns NULL on a bad shape or when out of memory (see dc_last_error). */
+dc_tensor *dc_tensor_new(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *shape);
+
+/* A new persistent tensor holding a copy of `data`: numel elements of the
+ * tensor's dtype, row-major, in host memory. */
+dc_tensor *dc_tensor_from_host(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *shape,
+                               const void *data);
+
+/* Frees a persistent tensor and its gradient. NULL is allowed. Tape tensors
+ * are left alone: their tape frees them. */
+void dc_tensor_free(dc_tensor *tensor);
+
+/* Names the tensor for error messages (copied, truncated to 31 characters). */
+void dc_tensor_set_name(dc_tensor *tensor, const char *name);
+
+/* The tensor's name, or "" when it has none. */
+const char *dc_tensor_name(const dc_tensor *tensor);
+
+dc_dtype dc_tensor_dtype(const dc_tensor *tensor);
+int dc_tensor_ndim(const dc_tensor *tensor);
+/* The shape: ndim entries owned by the tensor. */
+const int64_t *dc_tensor_shape(const dc_tensor *tensor);
+/* Size of one dimension; a negative axis counts from the end. */
+int64_t dc_tensor_dim(const dc_tensor *tensor, int axis);
+int64_t dc_tensor_numel(const dc_tensor *tensor);
+dc_ctx *dc_tensor_ctx(const dc_tensor *tensor);
+
+/* Writes the shape as "[2, 3]" into buf (always NUL-terminated); returns buf. */
+char *dc_tensor_shape_str(const dc_tensor *tensor, char *buf, size_t size);
+
+/* Marks a leaf tensor as a parameter whose gradient backward computes. */
+dc_status dc_tensor_set_requires_grad(dc_tensor *tensor, bool requires_grad);
+bool dc_tensor_requires_grad(const dc_tensor *tensor);
+
+/* The accumulated gradient of the tensor: a tensor of the same shape owned by
+ * it, or NULL when no gradient has flowed to it since it was made or zeroed.
+ * Gradients accumulate over backward passes until dc_tensor_zero_grad. */
+dc_tensor *dc_tensor_grad(const dc_tensor *tensor);
+
+/* Zeroes the gradient. Costs nothing: the next backward overwrites instead of
+ * adding. */
+void dc_tensor_zero_grad(dc_tensor *tensor);
+
+/* Copies the elements, row-major, to host memory of `bytes` bytes (numel *
+ * element size) / from host memory into the tensor. Waits for device work. */
+dc_status dc_tensor_to_host(const dc_tensor *tensor, void *dst, size_t bytes);
+dc_status dc_tensor_from_host_copy(dc_tensor *tensor, const void *src, size_t bytes);
+
+/* Element `index` (row-major) as a double, through *value. */
+dc_status dc_tensor_get(const dc_tensor *tensor, int64_t index, double *value);
+
+/* The single element of a tensor with numel 1. */
+dc_status dc_tensor_item(const dc_tensor *tensor, double *value);
+
+/* Sets every element / element `index` to `value`. */
+dc_status dc_tensor_fill(dc_tensor *tensor, double value);
+dc_status dc_tensor_set(dc_tensor *tensor, int64_t index, double value);
+
+/* Fills with uniform random numbers in [lo, hi) / normal ones with the given
+ * mean and standard deviation, from the context's seeded generator. */
+dc_status dc_tensor_fill_uniform(dc_tensor *tensor, double lo, double hi);
+dc_status dc_tensor_fill_normal(dc_tensor *tensor, double mean, double stddev);
+
+/* Copies src's values into dst (same shape and dtype; any devices). */
+dc_status dc_tensor_copy(dc_tensor *dst, const dc_tensor *src);
+
+/* A pointer to the first element and the strides in elements: host memory on
+ * the CPU backend, device memory on CUDA. Strides are 0 along broadcast
+ * dimensions of a view. Valid while the tensor lives. */
+void *dc_tensor_data(dc_tensor *tensor);
+const int64_t *dc_tensor_strides(const dc_tensor *tensor);
+bool dc_tensor_is_contiguous(const dc_tensor *tensor);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DUALCAST_TENSOR_H */

@@ -1,0 +1,196 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "cuda/cuda_backend.h"
+#include "internal.h"
+
+dc_ctx_options dc_ctx_options_default(void)
+{
+    dc_ctx_options o;
+    memset(&o, 0, sizeof o);
+    o.backend = DC_BACKEND_AUTO;
+    return o;
+}
+
+const char *dc_backend_name(dc_backend backend)
+{
+    switch (backend) {
+    case DC_BACKEND_AUTO: return "auto";
+    case DC_BACKEND_CPU: return "cpu";
+    case DC_BACKEND_CUDA: return "cuda";
+    }
+    return "unknown";
+}
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+/* xoshiro256** */
+uint64_t dc_rng_next(dc_ctx *ctx)
+{
+    uint64_t *s = ctx->rng;
+    const uint64_t result = rotl(s[1] * 5, 7) * 9;
+    const uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+double dc_rng_uniform(dc_ctx *ctx) { return (double)(dc_rng_next(ctx) >> 11) * 0x1.0p-53; }
+
+/* The backend AUTO resolves to: DC_DEVICE if set, else CUDA if possible. */
+static dc_status resolve_backend(dc_backend asked, dc_backend *out)
+{
+    if (asked != DC_BACKEND_AUTO) {
+        *out = asked;
+        return DC_OK;
+    }
+    const char *env = getenv("DC_DEVICE");
+    if (!env || !*env || strcmp(env, "auto") == 0)
+        *out = DC_BACKEND_AUTO;
+    else if (strcmp(env, "cpu") == 0)
+        *out = DC_BACKEND_CPU;
+    else if (strcmp(env, "cuda") == 0)
+        *out = DC_BACKEND_CUDA;
+    else {
+        dc_error_noctx("DC_DEVICE=%s is not one of cpu, cuda, auto", env);
+        return DC_ERR_ARG;
+    }
+    return DC_OK;
+}
+
+dc_ctx *dc_ctx_new(const dc_ctx_options *options, dc_status *status)
+{
+    dc_ctx_options o = options ? *options : dc_ctx_options_default();
+    dc_status st = DC_OK;
+    dc_ctx *ctx = NULL;
+    if ((int)o.backend < DC_BACKEND_AUTO || o.backend > DC_BACKEND_CUDA) {
+        dc_error_noctx("dc_ctx_new: unknown backend %d", (int)o.backend);
+        st = DC_ERR_ARG;
+        goto done;
+    }
+    if (o.num_threads < 0) {
+        dc_error_noctx("dc_ctx_new: num_threads is %d; give 0 for the default or a positive count",
+                       o.num_threads);
+        st = DC_ERR_ARG;
+        goto done;
+    }
+    dc_backend backend;
+    st = resolve_backend(o.backend, &backend);
+    if (st != DC_OK)
+        goto done;
+    ctx = calloc(1, sizeof *ctx);
+    if (!ctx) {
+        dc_error_noctx("dc_ctx_new: out of memory");
+        st = DC_ERR_MEMORY;
+        goto done;
+    }
+    ctx->quiet = o.quiet;
+    ctx->cuda_tf32 = o.cuda_tf32;
+#ifdef _OPENMP
+    ctx->num_threads = o.num_threads > 0 ? o.num_threads : omp_get_max_threads();
+#else
+    ctx->num_threads = 1;
+#endif
+    uint64_t seed = o.seed;
+    for (int i = 0; i < 4; ++i)
+        ctx->rng[i] = splitmix64(&seed);
+    ctx->n_scratch = ctx->num_threads;
+    ctx->scratch = calloc((size_t)ctx->n_scratch, sizeof *ctx->scratch);
+    if (!ctx->scratch) {
+        dc_error_noctx("dc_ctx_new: out of memory");
+        st = DC_ERR_MEMORY;
+        goto done;
+    }
+
+    ctx->backend = DC_BACKEND_CPU;
+    if (backend == DC_BACKEND_CUDA || backend == DC_BACKEND_AUTO) {
+        dc_status cs = dc_cuda_init(ctx);
+        if (cs == DC_OK) {
+            ctx->backend = DC_BACKEND_CUDA;
+        } else if (backend == DC_BACKEND_CUDA) {
+            dc_error_noctx("dc_ctx_new: CUDA was requested but is not usable: %s", ctx->error);
+            st = DC_ERR_DEVICE;
+            goto done;
+        } else if (!ctx->quiet && cs != DC_ERR_UNSUPPORTED) {
+            fprintf(stderr, "dualcast: no usable CUDA device (%s); running on the CPU\n", ctx->error);
+        }
+        ctx->error[0] = '\0';
+    }
+    if (ctx->backend == DC_BACKEND_CPU)
+        snprintf(ctx->device_name, sizeof ctx->device_name, "CPU, %d thread%s", ctx->num_threads,
+                 ctx->num_threads == 1 ? "" : "s");
+done:
+    if (status)
+        *status = st;
+    if (st != DC_OK) {
+        dc_ctx_free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+void dc_ctx_free(dc_ctx *ctx)
+{
+    if (!ctx)
+        return;
+    if (ctx->cuda)
+        dc_cuda_shutdown(ctx);
+    for (int i = 0; i < ctx->n_scratch; ++i)
+        free(ctx->scratch[i].ptr);
+    free(ctx->scratch);
+    free(ctx);
+}
+
+dc_backend dc_ctx_backend(const dc_ctx *ctx) { return ctx ? ctx->backend : DC_BACKEND_CPU; }
+
+int dc_ctx_num_threads(const dc_ctx *ctx) { return ctx ? ctx->num_threads : 1; }
+
+const char *dc_ctx_device_name(const dc_ctx *ctx) { return ctx ? ctx->device_name : ""; }
+
+dc_status dc_ctx_synchronize(dc_ctx *ctx)
+{
+    if (!ctx)
+        return DC_ERR_ARG;
+    return ctx->cuda ? dc_cuda_synchronize(ctx) : DC_OK;
+}
+
+dc_device_memory_stats dc_ctx_device_memory(const dc_ctx *ctx)
+{
+    if (ctx && ctx->cuda)
+        return dc_cuda_memory_stats(ctx);
+    dc_device_memory_stats s = {0, 0, 0};
+    return s;
+}
+
+void *dc_ctx_scratch(dc_ctx *ctx, int thread, size_t bytes)
+{
+    dc_scratch *s = &ctx->scratch[thread];
+    if (s->cap >= bytes)
+        return s->ptr;
+    size_t cap = bytes + bytes / 2;
+    cap = (cap + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, cap);
+    if (!p)
+        return NULL;
+    free(s->ptr);
+    s->ptr = p;
+    s->cap = cap;
+    return p;
+}

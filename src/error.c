@@ -1,0 +1,75 @@
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+static _Thread_local char noctx_error[1024];
+
+static const char *const status_names[] = {
+    [DC_OK] = "DC_OK",
+    [DC_ERR_ARG] = "DC_ERR_ARG",
+    [DC_ERR_SHAPE] = "DC_ERR_SHAPE",
+    [DC_ERR_DTYPE] = "DC_ERR_DTYPE",
+    [DC_ERR_STATE] = "DC_ERR_STATE",
+    [DC_ERR_MEMORY] = "DC_ERR_MEMORY",
+    [DC_ERR_DEVICE] = "DC_ERR_DEVICE",
+    [DC_ERR_IO] = "DC_ERR_IO",
+    [DC_ERR_FORMAT] = "DC_ERR_FORMAT",
+    [DC_ERR_UNSUPPORTED] = "DC_ERR_UNSUPPORTED",
+    [DC_ERR_MISMATCH] = "DC_ERR_MISMATCH",
+};
+_Static_assert(sizeof status_names / sizeof status_names[0] == DC_STATUS_COUNT,
+               "every dc_status needs a name");
+
+const char *dc_status_name(dc_status status)
+{
+    if ((int)status < 0 || status >= DC_STATUS_COUNT)
+        return "DC_STATUS_UNKNOWN";
+    return status_names[status];
+}
+
+dc_status dc_verror(dc_ctx *ctx, dc_status status, const char *fmt, va_list ap)
+{
+    char *buf = ctx ? ctx->error : noctx_error;
+    size_t size = ctx ? sizeof ctx->error : sizeof noctx_error;
+    vsnprintf(buf, size, fmt, ap);
+    return status;
+}
+
+dc_status dc_error(dc_ctx *ctx, dc_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    dc_verror(ctx, status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+void dc_error_noctx(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(noctx_error, sizeof noctx_error, fmt, ap);
+    va_end(ap);
+}
+
+const char *dc_last_error(const dc_ctx *ctx) { return ctx ? ctx->error : noctx_error; }
+
+void dc_clear_error(dc_ctx *ctx)
+{
+    if (ctx)
+        ctx->error[0] = '\0';
+    else
+        noctx_error[0] = '\0';
+}
+
+char *dc_shape_format(char *buf, size_t size, int ndim, const int64_t *shape)
+{
+    size_t at = 0;
+    at += (size_t)snprintf(buf + at, size - at, "[");
+    for (int d = 0; d < ndim && at < size; ++d)
+        at += (size_t)snprintf(buf + at, size - at, d ? ", %lld" : "%lld", (long long)shape[d]);
+    if (at < size)
+        snprintf(buf + at, size - at, "]");
+    return buf;
+}

@@ -1,0 +1,50 @@
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/cuda_backend.h"
+#include "internal.h"
+
+void *dc_mem_alloc(dc_ctx *ctx, size_t bytes)
+{
+    if (ctx->cuda)
+        return dc_cuda_alloc(ctx, bytes);
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    return aligned_alloc(64, rounded ? rounded : 64);
+}
+
+void dc_mem_free(dc_ctx *ctx, void *ptr)
+{
+    if (!ptr)
+        return;
+    if (ctx->cuda)
+        dc_cuda_free(ctx, ptr);
+    else
+        free(ptr);
+}
+
+dc_status dc_mem_zero(dc_ctx *ctx, void *ptr, size_t bytes)
+{
+    if (ctx->cuda)
+        return dc_cuda_memset0(ctx, ptr, bytes);
+    if (bytes)
+        memset(ptr, 0, bytes);
+    return DC_OK;
+}
+
+dc_status dc_mem_to_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    if (ctx->cuda)
+        return dc_cuda_to_host(ctx, dst, src, bytes);
+    if (bytes)
+        memcpy(dst, src, bytes);
+    return DC_OK;
+}
+
+dc_status dc_mem_from_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    if (ctx->cuda)
+        return dc_cuda_from_host(ctx, dst, src, bytes);
+    if (bytes)
+        memcpy(dst, src, bytes);
+    return DC_OK;
+}

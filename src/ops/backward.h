@@ -1,0 +1,14 @@
+/* The adjoint of each op, as listed in op_table.c. */
+#ifndef DC_OPS_BACKWARD_H
+#define DC_OPS_BACKWARD_H
+
+#include "../tape_internal.h"
+
+dc_status dc_elementwise_backward(dc_tape *tape, dc_node *node); /* elementwise.c */
+dc_status dc_sum_backward(dc_tape *tape, dc_node *node);         /* reduce.c */
+dc_status dc_matmul_backward(dc_tape *tape, dc_node *node);      /* matmul.c */
+dc_status dc_transpose_backward(dc_tape *tape, dc_node *node);   /* layout.c */
+dc_status dc_reshape_backward(dc_tape *tape, dc_node *node);     /* layout.c */
+dc_status dc_broadcast_fn_backward(dc_tape *tape, dc_node *node); /* broadcast_fn.c */
+
+#endif /* DC_OPS_BACKWARD_H */

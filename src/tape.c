@@ -1,0 +1,341 @@
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/cuda_backend.h"
+#include "ops/ops_internal.h"
+#include "tape_internal.h"
+
+/* The first block of each arena; later blocks are as large as needed. */
+#define META_BLOCK (256u << 10)
+#define DATA_BLOCK (16u << 20)
+
+static void *device_block_alloc(void *user, size_t bytes) { return dc_mem_alloc((dc_ctx *)user, bytes); }
+static void device_block_free(void *user, void *block) { dc_mem_free((dc_ctx *)user, block); }
+
+dc_tape *dc_tape_new(dc_ctx *ctx)
+{
+    if (!ctx)
+        return NULL;
+    dc_tape *tape = calloc(1, sizeof *tape);
+    if (!tape) {
+        dc_error(ctx, DC_ERR_MEMORY, "dc_tape_new: out of memory");
+        return NULL;
+    }
+    tape->ctx = ctx;
+    tape->recording = true;
+    tape->generation = 1;
+    dc_arena_init(&tape->meta, META_BLOCK, dc_host_block_alloc, dc_host_block_free, NULL);
+    if (ctx->cuda)
+        dc_arena_init(&tape->data, DATA_BLOCK, device_block_alloc, device_block_free, ctx);
+    else
+        dc_arena_init(&tape->data, DATA_BLOCK, dc_host_block_alloc, dc_host_block_free, NULL);
+    return tape;
+}
+
+void dc_tape_free(dc_tape *tape)
+{
+    if (!tape)
+        return;
+    dc_arena_release(&tape->meta);
+    dc_arena_release(&tape->data);
+    free(tape->nodes);
+    free(tape);
+}
+
+void dc_tape_reset(dc_tape *tape)
+{
+    if (!tape)
+        return;
+    dc_arena_reset(&tape->meta);
+    dc_arena_reset(&tape->data);
+    tape->n_nodes = 0;
+    tape->generation++;
+    tape->backward_done = false;
+    tape->zero = NULL;
+}
+
+bool dc_tape_set_recording(dc_tape *tape, bool recording)
+{
+    if (!tape)
+        return false;
+    bool was = tape->recording;
+    tape->recording = recording;
+    return was;
+}
+
+bool dc_tape_is_recording(const dc_tape *tape) { return tape && tape->recording; }
+size_t dc_tape_node_count(const dc_tape *tape) { return tape ? tape->n_nodes : 0; }
+size_t dc_tape_bytes_in_use(const dc_tape *tape) { return tape ? tape->meta.in_use + tape->data.in_use : 0; }
+size_t dc_tape_peak_bytes(const dc_tape *tape) { return tape ? tape->meta.peak + tape->data.peak : 0; }
+size_t dc_tape_reserved_bytes(const dc_tape *tape) { return tape ? tape->meta.reserved + tape->data.reserved : 0; }
+dc_ctx *dc_tape_ctx(const dc_tape *tape) { return tape ? tape->ctx : NULL; }
+
+void *dc_tape_alloc_meta(dc_tape *tape, size_t bytes)
+{
+    void *p = dc_arena_alloc(&tape->meta, bytes, 16);
+    if (!p)
+        dc_error(tape->ctx, DC_ERR_MEMORY, "out of host memory for the tape (%zu bytes)", bytes);
+    return p;
+}
+
+void *dc_tape_alloc_data(dc_tape *tape, size_t bytes)
+{
+    void *p = dc_arena_alloc(&tape->data, bytes, 64);
+    if (!p)
+        dc_error(tape->ctx, DC_ERR_MEMORY, "out of %s memory for the tape (%zu bytes)",
+                 tape->ctx->cuda ? "device" : "host", bytes);
+    return p;
+}
+
+dc_tensor *dc_tape_alloc_tensor(dc_tape *tape, dc_dtype dtype, int ndim, const int64_t *shape)
+{
+    dc_tensor *t = dc_tape_alloc_meta(tape, sizeof *t);
+    if (!t)
+        return NULL;
+    dc_tensor_init_header(t, tape->ctx, dtype, ndim, shape);
+    t->tape = tape;
+    t->generation = tape->generation;
+    t->data = dc_tape_alloc_data(tape, (size_t)t->numel * dc_dtype_size(dtype));
+    return t->data ? t : NULL;
+}
+
+dc_tensor *dc_tape_alloc_view(dc_tape *tape, const dc_tensor *base, int ndim, const int64_t *shape,
+                              const int64_t *strides, void *data)
+{
+    dc_tensor *t = dc_tape_alloc_meta(tape, sizeof *t);
+    if (!t)
+        return NULL;
+    dc_tensor_init_header(t, tape->ctx, base->dtype, ndim, shape);
+    for (int d = 0; d < ndim; ++d)
+        t->strides[d] = strides[d];
+    t->tape = tape;
+    t->generation = tape->generation;
+    t->data = data;
+    return t;
+}
+
+dc_tensor *dc_tape_tensor_new(dc_tape *tape, dc_dtype dtype, int ndim, const int64_t *shape, const void *data)
+{
+    if (!tape)
+        return NULL;
+    if (dtype != DC_F32 && dtype != DC_F64) {
+        dc_error(tape->ctx, DC_ERR_DTYPE, "dc_tape_tensor_new: unknown dtype %d", (int)dtype);
+        return NULL;
+    }
+    if (dc_check_shape(tape->ctx, "dc_tape_tensor_new", ndim, shape) != DC_OK)
+        return NULL;
+    dc_tensor *t = dc_tape_alloc_tensor(tape, dtype, ndim, shape);
+    if (!t)
+        return NULL;
+    const size_t bytes = (size_t)t->numel * dc_dtype_size(dtype);
+    dc_status st = data ? dc_mem_from_host(tape->ctx, t->data, data, bytes) : dc_mem_zero(tape->ctx, t->data, bytes);
+    return st == DC_OK ? t : NULL;
+}
+
+dc_tensor *dc_tape_scalar(dc_tape *tape, dc_dtype dtype, double value)
+{
+    float f = (float)value;
+    return dc_tape_tensor_new(tape, dtype, 0, NULL, dtype == DC_F32 ? (const void *)&f : (const void *)&value);
+}
+
+bool dc_tape_wants_node(const dc_tape *tape, int n_in, dc_tensor *const *in)
+{
+    if (!tape->recording)
+        return false;
+    for (int i = 0; i < n_in; ++i)
+        if (in[i] && in[i]->requires_grad)
+            return true;
+    return false;
+}
+
+dc_node *dc_tape_record(dc_tape *tape, dc_op op, int n_in, dc_tensor *const *in, int n_out, dc_tensor *const *out)
+{
+    if (tape->n_nodes == tape->cap_nodes) {
+        size_t cap = tape->cap_nodes ? 2 * tape->cap_nodes : 256;
+        dc_node **nodes = realloc(tape->nodes, cap * sizeof *nodes);
+        if (!nodes) {
+            dc_error(tape->ctx, DC_ERR_MEMORY, "out of memory recording a %s node", dc_op_table[op].name);
+            return NULL;
+        }
+        tape->nodes = nodes;
+        tape->cap_nodes = cap;
+    }
+    dc_node *node = dc_tape_alloc_meta(tape, sizeof *node);
+    dc_tensor **arrays = dc_tape_alloc_meta(tape, (size_t)(n_in + n_out) * sizeof *arrays);
+    if (!node || !arrays)
+        return NULL;
+    memset(node, 0, sizeof *node);
+    node->op = op;
+    node->n_in = n_in;
+    node->n_out = n_out;
+    node->in = arrays;
+    node->out = arrays + n_in;
+    memcpy(node->in, in, (size_t)n_in * sizeof *arrays);
+    memcpy(node->out, out, (size_t)n_out * sizeof *arrays);
+    for (int i = 0; i < n_out; ++i) {
+        out[i]->requires_grad = true;
+        out[i]->is_leaf = false;
+    }
+    tape->nodes[tape->n_nodes++] = node;
+    return node;
+}
+
+dc_status dc_grad_prepare(dc_tape *tape, dc_tensor *t, dc_write_mode *mode)
+{
+    if (!t->grad) {
+        dc_tensor *g;
+        if (t->tape) {
+            g = dc_tape_alloc_tensor(tape, t->dtype, t->ndim, t->shape);
+        } else {
+            g = dc_tensor_new(t->ctx, t->dtype, t->ndim, t->shape);
+        }
+        if (!g)
+            return dc_error(tape->ctx, DC_ERR_MEMORY, "out of memory for a gradient");
+        t->grad = g;
+        t->grad_valid = false;
+    }
+    *mode = t->grad_valid ? DC_WRITE_ACCUMULATE : DC_WRITE_ASSIGN;
+    return DC_OK;
+}
+
+void dc_grad_done(dc_tensor *t) { t->grad_valid = true; }
+
+const dc_tensor *dc_node_adjoint(dc_tape *tape, const dc_tensor *t, dc_tensor *zero_view)
+{
+    if (t->grad && t->grad_valid)
+        return t->grad;
+    dc_tensor_init_header(zero_view, tape->ctx, t->dtype, 0, NULL);
+    zero_view->data = tape->zero;
+    return zero_view;
+}
+
+dc_status dc_op_check_args(dc_tape *tape, const char *op, int n, dc_tensor *const *in, const char *const *labels)
+{
+    if (!tape)
+        return DC_ERR_ARG;
+    for (int i = 0; i < n; ++i) {
+        if (in[i])
+            continue;
+        /* Keep the cause when the NULL came from a failed op. */
+        char cause[sizeof tape->ctx->error];
+        memcpy(cause, tape->ctx->error, sizeof cause);
+        if (cause[0])
+            return dc_error(tape->ctx, DC_ERR_ARG, "%s: input %s is NULL (after: %s)", op, labels[i], cause);
+        return dc_error(tape->ctx, DC_ERR_ARG, "%s: input %s is NULL", op, labels[i]);
+    }
+    for (int i = 0; i < n; ++i) {
+        if (in[i]->tape && in[i]->tape != tape)
+            return dc_error(tape->ctx, DC_ERR_ARG, "%s: input %s belongs to another tape", op, labels[i]);
+        if (in[i]->ctx != tape->ctx)
+            return dc_error(tape->ctx, DC_ERR_ARG, "%s: input %s belongs to another context", op, labels[i]);
+    }
+    return DC_OK;
+}
+
+/* Whether `t` is an output of a node recorded since the last reset; compares
+ * pointers only, so a stale pointer is never dereferenced. */
+static bool recorded_here(const dc_tape *tape, const dc_tensor *t)
+{
+    for (size_t i = tape->n_nodes; i-- > 0;) {
+        const dc_node *node = tape->nodes[i];
+        for (int k = 0; k < node->n_out; ++k)
+            if (node->out[k] == t)
+                return true;
+    }
+    return false;
+}
+
+static dc_status sweep(dc_tape *tape)
+{
+    for (size_t i = tape->n_nodes; i-- > 0;) {
+        dc_node *node = tape->nodes[i];
+        bool reached = false;
+        for (int k = 0; k < node->n_out; ++k)
+            reached = reached || (node->out[k]->grad && node->out[k]->grad_valid);
+        if (!reached)
+            continue;
+        bool needed = false;
+        for (int k = 0; k < node->n_in; ++k)
+            needed = needed || node->in[k]->requires_grad;
+        if (!needed)
+            continue;
+        dc_status st = dc_op_table[node->op].backward(tape, node);
+        if (st != DC_OK)
+            return st;
+    }
+    return DC_OK;
+}
+
+/* Everything that must hold before a backward pass may touch `output`. */
+static dc_status check_output(dc_tape *tape, const dc_tensor *output, const char *fn)
+{
+    dc_ctx *ctx = tape->ctx;
+    if (!output)
+        return dc_error(ctx, DC_ERR_ARG, "%s: the output is NULL", fn);
+    if (tape->backward_done)
+        return dc_error(ctx, DC_ERR_STATE,
+                        "%s: backward already ran on this tape; call dc_tape_reset and record the step again", fn);
+    if (tape->n_nodes == 0)
+        return dc_error(ctx, DC_ERR_STATE,
+                        "%s: the tape holds no nodes: it was reset since the output was computed, or nothing was "
+                        "recorded (no input requires a gradient, or recording is off)",
+                        fn);
+    if (!recorded_here(tape, output))
+        return dc_error(ctx, DC_ERR_ARG,
+                        "%s: the output was not computed on this tape since its last reset, or does not depend on "
+                        "any tensor that requires a gradient",
+                        fn);
+    return DC_OK;
+}
+
+static dc_status run_backward(dc_tape *tape, dc_tensor *output, const dc_tensor *adjoint, const char *fn)
+{
+    tape->zero = dc_tape_alloc_data(tape, 8);
+    if (!tape->zero)
+        return DC_ERR_MEMORY;
+    dc_status st = dc_mem_zero(tape->ctx, tape->zero, 8);
+    if (st == DC_OK)
+        st = dc_seed_grad(tape, output, adjoint, fn);
+    if (st != DC_OK)
+        return st;
+    tape->backward_done = true;
+    return sweep(tape);
+}
+
+dc_status dc_backward_with(dc_tape *tape, dc_tensor *output, const dc_tensor *adjoint)
+{
+    if (!tape)
+        return DC_ERR_ARG;
+    dc_status st = check_output(tape, output, "dc_backward_with");
+    if (st != DC_OK)
+        return st;
+    if (!adjoint)
+        return dc_error(tape->ctx, DC_ERR_ARG, "dc_backward_with: the adjoint is NULL");
+    if (adjoint->dtype != output->dtype)
+        return dc_error(tape->ctx, DC_ERR_DTYPE, "dc_backward_with: the adjoint is %s but the output is %s",
+                        dc_dtype_name(adjoint->dtype), dc_dtype_name(output->dtype));
+    return run_backward(tape, output, adjoint, "dc_backward_with");
+}
+
+dc_status dc_backward(dc_tape *tape, dc_tensor *loss)
+{
+    if (!tape)
+        return DC_ERR_ARG;
+    dc_status st = check_output(tape, loss, "dc_backward");
+    if (st != DC_OK)
+        return st;
+    if (loss->numel != 1) {
+        char s[128];
+        return dc_error(tape->ctx, DC_ERR_SHAPE,
+                        "dc_backward: the loss has shape %s (%lld elements); reduce it to one element or use "
+                        "dc_backward_with",
+                        dc_tensor_shape_str(loss, s, sizeof s), (long long)loss->numel);
+    }
+    const bool was = tape->recording;
+    tape->recording = false;
+    dc_tensor *one = dc_tape_scalar(tape, loss->dtype, 1.0);
+    tape->recording = was;
+    if (!one)
+        return DC_ERR_MEMORY;
+    return run_backward(tape, loss, one, "dc_backward");
+}

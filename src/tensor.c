@@ -1,0 +1,366 @@
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tape_internal.h"
+
+const char *dc_dtype_name(dc_dtype dtype) { return dtype == DC_F64 ? "f64" : "f32"; }
+
+size_t dc_dtype_size(dc_dtype dtype) { return dtype == DC_F64 ? 8 : 4; }
+
+void dc_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides)
+{
+    int64_t s = 1;
+    for (int d = ndim - 1; d >= 0; --d) {
+        strides[d] = s;
+        s *= shape[d] > 0 ? shape[d] : 1;
+    }
+}
+
+int64_t dc_shape_numel(int ndim, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int d = 0; d < ndim; ++d)
+        n *= shape[d];
+    return n;
+}
+
+dc_status dc_check_shape(dc_ctx *ctx, const char *what, int ndim, const int64_t *shape)
+{
+    if (ndim < 0 || ndim > DC_MAX_DIMS)
+        return dc_error(ctx, DC_ERR_SHAPE, "%s: rank %d is outside 0..%d", what, ndim, DC_MAX_DIMS);
+    if (ndim > 0 && !shape)
+        return dc_error(ctx, DC_ERR_ARG, "%s: shape is NULL for rank %d", what, ndim);
+    int64_t n = 1;
+    for (int d = 0; d < ndim; ++d) {
+        if (shape[d] < 0)
+            return dc_error(ctx, DC_ERR_SHAPE, "%s: dimension %d is %lld; sizes must be >= 0", what, d,
+                            (long long)shape[d]);
+        if (shape[d] > 0 && n > INT64_MAX / 16 / shape[d])
+            return dc_error(ctx, DC_ERR_SHAPE, "%s: shape is too large", what);
+        n *= shape[d];
+    }
+    return DC_OK;
+}
+
+void dc_tensor_init_header(dc_tensor *t, dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *shape)
+{
+    memset(t, 0, sizeof *t);
+    t->ctx = ctx;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    for (int d = 0; d < ndim; ++d)
+        t->shape[d] = shape[d];
+    dc_contiguous_strides(ndim, t->shape, t->strides);
+    t->numel = dc_shape_numel(ndim, t->shape);
+    t->is_leaf = true;
+}
+
+dc_tensor *dc_tensor_new(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *shape)
+{
+    if (!ctx)
+        return NULL;
+    if (dtype != DC_F32 && dtype != DC_F64) {
+        dc_error(ctx, DC_ERR_DTYPE, "dc_tensor_new: unknown dtype %d", (int)dtype);
+        return NULL;
+    }
+    if (dc_check_shape(ctx, "dc_tensor_new", ndim, shape) != DC_OK)
+        return NULL;
+    dc_tensor *t = malloc(sizeof *t);
+    if (!t) {
+        dc_error(ctx, DC_ERR_MEMORY, "dc_tensor_new: out of memory");
+        return NULL;
+    }
+    dc_tensor_init_header(t, ctx, dtype, ndim, shape);
+    size_t bytes = (size_t)t->numel * dc_dtype_size(dtype);
+    t->alloc = dc_mem_alloc(ctx, bytes);
+    if (!t->alloc || dc_mem_zero(ctx, t->alloc, bytes) != DC_OK) {
+        dc_mem_free(ctx, t->alloc);
+        free(t);
+        dc_error(ctx, DC_ERR_MEMORY, "dc_tensor_new: out of memory for %zu bytes", bytes);
+        return NULL;
+    }
+    t->data = t->alloc;
+    return t;
+}
+
+dc_tensor *dc_tensor_from_host(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *shape, const void *data)
+{
+    if (ctx && !data) {
+        dc_error(ctx, DC_ERR_ARG, "dc_tensor_from_host: data is NULL");
+        return NULL;
+    }
+    dc_tensor *t = dc_tensor_new(ctx, dtype, ndim, shape);
+    if (!t)
+        return NULL;
+    if (dc_mem_from_host(ctx, t->data, data, (size_t)t->numel * dc_dtype_size(dtype)) != DC_OK) {
+        dc_tensor_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+void dc_tensor_free(dc_tensor *t)
+{
+    if (!t || t->tape)
+        return;
+    if (t->grad)
+        dc_tensor_free(t->grad);
+    dc_mem_free(t->ctx, t->alloc);
+    free(t);
+}
+
+void dc_tensor_set_name(dc_tensor *t, const char *name)
+{
+    if (!t)
+        return;
+    snprintf(t->name, sizeof t->name, "%s", name ? name : "");
+}
+
+const char *dc_tensor_name(const dc_tensor *t) { return t ? t->name : ""; }
+
+const char *dc_tensor_label(const dc_tensor *t, char *buf, size_t size)
+{
+    if (t->name[0])
+        return t->name;
+    return dc_shape_format(buf, size, t->ndim, t->shape);
+}
+
+dc_dtype dc_tensor_dtype(const dc_tensor *t) { return t ? t->dtype : DC_F32; }
+int dc_tensor_ndim(const dc_tensor *t) { return t ? t->ndim : 0; }
+const int64_t *dc_tensor_shape(const dc_tensor *t) { return t ? t->shape : NULL; }
+int64_t dc_tensor_numel(const dc_tensor *t) { return t ? t->numel : 0; }
+dc_ctx *dc_tensor_ctx(const dc_tensor *t) { return t ? t->ctx : NULL; }
+void *dc_tensor_data(dc_tensor *t) { return t ? t->data : NULL; }
+const int64_t *dc_tensor_strides(const dc_tensor *t) { return t ? t->strides : NULL; }
+
+int64_t dc_tensor_dim(const dc_tensor *t, int axis)
+{
+    if (!t)
+        return 0;
+    if (axis < 0)
+        axis += t->ndim;
+    return (axis >= 0 && axis < t->ndim) ? t->shape[axis] : 0;
+}
+
+bool dc_tensor_is_contiguous(const dc_tensor *t)
+{
+    if (!t)
+        return false;
+    int64_t s = 1;
+    for (int d = t->ndim - 1; d >= 0; --d) {
+        if (t->shape[d] != 1 && t->strides[d] != s)
+            return false;
+        s *= t->shape[d];
+    }
+    return true;
+}
+
+char *dc_tensor_shape_str(const dc_tensor *t, char *buf, size_t size)
+{
+    if (!buf || size == 0)
+        return buf;
+    if (!t) {
+        snprintf(buf, size, "(null)");
+        return buf;
+    }
+    return dc_shape_format(buf, size, t->ndim, t->shape);
+}
+
+dc_status dc_tensor_set_requires_grad(dc_tensor *t, bool requires_grad)
+{
+    if (!t)
+        return DC_ERR_ARG;
+    if (!t->is_leaf)
+        return dc_error(t->ctx, DC_ERR_ARG,
+                        "dc_tensor_set_requires_grad: %s is computed by an op; only leaf tensors can be marked",
+                        t->name[0] ? t->name : "the tensor");
+    t->requires_grad = requires_grad;
+    return DC_OK;
+}
+
+bool dc_tensor_requires_grad(const dc_tensor *t) { return t && t->requires_grad; }
+
+dc_tensor *dc_tensor_grad(const dc_tensor *t)
+{
+    if (!t || !t->grad || !t->grad_valid)
+        return NULL;
+    return t->grad;
+}
+
+void dc_tensor_zero_grad(dc_tensor *t)
+{
+    if (t)
+        t->grad_valid = false;
+}
+
+/* Copies between a possibly strided tensor and dense host memory. */
+static dc_status copy_strided(dc_ctx *ctx, dc_tensor *t, void *host, bool to_host)
+{
+    const size_t es = dc_dtype_size(t->dtype);
+    const size_t bytes = (size_t)t->numel * es;
+    if (dc_tensor_is_contiguous(t))
+        return to_host ? dc_mem_to_host(ctx, host, t->data, bytes) : dc_mem_from_host(ctx, t->data, host, bytes);
+    if (ctx->cuda)
+        return dc_error(ctx, DC_ERR_UNSUPPORTED, "copying a strided device tensor to the host: make it contiguous first");
+    int64_t idx[DC_MAX_DIMS] = {0};
+    for (int64_t e = 0; e < t->numel; ++e) {
+        int64_t off = 0;
+        for (int d = 0; d < t->ndim; ++d)
+            off += idx[d] * t->strides[d];
+        unsigned char *elem = (unsigned char *)t->data + (size_t)off * es;
+        if (to_host)
+            memcpy((unsigned char *)host + (size_t)e * es, elem, es);
+        else
+            memcpy(elem, (unsigned char *)host + (size_t)e * es, es);
+        for (int d = t->ndim - 1; d >= 0; --d) {
+            if (++idx[d] < t->shape[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    return DC_OK;
+}
+
+dc_status dc_tensor_to_host(const dc_tensor *t, void *dst, size_t bytes)
+{
+    if (!t)
+        return DC_ERR_ARG;
+    const size_t need = (size_t)t->numel * dc_dtype_size(t->dtype);
+    if (!dst || bytes != need)
+        return dc_error(t->ctx, DC_ERR_ARG, "dc_tensor_to_host: buffer of %zu bytes for %lld %s elements (%zu bytes)",
+                        bytes, (long long)t->numel, dc_dtype_name(t->dtype), need);
+    return copy_strided(t->ctx, (dc_tensor *)t, dst, true);
+}
+
+dc_status dc_tensor_from_host_copy(dc_tensor *t, const void *src, size_t bytes)
+{
+    if (!t)
+        return DC_ERR_ARG;
+    const size_t need = (size_t)t->numel * dc_dtype_size(t->dtype);
+    if (!src || bytes != need)
+        return dc_error(t->ctx, DC_ERR_ARG,
+                        "dc_tensor_from_host_copy: buffer of %zu bytes for %lld %s elements (%zu bytes)", bytes,
+                        (long long)t->numel, dc_dtype_name(t->dtype), need);
+    return copy_strided(t->ctx, t, (void *)src, false);
+}
+
+static int64_t element_offset(const dc_tensor *t, int64_t index)
+{
+    int64_t off = 0;
+    for (int d = t->ndim - 1; d >= 0; --d) {
+        off += (index % t->shape[d]) * t->strides[d];
+        index /= t->shape[d];
+    }
+    return off;
+}
+
+dc_status dc_tensor_get(const dc_tensor *t, int64_t index, double *value)
+{
+    if (!t || !value)
+        return DC_ERR_ARG;
+    if (index < 0 || index >= t->numel)
+        return dc_error(t->ctx, DC_ERR_ARG, "dc_tensor_get: index %lld outside 0..%lld", (long long)index,
+                        (long long)t->numel - 1);
+    const size_t es = dc_dtype_size(t->dtype);
+    unsigned char buf[8];
+    dc_status st = dc_mem_to_host(t->ctx, buf, (const unsigned char *)t->data + (size_t)element_offset(t, index) * es, es);
+    if (st != DC_OK)
+        return st;
+    if (t->dtype == DC_F32) {
+        float f;
+        memcpy(&f, buf, 4);
+        *value = f;
+    } else {
+        memcpy(value, buf, 8);
+    }
+    return DC_OK;
+}
+
+dc_status dc_tensor_item(const dc_tensor *t, double *value)
+{
+    if (!t || !value)
+        return DC_ERR_ARG;
+    if (t->numel != 1) {
+        char s[128];
+        return dc_error(t->ctx, DC_ERR_SHAPE, "dc_tensor_item: tensor of shape %s has %lld elements, not 1",
+                        dc_tensor_shape_str(t, s, sizeof s), (long long)t->numel);
+    }
+    return dc_tensor_get(t, 0, value);
+}
+
+dc_status dc_tensor_set(dc_tensor *t, int64_t index, double value)
+{
+    if (!t)
+        return DC_ERR_ARG;
+    if (index < 0 || index >= t->numel)
+        return dc_error(t->ctx, DC_ERR_ARG, "dc_tensor_set: index %lld outside 0..%lld", (long long)index,
+                        (long long)t->numel - 1);
+    const size_t es = dc_dtype_size(t->dtype);
+    float f = (float)value;
+    return dc_mem_from_host(t->ctx, (unsigned char *)t->data + (size_t)element_offset(t, index) * es,
+                            t->dtype == DC_F32 ? (const void *)&f : (const void *)&value, es);
+}
+
+/* Fills through a host staging buffer with gen(i) for each element. */
+static dc_status fill_with(dc_tensor *t, double (*gen)(dc_ctx *, const double *), const double *params)
+{
+    const size_t es = dc_dtype_size(t->dtype);
+    void *host = malloc((size_t)(t->numel ? t->numel : 1) * es);
+    if (!host)
+        return dc_error(t->ctx, DC_ERR_MEMORY, "out of memory filling a tensor");
+    for (int64_t e = 0; e < t->numel; ++e) {
+        double v = gen(t->ctx, params);
+        if (t->dtype == DC_F32)
+            ((float *)host)[e] = (float)v;
+        else
+            ((double *)host)[e] = v;
+    }
+    dc_status st = copy_strided(t->ctx, t, host, false);
+    free(host);
+    return st;
+}
+
+static double gen_const(dc_ctx *ctx, const double *p)
+{
+    (void)ctx;
+    return p[0];
+}
+
+static double gen_uniform(dc_ctx *ctx, const double *p) { return p[0] + (p[1] - p[0]) * dc_rng_uniform(ctx); }
+
+static double gen_normal(dc_ctx *ctx, const double *p)
+{
+    /* Box-Muller; 1 - u keeps the logarithm finite. */
+    double u = 1.0 - dc_rng_uniform(ctx), v = dc_rng_uniform(ctx);
+    return p[0] + p[1] * sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+}
+
+dc_status dc_tensor_fill(dc_tensor *t, double value)
+{
+    if (!t)
+        return DC_ERR_ARG;
+    double p[1] = {value};
+    return fill_with(t, gen_const, p);
+}
+
+dc_status dc_tensor_fill_uniform(dc_tensor *t, double lo, double hi)
+{
+    if (!t)
+        return DC_ERR_ARG;
+    if (!(lo <= hi))
+        return dc_error(t->ctx, DC_ERR_ARG, "dc_tensor_fill_uniform: lo %g is above hi %g", lo, hi);
+    double p[2] = {lo, hi};
+    return fill_with(t, gen_uniform, p);
+}
+
+dc_status dc_tensor_fill_normal(dc_tensor *t, double mean, double stddev)
+{
+    if (!t)
+        return DC_ERR_ARG;
+    if (!(stddev >= 0))
+        return dc_error(t->ctx, DC_ERR_ARG, "dc_tensor_fill_normal: stddev %g is negative", stddev);
+    double p[2] = {mean, stddev};
+    return fill_with(t, gen_normal, p);
+}

@@ -1,0 +1,57 @@
+#include "test_support.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+dc_ctx *test_cpu_ctx(void)
+{
+    dc_ctx_options o = dc_ctx_options_default();
+    o.backend = DC_BACKEND_CPU;
+    o.seed = 1;
+    dc_status st;
+    dc_ctx *ctx = dc_ctx_new(&o, &st);
+    if (!ctx)
+        fail_msg("dc_ctx_new: %s", dc_last_error(NULL));
+    return ctx;
+}
+
+dc_tensor *test_tensor(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *shape, const double *values)
+{
+    dc_tensor *t = dc_tensor_new(ctx, dtype, ndim, shape);
+    if (!t)
+        fail_msg("dc_tensor_new: %s", dc_last_error(ctx));
+    for (int64_t i = 0; i < dc_tensor_numel(t); ++i)
+        if (dc_tensor_set(t, i, values[i]) != DC_OK)
+            fail_msg("dc_tensor_set: %s", dc_last_error(ctx));
+    return t;
+}
+
+dc_tensor *test_random(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *shape, double lo, double hi)
+{
+    dc_tensor *t = dc_tensor_new(ctx, dtype, ndim, shape);
+    if (!t || dc_tensor_fill_uniform(t, lo, hi) != DC_OK)
+        fail_msg("random tensor: %s", dc_last_error(ctx));
+    return t;
+}
+
+double *test_values(const dc_tensor *t)
+{
+    int64_t n = dc_tensor_numel(t);
+    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    assert_non_null(v);
+    for (int64_t i = 0; i < n; ++i)
+        if (dc_tensor_get(t, i, &v[i]) != DC_OK)
+            fail_msg("dc_tensor_get: %s", dc_last_error(dc_tensor_ctx(t)));
+    return v;
+}
+
+void test_assert_close(const double *a, const double *b, int64_t n, double atol, double rtol, const char *what)
+{
+    for (int64_t i = 0; i < n; ++i) {
+        if (isnan(a[i]) && isnan(b[i]))
+            continue;
+        if (!(fabs(a[i] - b[i]) <= atol + rtol * fabs(b[i])))
+            fail_msg("%s: element %lld: %.17g vs %.17g (diff %.3g)", what, (long long)i, a[i], b[i],
+                     fabs(a[i] - b[i]));
+    }
+}

@@ -1,0 +1,203 @@
+/* User broadcast functions: the paper's hmlstm_update_c (all three branches),
+ * a multi-output function, control inputs, both partials policies, gradients
+ * against central differences and against pure reverse mode. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support/test_support.h"
+
+DC_BFN_DECLARE(hmlstm_update_c);
+DC_BFN_DECLARE(polar_pair);
+DC_BFN_DECLARE(gated_scale);
+
+/* ---- the c-update, mixed mode and pure reverse mode ---- */
+
+typedef struct cupdate_case {
+    dc_tensor *z, *zb, *w; /* control inputs and a weight making the adjoint non-uniform */
+    dc_partials_policy policy;
+    bool pure;             /* build it from primitives and select instead */
+} cupdate_case;
+
+/* FLUSH if z, else COPY if !zb, else UPDATE, from primitive ops. */
+static dc_tensor *cupdate_pure(dc_tape *tape, dc_tensor *z, dc_tensor *zb, dc_tensor *c, dc_tensor *f, dc_tensor *i,
+                               dc_tensor *g)
+{
+    dc_tensor *flush = dc_op_mul(tape, dc_op_sigmoid(tape, i), dc_op_tanh(tape, g));
+    dc_tensor *update = dc_op_add(tape, dc_op_mul(tape, dc_op_sigmoid(tape, f), c), flush);
+    return dc_op_select(tape, z, flush, dc_op_select(tape, zb, update, c));
+}
+
+static dc_tensor *cupdate_loss(dc_tape *tape, dc_tensor *const *x, void *user)
+{
+    const cupdate_case *k = user;
+    dc_tensor *out;
+    if (k->pure) {
+        out = cupdate_pure(tape, k->z, k->zb, x[0], x[1], x[2], x[3]);
+    } else {
+        dc_tensor *in[6] = {k->z, k->zb, x[0], x[1], x[2], x[3]};
+        dc_tensor *outs[1] = {NULL};
+        if (dc_broadcast_policy(tape, DC_BFN_REF(hmlstm_update_c), 6, in, 1, outs, k->policy) != DC_OK)
+            return NULL;
+        out = outs[0];
+    }
+    return dc_op_sum(tape, dc_op_mul(tape, out, k->w), 0, NULL, false);
+}
+
+/* Control per row (z of shape [R, 1]) or per column ([1, C]); rows/columns
+ * 0, 1, 2 forced to FLUSH, COPY, UPDATE, the rest random. */
+static void make_control(dc_ctx *ctx, dc_dtype dtype, bool per_row, int64_t n, dc_tensor **z, dc_tensor **zb)
+{
+    double *vz = malloc((size_t)n * sizeof *vz), *vzb = malloc((size_t)n * sizeof *vzb);
+    for (int64_t r = 0; r < n; ++r) {
+        vz[r] = r == 0 ? 1 : r < 3 ? 0 : (double)(rand() % 2);
+        vzb[r] = r == 1 ? 0 : r == 2 ? 1 : (double)(rand() % 2);
+    }
+    int64_t shape[2] = {per_row ? n : 1, per_row ? 1 : n};
+    *z = test_tensor(ctx, dtype, 2, shape, vz);
+    *zb = test_tensor(ctx, dtype, 2, shape, vzb);
+    free(vz);
+    free(vzb);
+}
+
+static void cupdate_inputs(dc_ctx *ctx, dc_dtype dtype, int64_t rows, int64_t cols, dc_tensor **x)
+{
+    int64_t shape[2] = {rows, cols};
+    for (int k = 0; k < 4; ++k) {
+        x[k] = test_random(ctx, dtype, 2, shape, -2.0, 2.0);
+        dc_tensor_set_requires_grad(x[k], true);
+    }
+}
+
+static void test_cupdate_gradcheck(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    for (int layout = 0; layout < 2; ++layout) {
+        for (int policy = 0; policy < 2; ++policy) {
+            dc_tensor *x[4];
+            cupdate_case k = {0};
+            const int64_t rows = 7, cols = 5;
+            make_control(ctx, DC_F64, layout == 0, layout == 0 ? rows : cols, &k.z, &k.zb);
+            int64_t shape[2] = {rows, cols};
+            k.w = test_random(ctx, DC_F64, 2, shape, -1.0, 1.0);
+            k.policy = (dc_partials_policy)policy;
+            cupdate_inputs(ctx, DC_F64, rows, cols, x);
+            dc_gradcheck_report r;
+            TEST_OK(ctx, dc_gradcheck(ctx, cupdate_loss, &k, 4, x, NULL, &r));
+            assert_int_equal(r.checked, 4 * rows * cols);
+            for (int i = 0; i < 4; ++i)
+                dc_tensor_free(x[i]);
+            dc_tensor_free(k.z);
+            dc_tensor_free(k.zb);
+            dc_tensor_free(k.w);
+        }
+    }
+    dc_ctx_free(ctx);
+}
+
+/* Gradients of one loss evaluation, per input (malloc'd). */
+static void cupdate_grads(dc_ctx *ctx, cupdate_case *k, dc_tensor **x, double **grads, double **out_loss)
+{
+    dc_tape *tape = dc_tape_new(ctx);
+    for (int i = 0; i < 4; ++i)
+        dc_tensor_zero_grad(x[i]);
+    dc_tensor *loss = cupdate_loss(tape, x, k);
+    TEST_NONNULL(ctx, loss);
+    TEST_OK(ctx, dc_backward(tape, loss));
+    for (int i = 0; i < 4; ++i) {
+        TEST_NONNULL(ctx, dc_tensor_grad(x[i]));
+        grads[i] = test_values(dc_tensor_grad(x[i]));
+    }
+    if (out_loss)
+        *out_loss = test_values(loss);
+    dc_tape_free(tape);
+}
+
+/* Mixed mode (both policies) and pure reverse mode give the same gradients
+ * to 1e-6 relative in float64, for both control layouts. */
+static void test_cupdate_matches_pure_reverse(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    for (int layout = 0; layout < 2; ++layout) {
+        const int64_t rows = 33, cols = 70; /* odd sizes: partial SIMD tails */
+        cupdate_case k = {0};
+        make_control(ctx, DC_F64, layout == 0, layout == 0 ? rows : cols, &k.z, &k.zb);
+        int64_t shape[2] = {rows, cols};
+        k.w = test_random(ctx, DC_F64, 2, shape, -1.0, 1.0);
+        dc_tensor *x[4];
+        cupdate_inputs(ctx, DC_F64, rows, cols, x);
+        double *pure[4], *mixed[4], *lp, *lm;
+        k.pure = true;
+        cupdate_grads(ctx, &k, x, pure, &lp);
+        for (int policy = 0; policy < 2; ++policy) {
+            k.pure = false;
+            k.policy = (dc_partials_policy)policy;
+            cupdate_grads(ctx, &k, x, mixed, &lm);
+            test_assert_close(lm, lp, 1, 0, 1e-12, "loss");
+            for (int i = 0; i < 4; ++i) {
+                test_assert_close(mixed[i], pure[i], rows * cols, 1e-12, 1e-6, "gradient");
+                free(mixed[i]);
+            }
+            free(lm);
+        }
+        for (int i = 0; i < 4; ++i) {
+            free(pure[i]);
+            dc_tensor_free(x[i]);
+        }
+        free(lp);
+        dc_tensor_free(k.z);
+        dc_tensor_free(k.zb);
+        dc_tensor_free(k.w);
+    }
+    dc_ctx_free(ctx);
+}
+
+/* Each branch computes what the paper says, element by element, in float32. */
+static void test_cupdate_branches_f32(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t rows = 3, cols = 37;
+    dc_tensor *z, *zb, *x[4];
+    double vz[3] = {1, 0, 0}, vzb[3] = {1, 0, 1};
+    int64_t cshape[2] = {rows, 1};
+    z = test_tensor(ctx, DC_F32, 2, cshape, vz);
+    zb = test_tensor(ctx, DC_F32, 2, cshape, vzb);
+    cupdate_inputs(ctx, DC_F32, rows, cols, x);
+    dc_tape *tape = dc_tape_new(ctx);
+    dc_tensor *in[6] = {z, zb, x[0], x[1], x[2], x[3]};
+    dc_tensor *c_next = dc_broadcast1(tape, DC_BFN_REF(hmlstm_update_c), 6, in);
+    TEST_NONNULL(ctx, c_next);
+    double *got = test_values(c_next), *c = test_values(x[0]), *f = test_values(x[1]), *i = test_values(x[2]),
+           *g = test_values(x[3]);
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t e = r * cols; e < (r + 1) * cols; ++e) {
+            double si = 1 / (1 + exp(-i[e])), sf = 1 / (1 + exp(-f[e])), tg = tanh(g[e]);
+            double want = r == 0 ? si * tg : r == 1 ? c[e] : sf * c[e] + si * tg;
+            if (fabs(got[e] - want) > 2e-6)
+                fail_msg("row %lld element %lld: %.9g, want %.9g", (long long)r, (long long)e, got[e], want);
+        }
+    free(got);
+    free(c);
+    free(f);
+    free(i);
+    free(g);
+    dc_tape_free(tape);
+    for (int k = 0; k < 4; ++k)
+        dc_tensor_free(x[k]);
+    dc_tensor_free(z);
+    dc_tensor_free(zb);
+    dc_ctx_free(ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cupdate_gradcheck),
+        cmocka_unit_test(test_cupdate_matches_pure_reverse),
+        cmocka_unit_test(test_cupdate_branches_f32),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
