@@ -12,6 +12,8 @@
 #include "dualcast/bfn_abi.h"
 #include "dualcast/broadcast.h"
 #include "dualcast/gradcheck.h"
+#include "dualcast/optim.h"
+#include "dualcast/checkpoint.h"
 
 #define DUALCAST_VERSION_MAJOR 0
 #define DUALCAST_VERSION_MINOR 1

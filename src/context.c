@@ -52,6 +52,14 @@ uint64_t dc_rng_next(dc_ctx *ctx)
     return result;
 }
 
+void dc_ctx_seed(dc_ctx *ctx, uint64_t seed)
+{
+    if (!ctx)
+        return;
+    for (int i = 0; i < 4; ++i)
+        ctx->rng[i] = splitmix64(&seed);
+}
+
 double dc_rng_uniform(dc_ctx *ctx) { return (double)(dc_rng_next(ctx) >> 11) * 0x1.0p-53; }
 
 /* The backend AUTO resolves to: DC_DEVICE if set, else CUDA if possible. */
@@ -108,9 +116,7 @@ dc_ctx *dc_ctx_new(const dc_ctx_options *options, dc_status *status)
 #else
     ctx->num_threads = 1;
 #endif
-    uint64_t seed = o.seed;
-    for (int i = 0; i < 4; ++i)
-        ctx->rng[i] = splitmix64(&seed);
+    dc_ctx_seed(ctx, o.seed);
     ctx->n_scratch = ctx->num_threads;
     ctx->scratch = calloc((size_t)ctx->n_scratch, sizeof *ctx->scratch);
     if (!ctx->scratch) {

@@ -30,9 +30,12 @@ const char *dc_status_name(dc_status status)
 
 dc_status dc_verror(dc_ctx *ctx, dc_status status, const char *fmt, va_list ap)
 {
+    /* Format into a temporary first: a message may quote the previous one. */
+    char tmp[sizeof noctx_error];
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
     char *buf = ctx ? ctx->error : noctx_error;
     size_t size = ctx ? sizeof ctx->error : sizeof noctx_error;
-    vsnprintf(buf, size, fmt, ap);
+    snprintf(buf, size, "%s", tmp);
     return status;
 }
 

@@ -31,7 +31,7 @@ struct dc_ctx {
     bool quiet;
     bool cuda_tf32;
     uint64_t rng[4];
-    char error[1024];
+    char error[1024]; /* same size as the thread's message without a context */
     char device_name[160];
     dc_scratch *scratch; /* one per thread */
     int n_scratch;
@@ -53,6 +53,7 @@ struct dc_tensor {
     bool requires_grad;   /* a parameter, or computed from one while recording */
     bool grad_valid;      /* grad holds a value; else it counts as zero */
     bool is_leaf;         /* not the output of a recorded node */
+    bool is_grad;         /* the gradient buffer of another tensor */
     char name[32];
 };
 

@@ -1,5 +1,6 @@
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cuda/cuda_backend.h"
 #include "ops/ops_internal.h"
@@ -166,6 +167,7 @@ dc_node *dc_tape_record(dc_tape *tape, dc_op op, int n_in, dc_tensor *const *in,
         return NULL;
     memset(node, 0, sizeof *node);
     node->op = op;
+    node->region = tape->region;
     node->n_in = n_in;
     node->n_out = n_out;
     node->in = arrays;
@@ -191,6 +193,7 @@ dc_status dc_grad_prepare(dc_tape *tape, dc_tensor *t, dc_write_mode *mode)
         }
         if (!g)
             return dc_error(tape->ctx, DC_ERR_MEMORY, "out of memory for a gradient");
+        g->is_grad = true;
         t->grad = g;
         t->grad_valid = false;
     }
@@ -199,6 +202,21 @@ dc_status dc_grad_prepare(dc_tape *tape, dc_tensor *t, dc_write_mode *mode)
 }
 
 void dc_grad_done(dc_tensor *t) { t->grad_valid = true; }
+
+dc_status dc_grad_prepare_partial(dc_tape *tape, dc_tensor *t)
+{
+    dc_write_mode mode;
+    dc_status st = dc_grad_prepare(tape, t, &mode);
+    if (st != DC_OK)
+        return st;
+    if (mode == DC_WRITE_ASSIGN) {
+        st = dc_mem_zero(tape->ctx, t->grad->data, (size_t)t->grad->numel * dc_dtype_size(t->dtype));
+        if (st != DC_OK)
+            return st;
+        dc_grad_done(t);
+    }
+    return DC_OK;
+}
 
 const dc_tensor *dc_node_adjoint(dc_tape *tape, const dc_tensor *t, dc_tensor *zero_view)
 {
@@ -245,6 +263,40 @@ static bool recorded_here(const dc_tape *tape, const dc_tensor *t)
     return false;
 }
 
+static double now_seconds(void)
+{
+    struct timespec t;
+    timespec_get(&t, TIME_UTC);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int dc_tape_set_region(dc_tape *tape, int region)
+{
+    if (!tape)
+        return 0;
+    const int was = tape->region;
+    if (region >= 0 && region < DC_TAPE_REGIONS)
+        tape->region = region;
+    return was;
+}
+
+void dc_tape_set_timing(dc_tape *tape, bool on)
+{
+    if (tape)
+        tape->timing = on;
+}
+
+double dc_tape_region_seconds(const dc_tape *tape, int region)
+{
+    return (tape && region >= 0 && region < DC_TAPE_REGIONS) ? tape->region_seconds[region] : 0.0;
+}
+
+void dc_tape_clear_timing(dc_tape *tape)
+{
+    if (tape)
+        memset(tape->region_seconds, 0, sizeof tape->region_seconds);
+}
+
 static dc_status sweep(dc_tape *tape)
 {
     for (size_t i = tape->n_nodes; i-- > 0;) {
@@ -259,9 +311,12 @@ static dc_status sweep(dc_tape *tape)
             needed = needed || node->in[k]->requires_grad;
         if (!needed)
             continue;
+        const double t0 = tape->timing ? now_seconds() : 0.0;
         dc_status st = dc_op_table[node->op].backward(tape, node);
         if (st != DC_OK)
             return st;
+        if (tape->timing)
+            tape->region_seconds[node->region] += now_seconds() - t0;
     }
     return DC_OK;
 }
@@ -271,7 +326,8 @@ static dc_status check_output(dc_tape *tape, const dc_tensor *output, const char
 {
     dc_ctx *ctx = tape->ctx;
     if (!output)
-        return dc_error(ctx, DC_ERR_ARG, "%s: the output is NULL", fn);
+        return ctx->error[0] ? dc_error(ctx, DC_ERR_ARG, "%s: the output is NULL (after: %s)", fn, ctx->error)
+                             : dc_error(ctx, DC_ERR_ARG, "%s: the output is NULL", fn);
     if (tape->backward_done)
         return dc_error(ctx, DC_ERR_STATE,
                         "%s: backward already ran on this tape; call dc_tape_reset and record the step again", fn);
@@ -311,6 +367,9 @@ dc_status dc_backward_with(dc_tape *tape, dc_tensor *output, const dc_tensor *ad
         return st;
     if (!adjoint)
         return dc_error(tape->ctx, DC_ERR_ARG, "dc_backward_with: the adjoint is NULL");
+    if (adjoint->ctx != tape->ctx || (adjoint->tape && adjoint->tape != tape))
+        return dc_error(tape->ctx, DC_ERR_ARG, "dc_backward_with: the adjoint belongs to another %s",
+                        adjoint->ctx != tape->ctx ? "context" : "tape");
     if (adjoint->dtype != output->dtype)
         return dc_error(tape->ctx, DC_ERR_DTYPE, "dc_backward_with: the adjoint is %s but the output is %s",
                         dc_dtype_name(adjoint->dtype), dc_dtype_name(output->dtype));

@@ -19,11 +19,17 @@ typedef enum dc_op {
     DC_OP_TANH,
     DC_OP_SIGMOID,
     DC_OP_RELU,
+    DC_OP_HARD_SIGMOID,
+    DC_OP_STEP,
     DC_OP_SELECT,
     DC_OP_SUM,
     DC_OP_MATMUL,
     DC_OP_TRANSPOSE,
     DC_OP_RESHAPE,
+    DC_OP_SLICE,
+    DC_OP_CONCAT,
+    DC_OP_EMBEDDING,
+    DC_OP_CROSS_ENTROPY,
     DC_OP_BROADCAST_FN,
     DC_OP_COUNT
 } dc_op;
@@ -43,6 +49,7 @@ extern const dc_op_info dc_op_table[DC_OP_COUNT];
 
 struct dc_node {
     dc_op op;
+    int region;
     int n_in;
     int n_out;
     dc_tensor **in;
@@ -64,6 +71,9 @@ struct dc_tape {
     uint64_t generation;
     bool recording;
     bool backward_done;
+    bool timing;
+    int region;
+    double region_seconds[DC_TAPE_REGIONS];
     void *zero; /* one zero element (8 bytes) on the device, for absent adjoints */
 };
 
@@ -81,6 +91,11 @@ dc_node *dc_tape_record(dc_tape *tape, dc_op op, int n_in, dc_tensor *const *in,
  * dc_grad_done(t) once written. */
 dc_status dc_grad_prepare(dc_tape *tape, dc_tensor *t, dc_write_mode *mode);
 void dc_grad_done(dc_tensor *t);
+
+/* Readies t's gradient for a contribution to part of it (a slice, some rows
+ * of a table): zeroes it first when it holds no value yet, then every write
+ * adds. Marks it written. */
+dc_status dc_grad_prepare_partial(dc_tape *tape, dc_tensor *t);
 
 /* The adjoint of output t of a node: its gradient, or a zero scalar when no
  * gradient reached it (read it with broadcast strides). */

@@ -53,6 +53,9 @@ dc_backend dc_ctx_backend(const dc_ctx *ctx);
 /* "auto", "cpu" or "cuda". */
 const char *dc_backend_name(dc_backend backend);
 
+/* Restarts the context's random number generator from `seed`. */
+void dc_ctx_seed(dc_ctx *ctx, uint64_t seed);
+
 /* CPU threads the context uses. */
 int dc_ctx_num_threads(const dc_ctx *ctx);
 

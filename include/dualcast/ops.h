@@ -37,6 +37,14 @@ dc_tensor *dc_op_tanh(dc_tape *tape, dc_tensor *x);
 dc_tensor *dc_op_sigmoid(dc_tape *tape, dc_tensor *x);
 dc_tensor *dc_op_relu(dc_tape *tape, dc_tensor *x);
 
+/* max(0, min(1, (slope * x + 1) / 2)), the HM-LSTM boundary gate; its
+ * derivative is slope / 2 inside (0, 1) and 0 outside. */
+dc_tensor *dc_op_hard_sigmoid(dc_tape *tape, dc_tensor *x, double slope);
+
+/* x > threshold ? 1 : 0 forward; the straight-through estimator backward:
+ * the gradient passes unchanged, as if the step were the identity. */
+dc_tensor *dc_op_step_st(dc_tape *tape, dc_tensor *x, double threshold);
+
 /* cond != 0 ? a : b, elementwise, the three operands broadcast together.
  * The gradient reaches only the side taken; the other side gets exact zeros
  * even where its values (or partials further down) are infinite or NaN.
@@ -58,6 +66,24 @@ dc_tensor *dc_op_transpose(dc_tape *tape, dc_tensor *x, int axis0, int axis1);
 /* Same elements in a new shape; one entry may be -1 (inferred). A view when x
  * is contiguous, else a copy. */
 dc_tensor *dc_op_reshape(dc_tape *tape, dc_tensor *x, int ndim, const int64_t *shape);
+
+/* Elements start .. start + length - 1 of `axis` (a view: no copy). */
+dc_tensor *dc_op_slice(dc_tape *tape, dc_tensor *x, int axis, int64_t start, int64_t length);
+
+/* The n tensors joined along `axis`; all other sizes must agree. */
+dc_tensor *dc_op_concat(dc_tape *tape, int n, dc_tensor *const *xs, int axis);
+
+/* Rows of `table` ([V, E]) picked by `ids` (any shape, integer values in
+ * 0..V-1 stored in the table's dtype): shape ids.shape + [E]. The adjoint
+ * adds each row's gradient into the table's gradient (deterministically).
+ * An id outside 0..V-1 fails with DC_ERR_ARG. ids get no gradient. */
+dc_tensor *dc_op_embedding(dc_tape *tape, dc_tensor *table, dc_tensor *ids);
+
+/* Mean over rows of -log softmax(logits)[target]: logits [N, C], targets [N]
+ * (class indices in 0..C-1, in the logits' dtype). A scalar, in nats; one
+ * fused pass, computed stably (the row maximum is subtracted). targets get
+ * no gradient. */
+dc_tensor *dc_op_cross_entropy(dc_tape *tape, dc_tensor *logits, dc_tensor *targets);
 
 #ifdef __cplusplus
 }

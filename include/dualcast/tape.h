@@ -30,13 +30,16 @@ void dc_tape_free(dc_tape *tape);
 void dc_tape_reset(dc_tape *tape);
 
 /* Reverse sweep from a loss with one element, seeded with 1. Fails with
- * DC_ERR_STATE on a tape that was reset since the loss was made or that
- * already ran backward, with DC_ERR_SHAPE if the loss has more than one
- * element, with DC_ERR_ARG if the loss was not recorded on this tape. */
+ * DC_ERR_STATE on a tape that holds no nodes (reset since the loss was made)
+ * or that already ran backward, with DC_ERR_SHAPE if the loss has more than
+ * one element, with DC_ERR_ARG if the loss was not recorded on this tape
+ * since its last reset. A loss pointer kept across a reset is stale: once a
+ * new step is recorded its address may belong to a new tensor. */
 dc_status dc_backward(dc_tape *tape, dc_tensor *loss);
 
 /* Reverse sweep from `output` seeded with `adjoint` (same shape; may be a
- * broadcastable shape, for example a scalar 1 for an all-ones adjoint). */
+ * broadcastable shape, for example a scalar 1 for an all-ones adjoint). The
+ * output's gradient is then a view of `adjoint`, valid while it lives. */
 dc_status dc_backward_with(dc_tape *tape, dc_tensor *output, const dc_tensor *adjoint);
 
 /* Turns recording on or off (no-grad mode) and returns the previous setting.
@@ -63,6 +66,16 @@ size_t dc_tape_peak_bytes(const dc_tape *tape);
 size_t dc_tape_reserved_bytes(const dc_tape *tape);
 
 dc_ctx *dc_tape_ctx(const dc_tape *tape);
+
+/* Regions attribute backward work to parts of a model. Nodes recorded after
+ * dc_tape_set_region(tape, r) belong to region r (0 to DC_TAPE_REGIONS - 1;
+ * 0 by default); with timing on, each backward pass adds the time spent in
+ * the adjoints of a region's nodes to dc_tape_region_seconds(tape, r). */
+#define DC_TAPE_REGIONS 8
+int dc_tape_set_region(dc_tape *tape, int region); /* returns the previous region */
+void dc_tape_set_timing(dc_tape *tape, bool on);
+double dc_tape_region_seconds(const dc_tape *tape, int region);
+void dc_tape_clear_timing(dc_tape *tape);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,10 @@ dc_status dc_sum_backward(dc_tape *tape, dc_node *node);         /* reduce.c */
 dc_status dc_matmul_backward(dc_tape *tape, dc_node *node);      /* matmul.c */
 dc_status dc_transpose_backward(dc_tape *tape, dc_node *node);   /* layout.c */
 dc_status dc_reshape_backward(dc_tape *tape, dc_node *node);     /* layout.c */
+dc_status dc_slice_backward(dc_tape *tape, dc_node *node);       /* layout.c */
+dc_status dc_concat_backward(dc_tape *tape, dc_node *node);      /* layout.c */
+dc_status dc_embedding_backward(dc_tape *tape, dc_node *node);   /* embedding.c */
+dc_status dc_cross_entropy_backward(dc_tape *tape, dc_node *node); /* cross_entropy.c */
 dc_status dc_broadcast_fn_backward(dc_tape *tape, dc_node *node); /* broadcast_fn.c */
 
 #endif /* DC_OPS_BACKWARD_H */

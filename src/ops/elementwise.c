@@ -32,6 +32,9 @@ static const ew_op ops[DC_OP_COUNT] = {
     [DC_OP_TANH] = {"tanh", 1, DC_K_TANH, DC_K_TANH_BWD, "gy", 1, {0}},
     [DC_OP_SIGMOID] = {"sigmoid", 1, DC_K_SIGMOID, DC_K_SIGMOID_BWD, "gy", 1, {0}},
     [DC_OP_RELU] = {"relu", 1, DC_K_RELU, DC_K_RELU_BWD, "g0", 1, {0}},
+    [DC_OP_HARD_SIGMOID] = {"hard_sigmoid", 1, DC_K_HARD_SIGMOID, DC_K_HARD_SIGMOID_BWD, "g0", 1, {0}},
+    /* straight-through: the step's adjoint passes the gradient unchanged */
+    [DC_OP_STEP] = {"step_st", 1, DC_K_STEP, DC_K_COPY, "g", 1, {0}},
     [DC_OP_SELECT] = {"select", 3, DC_K_SELECT, DC_K_SELECT_BWD, "g0", 2, {1, 2}},
 };
 
@@ -74,10 +77,11 @@ dc_status dc_elementwise_backward(dc_tape *tape, dc_node *node)
     dc_tensor *targets[2];
     for (int k = 0; k < d->n_targets; ++k)
         targets[k] = node->in[d->targets[k]];
-    /* affine's adjoint scales by s only; neg's is neg. */
+    /* affine's adjoint scales by s only; hard_sigmoid's needs the slope. */
     const dc_affine_arg arg = {node->scalar[0], 0.0};
-    return dc_backward_kernel(tape, d->backward, node->op == DC_OP_AFFINE ? &arg : NULL, y->ndim, y->shape,
-                              n_reads, reads, d->n_targets, targets);
+    const bool has_arg = node->op == DC_OP_AFFINE || node->op == DC_OP_HARD_SIGMOID;
+    return dc_backward_kernel(tape, d->backward, has_arg ? &arg : NULL, y->ndim, y->shape, n_reads, reads,
+                              d->n_targets, targets);
 }
 
 #define BINARY_OP(fn, op)                                                                          \
@@ -110,6 +114,20 @@ dc_tensor *dc_op_affine(dc_tape *tape, dc_tensor *x, double s, double t)
     dc_tensor *in[1] = {x};
     const dc_affine_arg arg = {s, t};
     return ew_forward(tape, DC_OP_AFFINE, in, &arg);
+}
+
+dc_tensor *dc_op_hard_sigmoid(dc_tape *tape, dc_tensor *x, double slope)
+{
+    dc_tensor *in[1] = {x};
+    const dc_affine_arg arg = {slope, 0.0};
+    return ew_forward(tape, DC_OP_HARD_SIGMOID, in, &arg);
+}
+
+dc_tensor *dc_op_step_st(dc_tape *tape, dc_tensor *x, double threshold)
+{
+    dc_tensor *in[1] = {x};
+    const dc_affine_arg arg = {threshold, 0.0};
+    return ew_forward(tape, DC_OP_STEP, in, &arg);
 }
 
 dc_tensor *dc_op_select(dc_tape *tape, dc_tensor *cond, dc_tensor *a, dc_tensor *b)

@@ -20,6 +20,8 @@ typedef enum dc_kernel_id {
     DC_K_TANH,
     DC_K_SIGMOID,
     DC_K_RELU,
+    DC_K_HARD_SIGMOID, /* x -> hard_sigmoid(x, s)  (dc_affine_arg: s is the slope) */
+    DC_K_STEP,        /* x -> x > s ? 1 : 0       (dc_affine_arg: s is the threshold) */
     DC_K_SELECT,      /* c, a, b -> c != 0 ? a : b */
     DC_K_ADD_BWD,     /* g -> ga, gb */
     DC_K_SUB_BWD,     /* g -> ga, gb */
@@ -31,6 +33,7 @@ typedef enum dc_kernel_id {
     DC_K_TANH_BWD,    /* g, y -> gx */
     DC_K_SIGMOID_BWD, /* g, y -> gx */
     DC_K_RELU_BWD,    /* g, x -> gx */
+    DC_K_HARD_SIGMOID_BWD, /* g, x -> gx  (dc_affine_arg: slope) */
     DC_K_SELECT_BWD,  /* g, c -> ga, gb */
     DC_K_PARTIALS_BWD, /* g_0..g_{m-1}, P_(0,0)..P_(m-1,D-1) -> gx_0..gx_{D-1}  (dc_partials_arg) */
     DC_K_COUNT

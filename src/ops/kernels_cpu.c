@@ -29,6 +29,8 @@ static const char *const kernel_names[] = {
     [DC_K_TANH] = "tanh",
     [DC_K_SIGMOID] = "sigmoid",
     [DC_K_RELU] = "relu",
+    [DC_K_HARD_SIGMOID] = "hard_sigmoid",
+    [DC_K_STEP] = "step",
     [DC_K_SELECT] = "select",
     [DC_K_ADD_BWD] = "add_bwd",
     [DC_K_SUB_BWD] = "sub_bwd",
@@ -40,6 +42,7 @@ static const char *const kernel_names[] = {
     [DC_K_TANH_BWD] = "tanh_bwd",
     [DC_K_SIGMOID_BWD] = "sigmoid_bwd",
     [DC_K_RELU_BWD] = "relu_bwd",
+    [DC_K_HARD_SIGMOID_BWD] = "hard_sigmoid_bwd",
     [DC_K_SELECT_BWD] = "select_bwd",
     [DC_K_PARTIALS_BWD] = "partials_bwd",
 };

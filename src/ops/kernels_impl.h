@@ -71,6 +71,33 @@ BINARY(k_mul, a * b)
 BINARY(k_div, a / b)
 BINARY(k_pow, KMATH(pow)(a, b))
 
+KERNEL(k_hard_sigmoid)
+{
+    const KS slope = (KS)((const dc_affine_arg *)arg)->s;
+    const KS *restrict xs = IN(0);
+    KS *restrict o = OUT(0);
+    for (int64_t e = 0; e < n; ++e)
+        o[e] = KMATH(hard_sigmoid)(xs[e], slope);
+}
+
+KERNEL(k_step)
+{
+    const KS threshold = (KS)((const dc_affine_arg *)arg)->s;
+    const KS *restrict xs = IN(0);
+    KS *restrict o = OUT(0);
+    for (int64_t e = 0; e < n; ++e)
+        o[e] = xs[e] > threshold ? (KS)1 : (KS)0;
+}
+
+KERNEL(k_hard_sigmoid_bwd)
+{
+    const KS slope = (KS)((const dc_affine_arg *)arg)->s;
+    const KS *restrict gs = IN(0), *restrict xs = IN(1);
+    KS *restrict o = OUT(0);
+    for (int64_t e = 0; e < n; ++e)
+        o[e] = KMATH(adj_mul)(gs[e], KMATH(hard_sigmoid_dx)(xs[e], slope));
+}
+
 KERNEL(k_select)
 {
     (void)arg;
@@ -192,6 +219,8 @@ static const dc_chunk_fn KFN(kernel_table)[DC_K_COUNT] = {
     [DC_K_TANH] = KFN(k_tanh),
     [DC_K_SIGMOID] = KFN(k_sigmoid),
     [DC_K_RELU] = KFN(k_relu),
+    [DC_K_HARD_SIGMOID] = KFN(k_hard_sigmoid),
+    [DC_K_STEP] = KFN(k_step),
     [DC_K_SELECT] = KFN(k_select),
     [DC_K_ADD_BWD] = KFN(k_add_bwd),
     [DC_K_SUB_BWD] = KFN(k_sub_bwd),
@@ -203,6 +232,7 @@ static const dc_chunk_fn KFN(kernel_table)[DC_K_COUNT] = {
     [DC_K_TANH_BWD] = KFN(k_tanh_bwd),
     [DC_K_SIGMOID_BWD] = KFN(k_sigmoid_bwd),
     [DC_K_RELU_BWD] = KFN(k_relu_bwd),
+    [DC_K_HARD_SIGMOID_BWD] = KFN(k_hard_sigmoid_bwd),
     [DC_K_SELECT_BWD] = KFN(k_select_bwd),
     [DC_K_PARTIALS_BWD] = KFN(k_partials_bwd),
 };

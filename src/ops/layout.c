@@ -1,5 +1,7 @@
 /* Ops that change how elements are laid out: transpose (a view with two
- * strides swapped) and reshape (a view of a contiguous tensor, else a copy). */
+ * strides swapped), reshape (a view of a contiguous tensor, else a copy),
+ * slice (a view) and concat (a copy). */
+#include <stdio.h>
 #include <string.h>
 
 #include "backward.h"
@@ -109,11 +111,152 @@ dc_tensor *dc_op_reshape(dc_tape *tape, dc_tensor *x, int ndim, const int64_t *s
 dc_status dc_reshape_backward(dc_tape *tape, dc_node *node)
 {
     dc_tensor *x = node->in[0];
-    const dc_tensor *g = node->out[0]->grad;
+    const dc_tensor *g = dc_grad_contiguous(tape, node->out[0]);
+    if (!g)
+        return DC_ERR_MEMORY;
     dc_tensor gx_shape = *g;
     gx_shape.ndim = x->ndim;
     memcpy(gx_shape.shape, x->shape, sizeof gx_shape.shape);
     dc_contiguous_strides(x->ndim, x->shape, gx_shape.strides);
     const dc_tensor *reads[1] = {&gx_shape};
     return dc_backward_kernel(tape, DC_K_COPY, NULL, x->ndim, x->shape, 1, reads, 1, &x);
+}
+
+dc_tensor *dc_op_slice(dc_tape *tape, dc_tensor *x, int axis, int64_t start, int64_t length)
+{
+    const char *const labels[] = {"x"};
+    if (dc_op_check_args(tape, "dc_op_slice", 1, &x, labels) != DC_OK)
+        return NULL;
+    const int a = axis < 0 ? axis + x->ndim : axis;
+    char s[128];
+    if (a < 0 || a >= x->ndim) {
+        dc_error(tape->ctx, DC_ERR_ARG, "dc_op_slice: axis %d does not exist in shape %s", axis,
+                 dc_tensor_shape_str(x, s, sizeof s));
+        return NULL;
+    }
+    if (start < 0 || length < 0 || start + length > x->shape[a]) {
+        dc_error(tape->ctx, DC_ERR_ARG, "dc_op_slice: elements %lld..%lld of axis %d are outside shape %s",
+                 (long long)start, (long long)(start + length - 1), axis, dc_tensor_shape_str(x, s, sizeof s));
+        return NULL;
+    }
+    int64_t shape[DC_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[a] = length;
+    void *data = (unsigned char *)x->data + (size_t)(start * x->strides[a]) * dc_dtype_size(x->dtype);
+    dc_tensor *y = dc_tape_alloc_view(tape, x, x->ndim, shape, x->strides, data);
+    if (!y || !dc_tape_wants_node(tape, 1, &x))
+        return y;
+    dc_node *node = dc_tape_record(tape, DC_OP_SLICE, 1, &x, 1, &y);
+    if (!node)
+        return NULL;
+    node->ints[0] = a;
+    node->scalar[0] = (double)start; /* exact below 2^53 */
+    return y;
+}
+
+/* gx[slice] += gy: the slice of x's gradient as a strided target. */
+dc_status dc_slice_backward(dc_tape *tape, dc_node *node)
+{
+    dc_tensor *x = node->in[0];
+    const dc_tensor *y = node->out[0];
+    dc_status st = dc_grad_prepare_partial(tape, x);
+    if (st != DC_OK)
+        return st;
+    const int a = node->ints[0];
+    const int64_t start = (int64_t)node->scalar[0];
+    const dc_tensor *gx = x->grad;
+    dc_loop_in li;
+    dc_loop_in_tensor(&li, y->grad, y->ndim, y->shape);
+    dc_loop_out lo;
+    lo.mode = DC_WRITE_ACCUMULATE;
+    lo.data = (unsigned char *)gx->data + (size_t)(start * gx->strides[a]) * dc_dtype_size(gx->dtype);
+    memcpy(lo.strides, gx->strides, sizeof lo.strides);
+    for (int d = 0; d < y->ndim; ++d)
+        if (y->shape[d] == 1)
+            lo.strides[d] = 0;
+    return dc_run_kernel(tape->ctx, DC_K_COPY, NULL, x->dtype, y->ndim, y->shape, 1, &li, 1, &lo);
+}
+
+dc_tensor *dc_op_concat(dc_tape *tape, int n, dc_tensor *const *xs, int axis)
+{
+    if (!tape)
+        return NULL;
+    dc_ctx *ctx = tape->ctx;
+    if (n <= 0 || !xs) {
+        dc_error(ctx, DC_ERR_ARG, "dc_op_concat: %d tensors given; join at least one", n);
+        return NULL;
+    }
+    for (int i = 0; i < n; ++i) {
+        char label[24];
+        snprintf(label, sizeof label, "xs[%d]", i);
+        const char *labels[1] = {label};
+        if (dc_op_check_args(tape, "dc_op_concat", 1, &xs[i], labels) != DC_OK)
+            return NULL;
+    }
+    const dc_tensor *x0 = xs[0];
+    const int a = axis < 0 ? axis + x0->ndim : axis;
+    if (a < 0 || a >= x0->ndim) {
+        dc_error(ctx, DC_ERR_ARG, "dc_op_concat: axis %d does not exist for rank %d", axis, x0->ndim);
+        return NULL;
+    }
+    int64_t shape[DC_MAX_DIMS];
+    memcpy(shape, x0->shape, sizeof shape);
+    shape[a] = 0;
+    for (int i = 0; i < n; ++i) {
+        bool ok = xs[i]->ndim == x0->ndim && xs[i]->dtype == x0->dtype;
+        for (int d = 0; ok && d < x0->ndim; ++d)
+            ok = d == a || xs[i]->shape[d] == x0->shape[d];
+        if (!ok) {
+            char s0[128], si[128];
+            dc_error(ctx, xs[i]->dtype != x0->dtype ? DC_ERR_DTYPE : DC_ERR_SHAPE,
+                     "dc_op_concat: xs[0] %s %s and xs[%d] %s %s differ off axis %d", dc_dtype_name(x0->dtype),
+                     dc_tensor_shape_str(x0, s0, sizeof s0), i, dc_dtype_name(xs[i]->dtype),
+                     dc_tensor_shape_str(xs[i], si, sizeof si), axis);
+            return NULL;
+        }
+        shape[a] += xs[i]->shape[a];
+    }
+    dc_tensor *y = dc_tape_alloc_tensor(tape, x0->dtype, x0->ndim, shape);
+    if (!y)
+        return NULL;
+    int64_t at = 0;
+    for (int i = 0; i < n; ++i) {
+        dc_tensor part = *y;
+        part.shape[a] = xs[i]->shape[a];
+        part.data = (unsigned char *)y->data + (size_t)(at * y->strides[a]) * dc_dtype_size(y->dtype);
+        part.numel = dc_shape_numel(part.ndim, part.shape);
+        if (dc_tensor_copy(&part, xs[i]) != DC_OK)
+            return NULL;
+        at += xs[i]->shape[a];
+    }
+    if (!dc_tape_wants_node(tape, n, xs))
+        return y;
+    dc_node *node = dc_tape_record(tape, DC_OP_CONCAT, n, xs, 1, &y);
+    if (!node)
+        return NULL;
+    node->ints[0] = a;
+    return y;
+}
+
+/* Each input gets its part of gy. */
+dc_status dc_concat_backward(dc_tape *tape, dc_node *node)
+{
+    const dc_tensor *y = node->out[0];
+    const int a = node->ints[0];
+    int64_t at = 0;
+    for (int i = 0; i < node->n_in; ++i) {
+        dc_tensor *x = node->in[i];
+        dc_tensor part = *y->grad;
+        part.shape[a] = x->shape[a];
+        part.numel = dc_shape_numel(part.ndim, part.shape);
+        part.data = (unsigned char *)y->grad->data + (size_t)(at * y->grad->strides[a]) * dc_dtype_size(y->dtype);
+        at += x->shape[a];
+        if (!x->requires_grad)
+            continue;
+        const dc_tensor *reads[1] = {&part};
+        dc_status st = dc_backward_kernel(tape, DC_K_COPY, NULL, x->ndim, x->shape, 1, reads, 1, &x);
+        if (st != DC_OK)
+            return st;
+    }
+    return DC_OK;
 }

@@ -198,7 +198,9 @@ static dc_status matmul_grad(dc_tape *tape, dc_node *node, int side)
     dc_tensor *x = node->in[side];
     const dc_tensor *ar = node->saved[0], *br = node->saved[1];
     const dc_tensor *y = node->out[0];
-    const dc_tensor *g = y->grad;
+    const dc_tensor *g = dc_grad_contiguous(tape, y);
+    if (!g)
+        return DC_ERR_MEMORY;
     dc_write_mode mode;
     dc_status st = dc_grad_prepare(tape, x, &mode);
     if (st != DC_OK)

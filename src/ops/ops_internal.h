@@ -31,7 +31,12 @@ dc_status dc_grad_outputs(dc_tape *tape, int ndim, const int64_t *shape, int n_t
                           dc_loop_out *out);
 void dc_grad_outputs_done(int n_targets, dc_tensor *const *targets);
 
-/* Sets output's gradient to `adjoint` broadcast to output's shape. */
+/* The gradient of t as a contiguous tensor (a copy when it is a broadcast
+ * view, as a seeded gradient can be); NULL when out of memory. */
+const dc_tensor *dc_grad_contiguous(dc_tape *tape, const dc_tensor *t);
+
+/* Sets output's gradient to `adjoint` broadcast to output's shape (a view of
+ * the adjoint's memory, not a copy). */
 dc_status dc_seed_grad(dc_tape *tape, dc_tensor *output, const dc_tensor *adjoint, const char *fn);
 
 #endif /* DC_OPS_INTERNAL_H */

@@ -65,6 +65,8 @@ static dc_tensor *reduce(dc_tape *tape, const char *op, dc_tensor *x, int n_axes
     dc_loop_out_tensor(&lo, &ykeep, x->ndim, x->shape, DC_WRITE_ASSIGN);
     if (dc_run_kernel(ctx, DC_K_AFFINE, &arg, x->dtype, x->ndim, x->shape, 1, &li, 1, &lo) != DC_OK)
         return NULL;
+    if (mean && count == 0 && dc_tensor_fill(y, NAN) != DC_OK) /* the mean of nothing */
+        return NULL;
 
     if (dc_tape_wants_node(tape, 1, &x)) {
         dc_node *node = dc_tape_record(tape, DC_OP_SUM, 1, &x, 1, &y);
@@ -82,8 +84,10 @@ static dc_tensor *reduce(dc_tape *tape, const char *op, dc_tensor *x, int n_axes
 dc_status dc_sum_backward(dc_tape *tape, dc_node *node)
 {
     dc_tensor *x = node->in[0];
-    const dc_tensor *y = node->out[0];
-    dc_tensor gkeep = *y->grad;
+    const dc_tensor *g = dc_grad_contiguous(tape, node->out[0]);
+    if (!g)
+        return DC_ERR_MEMORY;
+    dc_tensor gkeep = *g;
     gkeep.ndim = x->ndim;
     for (int d = 0; d < x->ndim; ++d)
         gkeep.shape[d] = (node->ints[0] >> d) & 1 ? 1 : x->shape[d];

@@ -105,18 +105,43 @@ dc_status dc_seed_grad(dc_tape *tape, dc_tensor *output, const dc_tensor *adjoin
                         fn, dc_shape_format(sa, sizeof sa, adjoint->ndim, adjoint->shape),
                         dc_shape_format(so, sizeof so, output->ndim, output->shape));
     }
-    dc_write_mode mode;
-    dc_status st = dc_grad_prepare(tape, output, &mode);
-    if (st != DC_OK)
+    /* The seed is read, never written: nothing recorded after the output can
+     * send it a gradient. So the output's gradient is a view of the adjoint,
+     * broadcast in place, and seeding costs no pass over memory. An adjoint
+     * that is itself a gradient buffer the sweep may write is copied. */
+    if (adjoint->is_grad) {
+        dc_write_mode mode;
+        dc_status st = dc_grad_prepare(tape, output, &mode);
+        if (st != DC_OK)
+            return st;
+        dc_loop_in li;
+        dc_loop_in_tensor(&li, adjoint, ndim, shape);
+        dc_loop_out lo;
+        dc_loop_out_tensor(&lo, output->grad, ndim, shape, DC_WRITE_ASSIGN);
+        st = dc_run_kernel(tape->ctx, DC_K_COPY, NULL, output->dtype, ndim, shape, 1, &li, 1, &lo);
+        if (st == DC_OK)
+            dc_grad_done(output);
         return st;
-    dc_loop_in li;
-    dc_loop_in_tensor(&li, adjoint, ndim, shape);
-    dc_loop_out lo;
-    dc_loop_out_tensor(&lo, output->grad, ndim, shape, DC_WRITE_ASSIGN);
-    st = dc_run_kernel(tape->ctx, DC_K_COPY, NULL, output->dtype, ndim, shape, 1, &li, 1, &lo);
-    if (st == DC_OK)
-        dc_grad_done(output);
-    return st;
+    }
+    int64_t strides[DC_MAX_DIMS];
+    dc_broadcast_strides(adjoint->ndim, adjoint->shape, adjoint->strides, ndim, shape, strides);
+    dc_tensor *view = dc_tape_alloc_view(tape, adjoint, ndim, shape, strides, adjoint->data);
+    if (!view)
+        return DC_ERR_MEMORY;
+    output->grad = view;
+    dc_grad_done(output);
+    return DC_OK;
+}
+
+const dc_tensor *dc_grad_contiguous(dc_tape *tape, const dc_tensor *t)
+{
+    const dc_tensor *g = t->grad;
+    if (dc_tensor_is_contiguous(g))
+        return g;
+    dc_tensor *c = dc_tape_alloc_tensor(tape, g->dtype, g->ndim, g->shape);
+    if (!c || dc_tensor_copy(c, g) != DC_OK)
+        return NULL;
+    return c;
 }
 
 dc_status dc_tensor_copy(dc_tensor *dst, const dc_tensor *src)

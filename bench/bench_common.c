@@ -1,0 +1,130 @@
+#include "bench_common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <omp.h>
+
+double bench_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double bench_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+const char *bench_cpu_name(void)
+{
+    static char name[256];
+    if (name[0])
+        return name;
+    char model[200] = "unknown CPU";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[512];
+        while (fgets(line, sizeof line, f)) {
+            if (strncmp(line, "model name", 10) == 0) {
+                char *colon = strchr(line, ':');
+                if (colon) {
+                    snprintf(model, sizeof model, "%s", colon + 2);
+                    model[strcspn(model, "\n")] = '\0';
+                }
+                break;
+            }
+        }
+        fclose(f);
+    }
+    snprintf(name, sizeof name, "%s, %d threads", model, omp_get_max_threads());
+    return name;
+}
+
+void bench_fill_uniform(float *x, int64_t n, float lo, float hi, uint64_t seed)
+{
+    uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (int64_t i = 0; i < n; ++i) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        x[i] = lo + (hi - lo) * (float)((s >> 40) * 0x1.0p-24);
+    }
+}
+
+/* The loops of the stream measurement, written plainly so that the compiler
+ * vectorizes them as it would any loop of ours: 4 arrays in and 5 out (the
+ * shape of a c-update forward pass with its partials), or a copy. */
+static void stream_4_5(int64_t n, float *const *a)
+{
+    const float *restrict x0 = a[0], *restrict x1 = a[1], *restrict x2 = a[2], *restrict x3 = a[3];
+    float *restrict y0 = a[4], *restrict y1 = a[5], *restrict y2 = a[6], *restrict y3 = a[7], *restrict y4 = a[8];
+#pragma omp parallel for simd schedule(static)
+    for (int64_t e = 0; e < n; ++e) {
+        const float s = x0[e] + x1[e] + x2[e] + x3[e];
+        y0[e] = s;
+        y1[e] = 2 * s;
+        y2[e] = 3 * s;
+        y3[e] = 4 * s;
+        y4[e] = 5 * s;
+    }
+}
+
+static void stream_1_1(int64_t n, float *const *a)
+{
+    const float *restrict x = a[0];
+    float *restrict y = a[1];
+#pragma omp parallel for simd schedule(static)
+    for (int64_t e = 0; e < n; ++e)
+        y[e] = x[e];
+}
+
+static void stream_pass(int64_t n, int n_in, int n_out, float *const *a)
+{
+    if (n_in == 4 && n_out == 5)
+        stream_4_5(n, a);
+    else
+        stream_1_1(n, a);
+}
+
+double bench_stream_gbs(int64_t n, int n_in, int n_out, int reps)
+{
+    if (!((n_in == 4 && n_out == 5) || (n_in == 1 && n_out == 1))) {
+        fprintf(stderr, "bench_stream_gbs: shapes 4 in 5 out and 1 in 1 out only\n");
+        exit(1);
+    }
+    float *a[9];
+    for (int k = 0; k < n_in + n_out; ++k) {
+        a[k] = aligned_alloc(64, (size_t)n * sizeof(float));
+        if (!a[k]) {
+            fprintf(stderr, "out of memory\n");
+            exit(1);
+        }
+        /* first touch by the threads that will stream the pages */
+#pragma omp parallel for schedule(static)
+        for (int64_t e = 0; e < n; ++e)
+            a[k][e] = 1.0f;
+    }
+    double *t = malloc((size_t)reps * sizeof *t);
+    stream_pass(n, n_in, n_out, a);
+    for (int r = 0; r < reps; ++r) {
+        double t0 = bench_now();
+        stream_pass(n, n_in, n_out, a);
+        t[r] = bench_now() - t0;
+    }
+    double med = bench_median(t, reps);
+    free(t);
+    for (int k = 0; k < n_in + n_out; ++k)
+        free(a[k]);
+    return (double)n * (n_in + n_out) * sizeof(float) / med / 1e9;
+}

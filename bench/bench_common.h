@@ -1,0 +1,26 @@
+/* Small helpers shared by the benchmark programs: timing, medians, the
+ * machine's description and its measured streaming bandwidth. */
+#ifndef DC_BENCH_COMMON_H
+#define DC_BENCH_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Seconds on a monotonic clock. */
+double bench_now(void);
+
+/* Median of n values (sorts them in place). */
+double bench_median(double *v, int n);
+
+/* A one-line description of the CPU ("AMD EPYC ..., 2 threads"). */
+const char *bench_cpu_name(void);
+
+/* Streaming bandwidth in GB/s of a plain OpenMP loop reading `n_in` float
+ * arrays and writing `n_out` (each of n elements): median of `reps` runs.
+ * Shapes: 4 in and 5 out, or 1 in and 1 out (a copy). */
+double bench_stream_gbs(int64_t n, int n_in, int n_out, int reps);
+
+/* Fills with uniform values in [lo, hi) from a fixed seed. */
+void bench_fill_uniform(float *x, int64_t n, float lo, float hi, uint64_t seed);
+
+#endif /* DC_BENCH_COMMON_H */

@@ -1,0 +1,88 @@
+/* A hierarchical multiscale LSTM language model (Chung, Ahn, Bengio, ICLR
+ * 2017) on dualcast, with its cell either fused (one mixed-mode broadcast
+ * node) or built from primitive ops (pure reverse mode). */
+#ifndef HMLSTM_H
+#define HMLSTM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <dualcast.h>
+
+#define HM_MAX_LAYERS 8
+#define HM_REGION_CELL 1 /* tape region of the cell's own work */
+
+typedef enum hm_cell_kind {
+    HM_CELL_MIXED, /* one broadcast node per layer and step */
+    HM_CELL_PURE,  /* primitive ops and select */
+} hm_cell_kind;
+
+typedef struct hm_config {
+    int layers;            /* L */
+    int hidden;            /* H, per layer */
+    int embed;             /* width of the input embedding (h^0) */
+    int out_embed;         /* width of the output module's hidden layer */
+    int vocab;             /* number of symbols */
+    dc_dtype dtype;
+    bool straight_through; /* z's gradient: straight-through (training) or none */
+    dc_partials_policy policy; /* of the mixed cell */
+} hm_config;
+
+typedef struct hm_model {
+    hm_config cfg;
+    dc_tensor *embedding;                /* [V, E] */
+    dc_tensor *w[HM_MAX_LAYERS];         /* [in + H (+ H), 4H + 1]: bottom-up, recurrent, top-down rows */
+    dc_tensor *b[HM_MAX_LAYERS];         /* [4H + 1]: gates f, i, o, g, then the boundary unit */
+    dc_tensor *gate_w;                   /* [L H, L]: the output module's layer gates */
+    dc_tensor *out_w[HM_MAX_LAYERS];     /* [H, Eo] */
+    dc_tensor *head_w;                   /* [Eo, V] */
+    dc_tensor *head_b;                   /* [V] */
+    int n_params;
+    dc_tensor *params[4 + 3 * HM_MAX_LAYERS];
+    char names[4 + 3 * HM_MAX_LAYERS][32];
+} hm_model;
+
+/* The recurrent state carried from one batch to the next. */
+typedef struct hm_state {
+    int batch;
+    int layers;
+    dc_tensor *h[HM_MAX_LAYERS], *c[HM_MAX_LAYERS], *z[HM_MAX_LAYERS]; /* [B, H], [B, H], [B, 1] */
+    dc_tensor **hs;  /* scratch of hm_forward */
+    int64_t hs_cap;
+} hm_state;
+
+/* What one forward pass produced besides the loss. */
+typedef struct hm_forward_result {
+    dc_tensor *loss;                     /* mean NLL in nats */
+    dc_tensor *logits;                   /* [T B, V] */
+    dc_tensor *h[HM_MAX_LAYERS], *c[HM_MAX_LAYERS], *z[HM_MAX_LAYERS]; /* state after the last step */
+    double cell_forward_seconds;         /* time in the cell's forward work */
+    int64_t ops[HM_MAX_LAYERS][3];       /* FLUSH, COPY, UPDATE counts (when count_ops) */
+} hm_forward_result;
+
+enum { HM_FLUSH, HM_COPY, HM_UPDATE };
+
+/* NULL when the configuration is usable, else what is wrong with it. */
+const char *hm_config_problem(const hm_config *cfg);
+
+/* Parameters initialized from `seed`: uniform in +-1/sqrt(fan in), the
+ * forget gates' biases at 1. NULL on error (dc_last_error(ctx)). */
+hm_model *hm_model_new(dc_ctx *ctx, const hm_config *cfg, uint64_t seed);
+void hm_model_free(hm_model *m);
+
+hm_state *hm_state_new(dc_ctx *ctx, const hm_config *cfg, int batch);
+void hm_state_free(hm_state *s);
+dc_status hm_state_reset(hm_state *s);
+
+/* Copies the final state of a forward pass into s (after its backward pass:
+ * the pass still reads the old state until then). */
+dc_status hm_state_update(hm_state *s, const hm_forward_result *r);
+
+/* Runs T = ids->shape[0] steps over a batch of B = ids->shape[1] streams:
+ * ids and targets are [T, B] symbol indices. `slope` is the hard sigmoid's
+ * slope a. With z_trace, also stores z[l][t * B + b] (host memory, L arrays
+ * of T B floats) for the boundary view; with count_ops, the operation counts. */
+dc_status hm_forward(dc_tape *tape, const hm_model *m, hm_state *s, hm_cell_kind cell, dc_tensor *ids,
+                     dc_tensor *targets, double slope, bool count_ops, float **z_trace, hm_forward_result *r);
+
+#endif /* HMLSTM_H */

@@ -1,0 +1,130 @@
+/* Cross entropy of logits against class indices, with the log-softmax fused
+ * in: one pass per row finds the maximum, the log-sum-exp and the loss; the
+ * adjoint recomputes softmax from the saved log-sum-exp. */
+#include <math.h>
+#include <string.h>
+
+#include "../../dual/scalar_math.h"
+#include "backward.h"
+#include "indices.h"
+
+#define DEFINE_CE(T, SFX)                                                                          \
+    /* loss of row r; stores its log-sum-exp */                                                    \
+    static double ce_row_##SFX(const T *restrict l, int64_t c, int64_t target, double *lse)        \
+    {                                                                                              \
+        T m = l[0];                                                                                \
+        for (int64_t k = 1; k < c; ++k)                                                            \
+            m = l[k] > m ? l[k] : m;                                                               \
+        double s = 0;                                                                              \
+        _Pragma("omp simd reduction(+ : s)") for (int64_t k = 0; k < c; ++k) s +=                  \
+            (double)dc_exp_##SFX(l[k] - m);                                                        \
+        *lse = (double)m + log(s);                                                                 \
+        return *lse - (double)l[target];                                                           \
+    }                                                                                              \
+    static void ce_grad_row_##SFX(T *restrict g, const T *restrict l, int64_t c, int64_t target, double lse, \
+                                  T scale, bool add)                                               \
+    {                                                                                              \
+        const T lse_t = (T)lse;                                                                    \
+        for (int64_t k = 0; k < c; ++k) {                                                          \
+            const T v = scale * (dc_exp_##SFX(l[k] - lse_t) - (k == target ? (T)1 : (T)0));        \
+            g[k] = add ? g[k] + v : v;                                                             \
+        }                                                                                          \
+    }
+DEFINE_CE(float, f32)
+DEFINE_CE(double, f64)
+
+dc_tensor *dc_op_cross_entropy(dc_tape *tape, dc_tensor *logits, dc_tensor *targets)
+{
+    const char *const labels[] = {"logits", "targets"};
+    dc_tensor *in[2] = {logits, targets};
+    if (dc_op_check_args(tape, "dc_op_cross_entropy", 2, in, labels) != DC_OK)
+        return NULL;
+    dc_ctx *ctx = tape->ctx;
+    char sl[128], st_[128];
+    if (logits->ndim != 2 || targets->ndim != 1 || targets->shape[0] != logits->shape[0]) {
+        dc_error(ctx, DC_ERR_SHAPE, "dc_op_cross_entropy: logits %s and targets %s; want [N, C] and [N]",
+                 dc_tensor_shape_str(logits, sl, sizeof sl), dc_tensor_shape_str(targets, st_, sizeof st_));
+        return NULL;
+    }
+    if (targets->dtype != logits->dtype) {
+        dc_error(ctx, DC_ERR_DTYPE, "dc_op_cross_entropy: logits are %s but targets are %s",
+                 dc_dtype_name(logits->dtype), dc_dtype_name(targets->dtype));
+        return NULL;
+    }
+    if (ctx->cuda) {
+        dc_error(ctx, DC_ERR_UNSUPPORTED, "dc_op_cross_entropy: no CUDA implementation in this build");
+        return NULL;
+    }
+    const int64_t n = logits->shape[0], c = logits->shape[1];
+    if (c == 0 && n > 0) {
+        dc_error(ctx, DC_ERR_SHAPE, "dc_op_cross_entropy: logits have no classes");
+        return NULL;
+    }
+    const int64_t *t = dc_read_indices(tape, "dc_op_cross_entropy", "targets", targets, c);
+    dc_tensor *x = logits;
+    if (t && !dc_tensor_is_contiguous(x)) {
+        x = dc_tape_alloc_tensor(tape, logits->dtype, 2, logits->shape);
+        if (x && dc_tensor_copy(x, logits) != DC_OK)
+            x = NULL;
+    }
+    double *lse = (t && x) ? dc_tape_alloc_meta(tape, (size_t)(n ? n : 1) * sizeof *lse) : NULL;
+    dc_tensor *y = lse ? dc_tape_alloc_tensor(tape, logits->dtype, 0, NULL) : NULL;
+    if (!y)
+        return NULL;
+    double total = 0;
+    const int n_threads = n * c > 32768 ? ctx->num_threads : 1;
+#pragma omp parallel for num_threads(n_threads) reduction(+ : total) schedule(static)
+    for (int64_t r = 0; r < n; ++r)
+        total += logits->dtype == DC_F32 ? ce_row_f32((const float *)x->data + r * c, c, t[r], &lse[r])
+                                         : ce_row_f64((const double *)x->data + r * c, c, t[r], &lse[r]);
+    const double mean = n ? total / (double)n : NAN;
+    if (logits->dtype == DC_F32)
+        *(float *)y->data = (float)mean;
+    else
+        *(double *)y->data = mean;
+    if (!dc_tape_wants_node(tape, 1, &logits))
+        return y;
+    dc_node *node = dc_tape_record(tape, DC_OP_CROSS_ENTROPY, 2, in, 1, &y);
+    if (!node)
+        return NULL;
+    node->saved = dc_tape_alloc_meta(tape, 3 * sizeof(void *));
+    if (!node->saved)
+        return NULL;
+    node->saved[0] = lse;
+    node->saved[1] = (void *)t;
+    node->saved[2] = x;
+    return y;
+}
+
+/* d loss / d logits[r, k] = gy / N * (softmax[r, k] - [k == target_r]) */
+dc_status dc_cross_entropy_backward(dc_tape *tape, dc_node *node)
+{
+    dc_tensor *logits = node->in[0];
+    const dc_tensor *y = node->out[0];
+    const double *lse = node->saved[0];
+    const int64_t *t = node->saved[1];
+    const dc_tensor *x = node->saved[2];
+    dc_write_mode mode;
+    dc_status st = dc_grad_prepare(tape, logits, &mode);
+    if (st != DC_OK)
+        return st;
+    double gy;
+    st = dc_tensor_item(y->grad, &gy);
+    if (st != DC_OK)
+        return st;
+    const int64_t n = logits->shape[0], c = logits->shape[1];
+    const double scale = n ? gy / (double)n : 0.0;
+    const bool add = mode == DC_WRITE_ACCUMULATE;
+    dc_tensor *g = logits->grad;
+    const int n_threads = n * c > 32768 ? tape->ctx->num_threads : 1;
+#pragma omp parallel for num_threads(n_threads) schedule(static)
+    for (int64_t r = 0; r < n; ++r) {
+        if (logits->dtype == DC_F32)
+            ce_grad_row_f32((float *)g->data + r * c, (const float *)x->data + r * c, c, t[r], lse[r], (float)scale,
+                            add);
+        else
+            ce_grad_row_f64((double *)g->data + r * c, (const double *)x->data + r * c, c, t[r], lse[r], scale, add);
+    }
+    dc_grad_done(logits);
+    return DC_OK;
+}

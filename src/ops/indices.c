@@ -1,0 +1,33 @@
+#include "indices.h"
+
+#include <math.h>
+
+int64_t *dc_read_indices(dc_tape *tape, const char *op, const char *what, const dc_tensor *ids, int64_t limit)
+{
+    dc_ctx *ctx = tape->ctx;
+    const int64_t n = ids->numel;
+    int64_t *out = dc_tape_alloc_meta(tape, (size_t)(n ? n : 1) * sizeof *out);
+    double *vals = dc_tape_alloc_meta(tape, (size_t)(n ? n : 1) * sizeof *vals);
+    if (!out || !vals)
+        return NULL;
+    if (ids->dtype == DC_F64) {
+        if (dc_tensor_to_host(ids, vals, (size_t)n * sizeof(double)) != DC_OK)
+            return NULL;
+    } else {
+        float *f = (float *)out; /* int64 storage holds twice the floats we need */
+        if (dc_tensor_to_host(ids, f, (size_t)n * sizeof(float)) != DC_OK)
+            return NULL;
+        for (int64_t i = n; i-- > 0;)
+            vals[i] = f[i];
+    }
+    for (int64_t i = 0; i < n; ++i) {
+        const double v = vals[i];
+        if (!(v >= 0 && v < (double)limit) || v != floor(v)) {
+            dc_error(ctx, DC_ERR_ARG, "%s: %s[%lld] is %g, not an index in 0..%lld", op, what, (long long)i, v,
+                     (long long)limit - 1);
+            return NULL;
+        }
+        out[i] = (int64_t)v;
+    }
+    return out;
+}

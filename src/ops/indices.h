@@ -1,0 +1,12 @@
+/* Reading class or row indices stored in a float tensor. */
+#ifndef DC_OPS_INDICES_H
+#define DC_OPS_INDICES_H
+
+#include "ops_internal.h"
+
+/* The values of `ids` (any shape, read in row-major order) as int64 in
+ * tape memory, each checked to be an integer in 0..limit-1. NULL on error,
+ * with a message naming `op`, `what` and the first bad value. */
+int64_t *dc_read_indices(dc_tape *tape, const char *op, const char *what, const dc_tensor *ids, int64_t limit);
+
+#endif /* DC_OPS_INDICES_H */

@@ -1,0 +1,243 @@
+/* Adam and SGD with momentum, and gradient clipping, over persistent
+ * parameters (CPU; the update is one vectorized pass per parameter). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef enum { OPT_ADAM, OPT_SGD } opt_kind;
+
+struct dc_optimizer {
+    dc_ctx *ctx;
+    opt_kind kind;
+    int n;
+    dc_tensor **params;
+    dc_tensor **m; /* Adam first moment, or SGD momentum buffer */
+    dc_tensor **v; /* Adam second moment */
+    dc_adam_options adam;
+    double lr, momentum;
+    int64_t step;
+};
+
+dc_adam_options dc_adam_options_default(void)
+{
+    dc_adam_options o = {1e-3, 0.9, 0.999, 1e-8, 0.0};
+    return o;
+}
+
+void dc_optimizer_free(dc_optimizer *opt)
+{
+    if (!opt)
+        return;
+    for (int i = 0; i < opt->n; ++i) {
+        if (opt->m)
+            dc_tensor_free(opt->m[i]);
+        if (opt->v)
+            dc_tensor_free(opt->v[i]);
+    }
+    free(opt->params);
+    free(opt->m);
+    free(opt->v);
+    free(opt);
+}
+
+static dc_optimizer *make(dc_ctx *ctx, opt_kind kind, int n, dc_tensor *const *params, const char *fn)
+{
+    if (!ctx)
+        return NULL;
+    if (n <= 0 || !params) {
+        dc_error(ctx, DC_ERR_ARG, "%s: needs at least one parameter", fn);
+        return NULL;
+    }
+    for (int i = 0; i < n; ++i) {
+        if (!params[i]) {
+            dc_error(ctx, DC_ERR_ARG, "%s: parameter %d is NULL", fn, i);
+            return NULL;
+        }
+        if (params[i]->tape || !dc_tensor_is_contiguous(params[i])) {
+            dc_error(ctx, DC_ERR_ARG, "%s: parameter %d must be a persistent, contiguous tensor", fn, i);
+            return NULL;
+        }
+    }
+    dc_optimizer *opt = calloc(1, sizeof *opt);
+    if (!opt || !(opt->params = calloc((size_t)n, sizeof *opt->params)) ||
+        !(opt->m = calloc((size_t)n, sizeof *opt->m)) ||
+        (kind == OPT_ADAM && !(opt->v = calloc((size_t)n, sizeof *opt->v)))) {
+        dc_optimizer_free(opt);
+        dc_error(ctx, DC_ERR_MEMORY, "%s: out of memory", fn);
+        return NULL;
+    }
+    opt->ctx = ctx;
+    opt->kind = kind;
+    opt->n = n;
+    memcpy(opt->params, params, (size_t)n * sizeof *params);
+    for (int i = 0; i < n; ++i) {
+        opt->m[i] = dc_tensor_new(ctx, params[i]->dtype, params[i]->ndim, params[i]->shape);
+        if (kind == OPT_ADAM)
+            opt->v[i] = dc_tensor_new(ctx, params[i]->dtype, params[i]->ndim, params[i]->shape);
+        if (!opt->m[i] || (kind == OPT_ADAM && !opt->v[i])) {
+            dc_optimizer_free(opt);
+            return NULL;
+        }
+    }
+    return opt;
+}
+
+dc_optimizer *dc_optimizer_adam(dc_ctx *ctx, int n, dc_tensor *const *params, const dc_adam_options *options)
+{
+    const dc_adam_options o = options ? *options : dc_adam_options_default();
+    if (ctx && !(o.lr >= 0 && o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1 && o.eps > 0 &&
+                 o.weight_decay >= 0)) {
+        dc_error(ctx, DC_ERR_ARG, "dc_optimizer_adam: lr %g, betas %g %g, eps %g, weight decay %g out of range",
+                 o.lr, o.beta1, o.beta2, o.eps, o.weight_decay);
+        return NULL;
+    }
+    dc_optimizer *opt = make(ctx, OPT_ADAM, n, params, "dc_optimizer_adam");
+    if (opt) {
+        opt->adam = o;
+        opt->lr = o.lr;
+    }
+    return opt;
+}
+
+dc_optimizer *dc_optimizer_sgd(dc_ctx *ctx, int n, dc_tensor *const *params, double lr, double momentum)
+{
+    if (ctx && !(lr >= 0 && momentum >= 0 && momentum < 1)) {
+        dc_error(ctx, DC_ERR_ARG, "dc_optimizer_sgd: lr %g or momentum %g out of range", lr, momentum);
+        return NULL;
+    }
+    dc_optimizer *opt = make(ctx, OPT_SGD, n, params, "dc_optimizer_sgd");
+    if (opt) {
+        opt->lr = lr;
+        opt->momentum = momentum;
+    }
+    return opt;
+}
+
+void dc_optimizer_set_lr(dc_optimizer *opt, double lr)
+{
+    if (opt)
+        opt->lr = lr;
+}
+
+double dc_optimizer_lr(const dc_optimizer *opt) { return opt ? opt->lr : 0.0; }
+
+void dc_optimizer_zero_grad(dc_optimizer *opt)
+{
+    for (int i = 0; opt && i < opt->n; ++i)
+        dc_tensor_zero_grad(opt->params[i]);
+}
+
+#define DEFINE_UPDATES(T)                                                                          \
+    static void adam_##T(int64_t n, T *restrict w, const T *restrict g, T *restrict m, T *restrict v, T lr_t, \
+                         T b1, T b2, T eps_t, T decay)                                             \
+    {                                                                                              \
+        _Pragma("omp parallel for simd if (n > 65536) schedule(static)") for (int64_t e = 0; e < n; ++e) \
+        {                                                                                          \
+            m[e] = b1 * m[e] + (1 - b1) * g[e];                                                    \
+            v[e] = b2 * v[e] + (1 - b2) * g[e] * g[e];                                             \
+            w[e] -= lr_t * m[e] / (__builtin_sqrt(v[e]) + eps_t) + decay * w[e];                   \
+        }                                                                                          \
+    }                                                                                              \
+    static void sgd_##T(int64_t n, T *restrict w, const T *restrict g, T *restrict buf, T lr, T mu) \
+    {                                                                                              \
+        _Pragma("omp parallel for simd if (n > 65536) schedule(static)") for (int64_t e = 0; e < n; ++e) \
+        {                                                                                          \
+            buf[e] = mu * buf[e] + g[e];                                                           \
+            w[e] -= lr * buf[e];                                                                   \
+        }                                                                                          \
+    }
+DEFINE_UPDATES(float)
+DEFINE_UPDATES(double)
+
+dc_status dc_optimizer_step(dc_optimizer *opt)
+{
+    if (!opt)
+        return DC_ERR_ARG;
+    if (opt->ctx->cuda)
+        return dc_error(opt->ctx, DC_ERR_UNSUPPORTED, "dc_optimizer_step: no CUDA implementation in this build");
+    opt->step++;
+    const double b1 = opt->adam.beta1, b2 = opt->adam.beta2;
+    /* Bias correction folded into the step size and epsilon. */
+    const double c1 = 1.0 - pow(b1, (double)opt->step), c2 = 1.0 - pow(b2, (double)opt->step);
+    const double lr_t = opt->lr * sqrt(c2) / c1, eps_t = opt->adam.eps * sqrt(c2);
+    const double decay = opt->lr * opt->adam.weight_decay;
+    for (int i = 0; i < opt->n; ++i) {
+        dc_tensor *w = opt->params[i];
+        const dc_tensor *g = dc_tensor_grad(w);
+        if (!g)
+            continue;
+        if (!dc_tensor_is_contiguous(g))
+            return dc_error(opt->ctx, DC_ERR_ARG, "dc_optimizer_step: the gradient of parameter %d is a view", i);
+        const int64_t n = w->numel;
+        if (opt->kind == OPT_ADAM) {
+            if (w->dtype == DC_F32)
+                adam_float(n, w->data, g->data, opt->m[i]->data, opt->v[i]->data, (float)lr_t, (float)b1,
+                           (float)b2, (float)eps_t, (float)decay);
+            else
+                adam_double(n, w->data, g->data, opt->m[i]->data, opt->v[i]->data, lr_t, b1, b2, eps_t, decay);
+        } else {
+            if (w->dtype == DC_F32)
+                sgd_float(n, w->data, g->data, opt->m[i]->data, (float)opt->lr, (float)opt->momentum);
+            else
+                sgd_double(n, w->data, g->data, opt->m[i]->data, opt->lr, opt->momentum);
+        }
+    }
+    return DC_OK;
+}
+
+dc_status dc_clip_grad_norm(dc_ctx *ctx, int n, dc_tensor *const *params, double max_norm, double *norm)
+{
+    if (!ctx)
+        return DC_ERR_ARG;
+    if (n < 0 || (n > 0 && !params) || !(max_norm > 0))
+        return dc_error(ctx, DC_ERR_ARG, "dc_clip_grad_norm: %d tensors, max norm %g", n, max_norm);
+    if (ctx->cuda)
+        return dc_error(ctx, DC_ERR_UNSUPPORTED, "dc_clip_grad_norm: no CUDA implementation in this build");
+    double total = 0;
+    for (int i = 0; i < n; ++i) {
+        if (!params[i])
+            return dc_error(ctx, DC_ERR_ARG, "dc_clip_grad_norm: tensor %d is NULL", i);
+        const dc_tensor *g = dc_tensor_grad(params[i]);
+        if (!g)
+            continue;
+        if (!dc_tensor_is_contiguous(g))
+            return dc_error(ctx, DC_ERR_ARG, "dc_clip_grad_norm: the gradient of tensor %d is a view", i);
+        double s = 0;
+        if (g->dtype == DC_F32) {
+            const float *x = g->data;
+#pragma omp parallel for simd reduction(+ : s) if (g->numel > 65536)
+            for (int64_t e = 0; e < g->numel; ++e)
+                s += (double)x[e] * x[e];
+        } else {
+            const double *x = g->data;
+#pragma omp parallel for simd reduction(+ : s) if (g->numel > 65536)
+            for (int64_t e = 0; e < g->numel; ++e)
+                s += x[e] * x[e];
+        }
+        total += s;
+    }
+    const double global = sqrt(total);
+    if (norm)
+        *norm = global;
+    if (!(global > max_norm))
+        return DC_OK;
+    const double scale = max_norm / global;
+    for (int i = 0; i < n; ++i) {
+        dc_tensor *g = dc_tensor_grad(params[i]);
+        if (!g)
+            continue;
+        if (g->dtype == DC_F32) {
+            float *x = g->data;
+            const float sc = (float)scale;
+            for (int64_t e = 0; e < g->numel; ++e)
+                x[e] *= sc;
+        } else {
+            double *x = g->data;
+            for (int64_t e = 0; e < g->numel; ++e)
+                x[e] *= scale;
+        }
+    }
+    return DC_OK;
+}

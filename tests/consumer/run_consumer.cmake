@@ -1,0 +1,25 @@
+# Installs the dualcast just built into a scratch prefix, then configures,
+# builds and runs tests/consumer against it, as a separate project would.
+# cmake -DDC_BUILD_DIR=<build> -DDC_SOURCE_DIR=<source> -DWORK_DIR=<scratch> -P run_consumer.cmake
+foreach(v DC_BUILD_DIR DC_SOURCE_DIR WORK_DIR)
+  if(NOT DEFINED ${v})
+    message(FATAL_ERROR "run_consumer.cmake needs -D${v}=...")
+  endif()
+endforeach()
+file(REMOVE_RECURSE "${WORK_DIR}")
+
+function(step what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "consumer test: ${what} failed (${rc}):\n${out}\n${err}")
+  endif()
+  message(STATUS "${what}: ok")
+  set(step_output "${out}" PARENT_SCOPE)
+endfunction()
+
+step("install" ${CMAKE_COMMAND} --install "${DC_BUILD_DIR}" --prefix "${WORK_DIR}/prefix")
+step("configure" ${CMAKE_COMMAND} -S "${DC_SOURCE_DIR}/tests/consumer" -B "${WORK_DIR}/build"
+     -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release)
+step("build" ${CMAKE_COMMAND} --build "${WORK_DIR}/build")
+step("run" "${WORK_DIR}/build/consumer")
+message(STATUS "${step_output}")
