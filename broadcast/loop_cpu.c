@@ -6,6 +6,7 @@
 #include <omp.h>
 #endif
 
+#include "coalesce.h"
 #include "shape.h"
 
 /* Elements per chunk: the tiles of a chunk stay in L1/L2 while the kernel
@@ -50,40 +51,15 @@ typedef struct plan {
     size_t scratch_bytes;
 } plan;
 
-static const int64_t *array_strides(const dc_loop *L, int a)
-{
-    return a < L->n_in ? L->in[a].strides : L->out[a - L->n_in].strides;
-}
-
 static void make_plan(const dc_loop *L, plan *p)
 {
     const int na = L->n_in + L->n_out;
     p->n_arrays = na;
-    int nd = 0;
-    for (int d = 0; d < L->ndim; ++d) {
-        if (L->shape[d] == 1)
-            continue;
-        /* merge into the previous kept axis when every array allows it */
-        bool merge = nd > 0;
-        for (int a = 0; a < na && merge; ++a)
-            merge = p->strides[a][nd - 1] == array_strides(L, a)[d] * L->shape[d];
-        if (merge) {
-            p->shape[nd - 1] *= L->shape[d];
-            for (int a = 0; a < na; ++a)
-                p->strides[a][nd - 1] = array_strides(L, a)[d];
-        } else {
-            p->shape[nd] = L->shape[d];
-            for (int a = 0; a < na; ++a)
-                p->strides[a][nd] = array_strides(L, a)[d];
-            ++nd;
-        }
-    }
-    if (nd == 0) {
-        nd = 1;
-        p->shape[0] = 1;
-        for (int a = 0; a < na; ++a)
-            p->strides[a][0] = 0;
-    }
+    const int64_t *strides[DC_LOOP_MAX_ARRAYS];
+    for (int a = 0; a < na; ++a)
+        strides[a] = a < L->n_in ? L->in[a].strides : L->out[a - L->n_in].strides;
+    int nd;
+    dc_coalesce(L->ndim, L->shape, na, strides, &nd, p->shape, p->strides);
     p->ndim = nd;
     p->inner = p->shape[nd - 1];
     p->outer = 1;

@@ -22,6 +22,10 @@
 #define DC_D_CAT(a, b) DC_D_CAT_(a, b)
 #define DC_DFN(op) DC_D_CAT(DC_DUAL_T, op)
 #define DC_SCAL(fn) DC_D_CAT(DC_D_CAT(dc, fn), DC_DUAL_SFX)
+/* Tangent times local derivative: a zero tangent contributes zero even where
+ * the derivative is infinite or NaN (sqrt at 0, log at 0), so a singularity
+ * in one input never poisons the partials of the others. */
+#define DC_TMUL(tangent, deriv) DC_SCAL(adj_mul)(tangent, deriv)
 
 typedef struct DC_DUAL_T {
     DC_DUAL_S v;
@@ -56,7 +60,7 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(chain)(DC_DUAL_T a, DC_DUAL_S y, DC_DUAL_S dy)
     DC_DUAL_T r;
     r.v = y;
     for (int k = 0; k < DC_DUAL_N; ++k)
-        r.d[k] = dy * a.d[k];
+        r.d[k] = DC_TMUL(a.d[k], dy);
     return r;
 }
 
@@ -113,7 +117,7 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(mul)(DC_DUAL_T a, DC_DUAL_T b)
     DC_DUAL_T r;
     r.v = a.v * b.v;
     for (int k = 0; k < DC_DUAL_N; ++k)
-        r.d[k] = a.d[k] * b.v + a.v * b.d[k];
+        r.d[k] = DC_TMUL(a.d[k], b.v) + DC_TMUL(b.d[k], a.v);
     return r;
 }
 
@@ -128,7 +132,7 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(div)(DC_DUAL_T a, DC_DUAL_T b)
     r.v = a.v / b.v;
     const DC_DUAL_S inv = (DC_DUAL_S)1 / b.v;
     for (int k = 0; k < DC_DUAL_N; ++k)
-        r.d[k] = (a.d[k] - r.v * b.d[k]) * inv;
+        r.d[k] = DC_TMUL(a.d[k], inv) - DC_TMUL(b.d[k], r.v * inv);
     return r;
 }
 
@@ -161,10 +165,10 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(log1p)(DC_DUAL_T a)
     return DC_DFN(chain)(a, DC_SCAL(log1p)(a.v), (DC_DUAL_S)1 / ((DC_DUAL_S)1 + a.v));
 }
 
+/* the derivative is exp(x) itself: y + 1 would cancel for negative x */
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(expm1)(DC_DUAL_T a)
 {
-    const DC_DUAL_S y = DC_SCAL(expm1)(a.v);
-    return DC_DFN(chain)(a, y, y + (DC_DUAL_S)1);
+    return DC_DFN(chain)(a, DC_SCAL(expm1)(a.v), DC_SCAL(exp)(a.v));
 }
 
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(sqrt)(DC_DUAL_T a)
@@ -181,11 +185,12 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(pows)(DC_DUAL_T a, DC_DUAL_S p)
     return DC_DFN(chain)(a, y, dy);
 }
 
-/* s^b for a constant base s. */
+/* s^b for a constant base s; the partial y log s is taken as zero at s == 0
+ * (its limit for b > 0), as in pow. */
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(spow)(DC_DUAL_S s, DC_DUAL_T b)
 {
     const DC_DUAL_S y = DC_SCAL(pow)(s, b.v);
-    return DC_DFN(chain)(b, y, y * DC_SCAL(log)(s));
+    return DC_DFN(chain)(b, y, s == (DC_DUAL_S)0 ? (DC_DUAL_S)0 : y * DC_SCAL(log)(s));
 }
 
 /* a^b for two duals. The partial for the exponent is y*log(a), taken as zero
@@ -197,7 +202,7 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(pow)(DC_DUAL_T a, DC_DUAL_T b)
     const DC_DUAL_S da = b.v == (DC_DUAL_S)0 ? (DC_DUAL_S)0 : b.v * DC_SCAL(pow)(a.v, b.v - (DC_DUAL_S)1);
     const DC_DUAL_S db = a.v == (DC_DUAL_S)0 ? (DC_DUAL_S)0 : r.v * DC_SCAL(log)(a.v);
     for (int k = 0; k < DC_DUAL_N; ++k)
-        r.d[k] = da * a.d[k] + db * b.d[k];
+        r.d[k] = DC_TMUL(a.d[k], da) + DC_TMUL(b.d[k], db);
     return r;
 }
 
@@ -211,16 +216,19 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(cos)(DC_DUAL_T a)
     return DC_DFN(chain)(a, DC_SCAL(cos)(a.v), -DC_SCAL(sin)(a.v));
 }
 
+/* Value and derivative from one exponential, accurate in the tails. */
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(tanh)(DC_DUAL_T a)
 {
-    const DC_DUAL_S y = DC_SCAL(tanh)(a.v);
-    return DC_DFN(chain)(a, y, DC_SCAL(tanh_dy)(y));
+    DC_DUAL_S dy;
+    const DC_DUAL_S y = DC_SCAL(tanh_vd)(a.v, &dy);
+    return DC_DFN(chain)(a, y, dy);
 }
 
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(sigmoid)(DC_DUAL_T a)
 {
-    const DC_DUAL_S y = DC_SCAL(sigmoid)(a.v);
-    return DC_DFN(chain)(a, y, DC_SCAL(sigmoid_dy)(y));
+    DC_DUAL_S dy;
+    const DC_DUAL_S y = DC_SCAL(sigmoid_vd)(a.v, &dy);
+    return DC_DFN(chain)(a, y, dy);
 }
 
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(softplus)(DC_DUAL_T a)
@@ -274,6 +282,7 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(maxs)(DC_DUAL_T a, DC_DUAL_S s)
 #undef DC_D_CAT
 #undef DC_DFN
 #undef DC_SCAL
+#undef DC_TMUL
 #undef DC_DUAL_T
 #undef DC_DUAL_S
 #undef DC_DUAL_SFX

@@ -17,6 +17,16 @@ DC_INLINE DC_HD DC_MS DC_SFN(sigmoid)(DC_MS x)
     return x >= (DC_MS)0 ? r : e * r;
 }
 
+/* The logistic function and its derivative e / (1 + e)^2 from the same
+ * e = exp(-|x|): y(1 - y) would round to zero for large |x|. */
+DC_INLINE DC_HD DC_MS DC_SFN(sigmoid_vd)(DC_MS x, DC_MS *dx)
+{
+    const DC_MS e = DC_SFN(exp)(-DC_SFN(abs_raw)(x));
+    const DC_MS r = (DC_MS)1 / ((DC_MS)1 + e);
+    *dx = e * r * r;
+    return x >= (DC_MS)0 ? r : e * r;
+}
+
 /* log(1 + exp(x)) without overflow: softplus(100) = 100. */
 DC_INLINE DC_HD DC_MS DC_SFN(softplus)(DC_MS x)
 {

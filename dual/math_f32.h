@@ -25,6 +25,12 @@ DC_INLINE DC_HD float dc_log_f32(float x) { return logf(x); }
 DC_INLINE DC_HD float dc_expm1_f32(float x) { return expm1f(x); }
 DC_INLINE DC_HD float dc_log1p_f32(float x) { return log1pf(x); }
 DC_INLINE DC_HD float dc_tanh_f32(float x) { return tanhf(x); }
+DC_INLINE DC_HD float dc_tanh_vd_f32(float x, float *dx)
+{
+    const float e = expf(-2.0f * fabsf(x));
+    *dx = 4.0f * e / ((1.0f + e) * (1.0f + e));
+    return tanhf(x);
+}
 DC_INLINE DC_HD float dc_erf_f32(float x) { return erff(x); }
 DC_INLINE DC_HD float dc_sin_f32(float x) { return sinf(x); }
 DC_INLINE DC_HD float dc_cos_f32(float x) { return cosf(x); }
@@ -127,7 +133,7 @@ DC_INLINE DC_HD float dc_expm1_f32(float x)
     p = p * x + 0.5f;
     p = p * x * x + x;
     const float far = dc_exp_f32(x) - 1.0f;
-    return (x < 0.5f && x > -0.5f) ? p : far;
+    return x == 0.0f ? x : (x < 0.5f && x > -0.5f) ? p : far;
 }
 
 DC_INLINE DC_HD float dc_log1p_f32(float x)
@@ -142,11 +148,31 @@ DC_INLINE DC_HD float dc_log1p_f32(float x)
     return r;
 }
 
+/* tanh and its derivative from one exponential e = exp(-2|x|): tanh|x| =
+ * (1 - e) / (1 + e), or a polynomial below 0.625 where that cancels (Cephes
+ * tanhf); the derivative 4e / (1 + e)^2 keeps its accuracy in the tails,
+ * where 1 - tanh^2 rounds to zero. */
+DC_INLINE DC_HD float dc_tanh_vd_f32(float x, float *dx)
+{
+    const float ax = fabsf(x);
+    const float e = dc_exp_f32(-2.0f * ax);
+    const float q = 1.0f / (1.0f + e);
+    const float z = x * x;
+    float p = -5.70498872745E-3f;
+    p = p * z + 2.06390887954E-2f;
+    p = p * z - 5.37397155531E-2f;
+    p = p * z + 1.33314422036E-1f;
+    p = p * z - 3.33332819422E-1f;
+    const float small = p * z * ax + ax;
+    const float a = ax < 0.625f ? small : (1.0f - e) * q;
+    *dx = 4.0f * e * q * q;
+    return copysignf(x != x ? x : a, x);
+}
+
 DC_INLINE DC_HD float dc_tanh_f32(float x)
 {
-    const float t = dc_expm1_f32(-2.0f * fabsf(x)); /* in (-1, 0] */
-    const float a = -t / (t + 2.0f);
-    return copysignf(a, x);
+    float dx;
+    return dc_tanh_vd_f32(x, &dx);
 }
 
 DC_INLINE DC_HD float dc_erf_f32(float x)
@@ -190,9 +216,16 @@ DC_INLINE DC_HD float dc_reduce_half_pi_f32(float x, int32_t *quadrant)
     x = x > 4.0e6f ? 4.0e6f : x;
     x = x < -4.0e6f ? -4.0e6f : x;
     const float j = dc_round_small_f32(x * 0.636619772367581343f);
+#if defined(__FMA__)
+    /* pi/2 in three floats; each fused step is exact */
+    float r = __builtin_fmaf(-j, 1.57079637050628662109375f, x);
+    r = __builtin_fmaf(-j, -4.3711388286737928865e-8f, r);
+    r = __builtin_fmaf(-j, -1.7151245100058818728e-15f, r);
+#else
     float r = x - j * 1.5703125f;
     r = r - j * 4.837512969970703125e-4f;
     r = r - j * 7.54978995489188216e-8f;
+#endif
     *quadrant = (int32_t)j & 3;
     return r;
 }
@@ -240,23 +273,10 @@ DC_INLINE DC_HD float dc_cos_f32(float x)
 
 DC_INLINE DC_HD float dc_sqrt_f32(float x) { return __builtin_sqrtf(x); }
 
-/* a^b through exp(b log|a|), with the sign and the special cases of C's powf
- * for zero, negative and non-finite bases. */
-DC_INLINE DC_HD float dc_pow_f32(float a, float b)
-{
-    const float aa = fabsf(a);
-    const float mag = dc_exp_f32(b * dc_log_f32(aa));
-    const int b_huge = fabsf(b) >= 4194304.0f; /* 2^22: always an even integer */
-    const float bi = b_huge ? 0.0f : dc_round_small_f32(b);
-    const int b_int = b_huge || bi == b;
-    const int b_odd = !b_huge && bi == b && (((int32_t)bi) & 1);
-    float y = (a < 0.0f && b_odd) ? -mag : mag;
-    y = (a < 0.0f && !b_int) ? NAN : y;
-    y = (a == 0.0f && b_odd && b > 0.0f) ? a : y;                      /* +-0 */
-    y = (a == 0.0f && b_odd && b < 0.0f) ? copysignf(INFINITY, a) : y; /* +-inf */
-    y = (a == 1.0f || b == 0.0f) ? 1.0f : y;
-    return y;
-}
+/* a^b through the double-precision pow: exp(b log|a|) in float loses up to
+ * |b log a| ulp, and the double result rounds to the correct float. It is a
+ * library call, so a loop using dc_pow_f32 is not vectorized. */
+DC_INLINE DC_HD float dc_pow_f32(float a, float b) { return (float)pow((double)a, (double)b); }
 
 #endif /* DC_ON_DEVICE */
 

@@ -77,8 +77,7 @@ static dc_status resolve_backend(dc_backend asked, dc_backend *out)
     else if (strcmp(env, "cuda") == 0)
         *out = DC_BACKEND_CUDA;
     else {
-        dc_error_noctx("DC_DEVICE=%s is not one of cpu, cuda, auto", env);
-        return DC_ERR_ARG;
+        return dc_error_noctx(DC_ERR_ARG, "DC_DEVICE=%s is not one of cpu, cuda, auto", env);
     }
     return DC_OK;
 }
@@ -89,24 +88,21 @@ dc_ctx *dc_ctx_new(const dc_ctx_options *options, dc_status *status)
     dc_status st = DC_OK;
     dc_ctx *ctx = NULL;
     if ((int)o.backend < DC_BACKEND_AUTO || o.backend > DC_BACKEND_CUDA) {
-        dc_error_noctx("dc_ctx_new: unknown backend %d", (int)o.backend);
-        st = DC_ERR_ARG;
+        st = dc_error_noctx(DC_ERR_ARG, "dc_ctx_new: unknown backend %d", (int)o.backend);
         goto done;
     }
     if (o.num_threads < 0) {
-        dc_error_noctx("dc_ctx_new: num_threads is %d; give 0 for the default or a positive count",
-                       o.num_threads);
-        st = DC_ERR_ARG;
+        st = dc_error_noctx(DC_ERR_ARG, "dc_ctx_new: num_threads is %d; give 0 for the default or a positive count",
+                            o.num_threads);
         goto done;
     }
-    dc_backend backend;
+    dc_backend backend = DC_BACKEND_AUTO;
     st = resolve_backend(o.backend, &backend);
     if (st != DC_OK)
         goto done;
     ctx = calloc(1, sizeof *ctx);
     if (!ctx) {
-        dc_error_noctx("dc_ctx_new: out of memory");
-        st = DC_ERR_MEMORY;
+        st = dc_error_noctx(DC_ERR_MEMORY, "dc_ctx_new: out of memory");
         goto done;
     }
     ctx->quiet = o.quiet;
@@ -120,8 +116,7 @@ dc_ctx *dc_ctx_new(const dc_ctx_options *options, dc_status *status)
     ctx->n_scratch = ctx->num_threads;
     ctx->scratch = calloc((size_t)ctx->n_scratch, sizeof *ctx->scratch);
     if (!ctx->scratch) {
-        dc_error_noctx("dc_ctx_new: out of memory");
-        st = DC_ERR_MEMORY;
+        st = dc_error_noctx(DC_ERR_MEMORY, "dc_ctx_new: out of memory");
         goto done;
     }
 
@@ -131,8 +126,7 @@ dc_ctx *dc_ctx_new(const dc_ctx_options *options, dc_status *status)
         if (cs == DC_OK) {
             ctx->backend = DC_BACKEND_CUDA;
         } else if (backend == DC_BACKEND_CUDA) {
-            dc_error_noctx("dc_ctx_new: CUDA was requested but is not usable: %s", ctx->error);
-            st = DC_ERR_DEVICE;
+            st = dc_error_noctx(DC_ERR_DEVICE, "dc_ctx_new: CUDA was requested but is not usable: %s", ctx->error);
             goto done;
         } else if (!ctx->quiet && cs != DC_ERR_UNSUPPORTED) {
             fprintf(stderr, "dualcast: no usable CUDA device (%s); running on the CPU\n", ctx->error);

@@ -4,6 +4,7 @@
 #include "internal.h"
 
 static _Thread_local char noctx_error[1024];
+static _Thread_local dc_status noctx_status;
 
 static const char *const status_names[] = {
     [DC_OK] = "DC_OK",
@@ -36,6 +37,10 @@ dc_status dc_verror(dc_ctx *ctx, dc_status status, const char *fmt, va_list ap)
     char *buf = ctx ? ctx->error : noctx_error;
     size_t size = ctx ? sizeof ctx->error : sizeof noctx_error;
     snprintf(buf, size, "%s", tmp);
+    if (ctx)
+        ctx->status = status;
+    else
+        noctx_status = status;
     return status;
 }
 
@@ -48,22 +53,28 @@ dc_status dc_error(dc_ctx *ctx, dc_status status, const char *fmt, ...)
     return status;
 }
 
-void dc_error_noctx(const char *fmt, ...)
+dc_status dc_error_noctx(dc_status status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(noctx_error, sizeof noctx_error, fmt, ap);
+    dc_verror(NULL, status, fmt, ap);
     va_end(ap);
+    return status;
 }
 
 const char *dc_last_error(const dc_ctx *ctx) { return ctx ? ctx->error : noctx_error; }
 
+dc_status dc_last_status(const dc_ctx *ctx) { return ctx ? ctx->status : noctx_status; }
+
 void dc_clear_error(dc_ctx *ctx)
 {
-    if (ctx)
+    if (ctx) {
         ctx->error[0] = '\0';
-    else
+        ctx->status = DC_OK;
+    } else {
         noctx_error[0] = '\0';
+        noctx_status = DC_OK;
+    }
 }
 
 char *dc_shape_format(char *buf, size_t size, int ndim, const int64_t *shape)

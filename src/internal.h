@@ -32,6 +32,7 @@ struct dc_ctx {
     bool cuda_tf32;
     uint64_t rng[4];
     char error[1024]; /* same size as the thread's message without a context */
+    dc_status status; /* of the last error */
     char device_name[160];
     dc_scratch *scratch; /* one per thread */
     int n_scratch;
@@ -65,7 +66,7 @@ dc_status dc_error(dc_ctx *ctx, dc_status status, const char *fmt, ...) DC_PRINT
 dc_status dc_verror(dc_ctx *ctx, dc_status status, const char *fmt, va_list ap);
 
 /* Records a message for a failure with no context at hand (dc_ctx_new). */
-void dc_error_noctx(const char *fmt, ...) DC_PRINTF(1, 2);
+dc_status dc_error_noctx(dc_status status, const char *fmt, ...) DC_PRINTF(2, 3);
 
 /* "[2, 3]" into buf; returns buf. */
 char *dc_shape_format(char *buf, size_t size, int ndim, const int64_t *shape);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/nn_cuda.h"
 #include "internal.h"
 
 typedef enum { OPT_ADAM, OPT_SGD } opt_kind;
@@ -17,7 +18,7 @@ struct dc_optimizer {
     dc_tensor **v; /* Adam second moment */
     dc_adam_options adam;
     double lr, momentum;
-    int64_t step;
+    int64_t *steps; /* updates each parameter received: Adam's bias correction */
 };
 
 dc_adam_options dc_adam_options_default(void)
@@ -37,6 +38,7 @@ void dc_optimizer_free(dc_optimizer *opt)
             dc_tensor_free(opt->v[i]);
     }
     free(opt->params);
+    free(opt->steps);
     free(opt->m);
     free(opt->v);
     free(opt);
@@ -62,6 +64,7 @@ static dc_optimizer *make(dc_ctx *ctx, opt_kind kind, int n, dc_tensor *const *p
     }
     dc_optimizer *opt = calloc(1, sizeof *opt);
     if (!opt || !(opt->params = calloc((size_t)n, sizeof *opt->params)) ||
+        !(opt->steps = calloc((size_t)n, sizeof *opt->steps)) ||
         !(opt->m = calloc((size_t)n, sizeof *opt->m)) ||
         (kind == OPT_ADAM && !(opt->v = calloc((size_t)n, sizeof *opt->v)))) {
         dc_optimizer_free(opt);
@@ -155,22 +158,30 @@ dc_status dc_optimizer_step(dc_optimizer *opt)
 {
     if (!opt)
         return DC_ERR_ARG;
-    if (opt->ctx->cuda)
-        return dc_error(opt->ctx, DC_ERR_UNSUPPORTED, "dc_optimizer_step: no CUDA implementation in this build");
-    opt->step++;
     const double b1 = opt->adam.beta1, b2 = opt->adam.beta2;
-    /* Bias correction folded into the step size and epsilon. */
-    const double c1 = 1.0 - pow(b1, (double)opt->step), c2 = 1.0 - pow(b2, (double)opt->step);
-    const double lr_t = opt->lr * sqrt(c2) / c1, eps_t = opt->adam.eps * sqrt(c2);
     const double decay = opt->lr * opt->adam.weight_decay;
     for (int i = 0; i < opt->n; ++i) {
         dc_tensor *w = opt->params[i];
         const dc_tensor *g = dc_tensor_grad(w);
         if (!g)
             continue;
+        /* Bias correction, folded into the step size and epsilon, counts
+         * the updates this parameter received. */
+        const int64_t t = ++opt->steps[i];
+        const double c1 = 1.0 - pow(b1, (double)t), c2 = 1.0 - pow(b2, (double)t);
+        const double lr_t = opt->lr * sqrt(c2) / c1, eps_t = opt->adam.eps * sqrt(c2);
         if (!dc_tensor_is_contiguous(g))
             return dc_error(opt->ctx, DC_ERR_ARG, "dc_optimizer_step: the gradient of parameter %d is a view", i);
         const int64_t n = w->numel;
+        if (opt->ctx->cuda) {
+            dc_status st = opt->kind == OPT_ADAM ? dc_cuda_adam(opt->ctx, w->dtype, n, w->data, g->data, opt->m[i]->data,
+                                                                opt->v[i]->data, lr_t, b1, b2, eps_t, decay)
+                                                 : dc_cuda_sgd(opt->ctx, w->dtype, n, w->data, g->data, opt->m[i]->data,
+                                                               opt->lr, opt->momentum);
+            if (st != DC_OK)
+                return st;
+            continue;
+        }
         if (opt->kind == OPT_ADAM) {
             if (w->dtype == DC_F32)
                 adam_float(n, w->data, g->data, opt->m[i]->data, opt->v[i]->data, (float)lr_t, (float)b1,
@@ -193,8 +204,6 @@ dc_status dc_clip_grad_norm(dc_ctx *ctx, int n, dc_tensor *const *params, double
         return DC_ERR_ARG;
     if (n < 0 || (n > 0 && !params) || !(max_norm > 0))
         return dc_error(ctx, DC_ERR_ARG, "dc_clip_grad_norm: %d tensors, max norm %g", n, max_norm);
-    if (ctx->cuda)
-        return dc_error(ctx, DC_ERR_UNSUPPORTED, "dc_clip_grad_norm: no CUDA implementation in this build");
     double total = 0;
     for (int i = 0; i < n; ++i) {
         if (!params[i])
@@ -205,7 +214,11 @@ dc_status dc_clip_grad_norm(dc_ctx *ctx, int n, dc_tensor *const *params, double
         if (!dc_tensor_is_contiguous(g))
             return dc_error(ctx, DC_ERR_ARG, "dc_clip_grad_norm: the gradient of tensor %d is a view", i);
         double s = 0;
-        if (g->dtype == DC_F32) {
+        if (ctx->cuda) {
+            dc_status st = dc_cuda_sum_squares(ctx, g->dtype, g->data, g->numel, &s);
+            if (st != DC_OK)
+                return st;
+        } else if (g->dtype == DC_F32) {
             const float *x = g->data;
 #pragma omp parallel for simd reduction(+ : s) if (g->numel > 65536)
             for (int64_t e = 0; e < g->numel; ++e)
@@ -228,7 +241,11 @@ dc_status dc_clip_grad_norm(dc_ctx *ctx, int n, dc_tensor *const *params, double
         dc_tensor *g = dc_tensor_grad(params[i]);
         if (!g)
             continue;
-        if (g->dtype == DC_F32) {
+        if (ctx->cuda) {
+            dc_status st = dc_cuda_scale(ctx, g->dtype, g->data, g->numel, scale);
+            if (st != DC_OK)
+                return st;
+        } else if (g->dtype == DC_F32) {
             float *x = g->data;
             const float sc = (float)scale;
             for (int64_t e = 0; e < g->numel; ++e)

@@ -44,6 +44,10 @@ void dc_ctx_free(dc_ctx *ctx);
  * owned by the context and valid until the next failing call. */
 const char *dc_last_error(const dc_ctx *ctx);
 
+/* The status of the last error reported through this context (DC_OK after
+ * dc_clear_error or when none). Useful after an op returned NULL. */
+dc_status dc_last_status(const dc_ctx *ctx);
+
 /* Forgets the last error. */
 void dc_clear_error(dc_ctx *ctx);
 

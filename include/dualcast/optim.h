@@ -42,7 +42,9 @@ double dc_optimizer_lr(const dc_optimizer *opt);
 void dc_optimizer_free(dc_optimizer *opt);
 
 /* Scales the gradients of the n tensors so that their global L2 norm is at
- * most max_norm; stores the norm before clipping in *norm if not NULL. */
+ * most max_norm; stores the norm before clipping in *norm if not NULL. A
+ * norm that is not finite (a NaN or infinite gradient) is reported through
+ * *norm and the gradients are left as they are. */
 dc_status dc_clip_grad_norm(dc_ctx *ctx, int n, dc_tensor *const *params, double max_norm, double *norm);
 
 #ifdef __cplusplus

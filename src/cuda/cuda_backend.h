@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "../internal.h"
+#include "../ops/kernels.h"
 
 /* Sets ctx->cuda and ctx->device_name when a device works. Returns DC_OK, or
  * DC_ERR_DEVICE / DC_ERR_UNSUPPORTED with the reason in ctx's error. */
@@ -20,5 +21,23 @@ dc_status dc_cuda_to_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes)
 dc_status dc_cuda_from_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes);
 dc_status dc_cuda_synchronize(dc_ctx *ctx);
 dc_device_memory_stats dc_cuda_memory_stats(const dc_ctx *ctx);
+
+/* Runs kernel `id` over `shape` (see src/ops/kernels.h and broadcast/loop.h):
+ * one thread per element reads every input through its strides; outputs
+ * summed over broadcast axes go through a deterministic reduction. */
+dc_status dc_cuda_run_kernel(dc_ctx *ctx, dc_kernel_id id, const void *arg, dc_dtype dtype, int ndim,
+                             const int64_t *shape, int n_in, const dc_loop_in *in, int n_out, const dc_loop_out *out);
+
+/* A broadcast function's launcher (primal, dual or adjoint) over a loop,
+ * with reductions into the outputs as dc_cuda_run_kernel does. */
+dc_status dc_cuda_run_bfn(dc_ctx *ctx, dc_bfn_cuda_launcher launcher, dc_dtype dtype, int ndim, const int64_t *shape,
+                          int n_in, const dc_loop_in *in, int n_adj, const dc_loop_in *adj, int n_out,
+                          const dc_loop_out *out);
+
+/* c = a @ b + beta * c for row-major matrices with leading dimensions (in
+ * elements) and a transpose flag each, batched with element strides. */
+dc_status dc_cuda_gemm(dc_ctx *ctx, dc_dtype dtype, bool ta, bool tb, int m, int n, int k, const void *a, int64_t lda,
+                       int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b, double beta, void *c,
+                       int64_t ldc, int64_t stride_c, int batch);
 
 #endif /* DC_CUDA_BACKEND_H */

@@ -1,6 +1,6 @@
 /* The CUDA entry points of a build without CUDA: every request for a device
  * is answered with DC_ERR_UNSUPPORTED, and nothing else is ever called. */
-#include "cuda_backend.h"
+#include "nn_cuda.h"
 
 dc_status dc_cuda_init(dc_ctx *ctx)
 {
@@ -56,4 +56,83 @@ dc_device_memory_stats dc_cuda_memory_stats(const dc_ctx *ctx)
     (void)ctx;
     dc_device_memory_stats s = {0, 0, 0};
     return s;
+}
+
+/* Never reached: without CUDA no context has ctx->cuda set. */
+dc_status dc_cuda_run_kernel(dc_ctx *ctx, dc_kernel_id id, const void *arg, dc_dtype dtype, int ndim,
+                             const int64_t *shape, int n_in, const dc_loop_in *in, int n_out, const dc_loop_out *out)
+{
+    (void)id, (void)arg, (void)dtype, (void)ndim, (void)shape, (void)n_in, (void)in, (void)n_out, (void)out;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cuda_run_bfn(dc_ctx *ctx, dc_bfn_cuda_launcher launcher, dc_dtype dtype, int ndim, const int64_t *shape,
+                          int n_in, const dc_loop_in *in, int n_adj, const dc_loop_in *adj, int n_out,
+                          const dc_loop_out *out)
+{
+    (void)launcher, (void)dtype, (void)ndim, (void)shape, (void)n_in, (void)in, (void)n_adj, (void)adj, (void)n_out,
+        (void)out;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cuda_gemm(dc_ctx *ctx, dc_dtype dtype, bool ta, bool tb, int m, int n, int k, const void *a, int64_t lda,
+                       int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b, double beta, void *c,
+                       int64_t ldc, int64_t stride_c, int batch)
+{
+    (void)dtype, (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)a, (void)lda, (void)stride_a, (void)b, (void)ldb,
+        (void)stride_b, (void)beta, (void)c, (void)ldc, (void)stride_c, (void)batch;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cuda_gather_rows(dc_ctx *ctx, dc_dtype dtype, const void *table, int64_t rs, int64_t cs,
+                              const int64_t *rows, int64_t n, int64_t width, void *out)
+{
+    (void)dtype, (void)table, (void)rs, (void)cs, (void)rows, (void)n, (void)width, (void)out;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cuda_scatter_rows(dc_ctx *ctx, dc_dtype dtype, void *grad, int64_t rs, int64_t cs, const int64_t *rows,
+                               int64_t n, int64_t width, const void *gy)
+{
+    (void)dtype, (void)grad, (void)rs, (void)cs, (void)rows, (void)n, (void)width, (void)gy;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cuda_cross_entropy(dc_ctx *ctx, dc_dtype dtype, const void *logits, int64_t n, int64_t c,
+                                const int64_t *targets, double *lse, double *loss_rows, void *out)
+{
+    (void)dtype, (void)logits, (void)n, (void)c, (void)targets, (void)lse, (void)loss_rows, (void)out;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cuda_cross_entropy_grad(dc_ctx *ctx, dc_dtype dtype, void *grad, const void *logits, int64_t n,
+                                     int64_t c, const int64_t *targets, const double *lse, const void *gy, bool add)
+{
+    (void)dtype, (void)grad, (void)logits, (void)n, (void)c, (void)targets, (void)lse, (void)gy, (void)add;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cuda_adam(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *m, void *v, double lr_t,
+                       double b1, double b2, double eps_t, double decay)
+{
+    (void)dtype, (void)n, (void)w, (void)g, (void)m, (void)v, (void)lr_t, (void)b1, (void)b2, (void)eps_t, (void)decay;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *buf, double lr, double mu)
+{
+    (void)dtype, (void)n, (void)w, (void)g, (void)buf, (void)lr, (void)mu;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cuda_sum_squares(dc_ctx *ctx, dc_dtype dtype, const void *x, int64_t n, double *out)
+{
+    (void)dtype, (void)x, (void)n, (void)out;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cuda_scale(dc_ctx *ctx, dc_dtype dtype, void *x, int64_t n, double s)
+{
+    (void)dtype, (void)x, (void)n, (void)s;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../cuda/cuda_backend.h"
 #include "backward.h"
 #include "ops_internal.h"
 
@@ -61,22 +62,33 @@ static void function_inputs(const dc_bfn *fn, dc_tensor *const *inputs, int ndim
     }
 }
 
-static dc_status run(dc_ctx *ctx, int ndim, const int64_t *shape, dc_dtype dtype, int n_in, const dc_loop_in *in,
-                     int n_out, const dc_loop_out *out, const dc_bfn_cpu_kernel *kernels)
+/* Which instantiation a pass runs. */
+typedef enum { RUN_PRIMAL, RUN_DUAL, RUN_ADJOINT } run_kind;
+
+/* Runs the function's kernels over the loop: n_in inputs, then (adjoint
+ * runs) n_adj output adjoints. */
+static dc_status run(dc_ctx *ctx, const dc_bfn *fn, run_kind kind, int ndim, const int64_t *shape, dc_dtype dtype,
+                     int n_in, const dc_loop_in *in, int n_adj, int n_out, const dc_loop_out *out)
 {
+    const int t = dtype == DC_F64 ? DC_BFN_F64 : DC_BFN_F32;
+    if (ctx->cuda) {
+        const dc_bfn_cuda_kernels *k = &fn->cuda[t];
+        const dc_bfn_cuda_launcher launcher = kind == RUN_PRIMAL ? k->primal : kind == RUN_DUAL ? k->dual : k->adjoint;
+        return dc_cuda_run_bfn(ctx, launcher, dtype, ndim, shape, n_in, in, n_adj, in + n_in, n_out, out);
+    }
+    const dc_bfn_cpu_kernels *c = &fn->cpu[t];
+    const dc_bfn_cpu_kernel *kernels = kind == RUN_PRIMAL ? c->primal : kind == RUN_DUAL ? c->dual : c->adjoint;
     dc_loop loop;
     memset(&loop, 0, sizeof loop);
     loop.dtype = dtype;
     loop.ndim = ndim;
     memcpy(loop.shape, shape, (size_t)ndim * sizeof *shape);
-    loop.n_in = n_in;
+    loop.n_in = n_in + n_adj;
     loop.in = in;
     loop.n_out = n_out;
     loop.out = out;
     loop.kernel = kernels[DC_BFN_VARYING];
     loop.kernel_uniform = kernels[DC_BFN_UNIFORM];
-    if (ctx->cuda)
-        return dc_error(ctx, DC_ERR_UNSUPPORTED, "broadcast functions on CUDA are not in this build");
     return dc_loop_run_cpu(ctx, &loop);
 }
 
@@ -101,7 +113,6 @@ dc_status dc_broadcast_policy(dc_tape *tape, const dc_bfn *fn, int n_inputs, dc_
     if (st != DC_OK)
         return st;
     const dc_dtype dtype = inputs[0]->dtype;
-    const dc_bfn_cpu_kernels *kernels = &fn->cpu[dtype == DC_F64 ? DC_BFN_F64 : DC_BFN_F32];
     const int m = fn->n_outputs, nw = fn->n_wrt;
 
     dc_tensor *wrt[DC_BFN_MAX_INPUTS];
@@ -140,7 +151,7 @@ dc_status dc_broadcast_policy(dc_tape *tape, const dc_bfn *fn, int n_inputs, dc_
     }
     dc_loop_in li[DC_BFN_MAX_INPUTS];
     function_inputs(fn, inputs, ndim, shape, li);
-    st = run(ctx, ndim, shape, dtype, n_inputs, li, n_arrays, lo, store ? kernels->dual : kernels->primal);
+    st = run(ctx, fn, store ? RUN_DUAL : RUN_PRIMAL, ndim, shape, dtype, n_inputs, li, 0, n_arrays, lo);
     if (st != DC_OK)
         return st;
     if (!record)
@@ -214,11 +225,9 @@ dc_status dc_broadcast_fn_backward(dc_tape *tape, dc_node *node)
     } else {
         /* the inputs, then the adjoints; the dual pass runs again */
         function_inputs(fn, node->in, ndim, shape, li);
-        n_in = fn->n_inputs;
         for (int k = 0; k < m; ++k)
-            dc_loop_in_tensor(&li[n_in++], adjoints[k], ndim, shape);
-        const dc_bfn_cpu_kernels *kernels = &fn->cpu[dtype == DC_F64 ? DC_BFN_F64 : DC_BFN_F32];
-        st = run(tape->ctx, ndim, shape, dtype, n_in, li, nw, lo, kernels->adjoint);
+            dc_loop_in_tensor(&li[fn->n_inputs + k], adjoints[k], ndim, shape);
+        st = run(tape->ctx, fn, RUN_ADJOINT, ndim, shape, dtype, fn->n_inputs, li, m, nw, lo);
     }
     if (st == DC_OK)
         dc_grad_outputs_done(nw, targets);

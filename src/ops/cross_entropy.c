@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../../dual/scalar_math.h"
+#include "../cuda/nn_cuda.h"
 #include "backward.h"
 #include "indices.h"
 
@@ -24,9 +25,9 @@
     static void ce_grad_row_##SFX(T *restrict g, const T *restrict l, int64_t c, int64_t target, double lse, \
                                   T scale, bool add)                                               \
     {                                                                                              \
-        const T lse_t = (T)lse;                                                                    \
+        /* l - lse in double: both can be large, their difference small */                        \
         for (int64_t k = 0; k < c; ++k) {                                                          \
-            const T v = scale * (dc_exp_##SFX(l[k] - lse_t) - (k == target ? (T)1 : (T)0));        \
+            const T v = scale * (dc_exp_##SFX((T)((double)l[k] - lse)) - (k == target ? (T)1 : (T)0)); \
             g[k] = add ? g[k] + v : v;                                                             \
         }                                                                                          \
     }
@@ -51,37 +52,42 @@ dc_tensor *dc_op_cross_entropy(dc_tape *tape, dc_tensor *logits, dc_tensor *targ
                  dc_dtype_name(logits->dtype), dc_dtype_name(targets->dtype));
         return NULL;
     }
-    if (ctx->cuda) {
-        dc_error(ctx, DC_ERR_UNSUPPORTED, "dc_op_cross_entropy: no CUDA implementation in this build");
-        return NULL;
-    }
     const int64_t n = logits->shape[0], c = logits->shape[1];
     if (c == 0 && n > 0) {
         dc_error(ctx, DC_ERR_SHAPE, "dc_op_cross_entropy: logits have no classes");
         return NULL;
     }
-    const int64_t *t = dc_read_indices(tape, "dc_op_cross_entropy", "targets", targets, c);
+    const int64_t *host_t = dc_read_indices(tape, "dc_op_cross_entropy", "targets", targets, c);
+    const int64_t *t = host_t ? dc_indices_on_device(tape, host_t, n) : NULL;
     dc_tensor *x = logits;
     if (t && !dc_tensor_is_contiguous(x)) {
         x = dc_tape_alloc_tensor(tape, logits->dtype, 2, logits->shape);
         if (x && dc_tensor_copy(x, logits) != DC_OK)
             x = NULL;
     }
-    double *lse = (t && x) ? dc_tape_alloc_meta(tape, (size_t)(n ? n : 1) * sizeof *lse) : NULL;
+    /* per-row log-sum-exp (and, on a GPU, per-row losses) where kernels read them */
+    const size_t rows_bytes = (size_t)(n ? n : 1) * sizeof(double);
+    double *lse = (t && x) ? (ctx->cuda ? dc_tape_alloc_data(tape, 2 * rows_bytes) : dc_tape_alloc_meta(tape, rows_bytes))
+                           : NULL;
     dc_tensor *y = lse ? dc_tape_alloc_tensor(tape, logits->dtype, 0, NULL) : NULL;
     if (!y)
         return NULL;
-    double total = 0;
-    const int n_threads = n * c > 32768 ? ctx->num_threads : 1;
+    if (ctx->cuda) {
+        if (dc_cuda_cross_entropy(ctx, logits->dtype, x->data, n, c, t, lse, lse + (n ? n : 1), y->data) != DC_OK)
+            return NULL;
+    } else {
+        double total = 0;
+        const int n_threads = n * c > 32768 ? ctx->num_threads : 1;
 #pragma omp parallel for num_threads(n_threads) reduction(+ : total) schedule(static)
-    for (int64_t r = 0; r < n; ++r)
-        total += logits->dtype == DC_F32 ? ce_row_f32((const float *)x->data + r * c, c, t[r], &lse[r])
-                                         : ce_row_f64((const double *)x->data + r * c, c, t[r], &lse[r]);
-    const double mean = n ? total / (double)n : NAN;
-    if (logits->dtype == DC_F32)
-        *(float *)y->data = (float)mean;
-    else
-        *(double *)y->data = mean;
+        for (int64_t r = 0; r < n; ++r)
+            total += logits->dtype == DC_F32 ? ce_row_f32((const float *)x->data + r * c, c, t[r], &lse[r])
+                                             : ce_row_f64((const double *)x->data + r * c, c, t[r], &lse[r]);
+        const double mean = n ? total / (double)n : NAN;
+        if (logits->dtype == DC_F32)
+            *(float *)y->data = (float)mean;
+        else
+            *(double *)y->data = mean;
+    }
     if (!dc_tape_wants_node(tape, 1, &logits))
         return y;
     dc_node *node = dc_tape_record(tape, DC_OP_CROSS_ENTROPY, 2, in, 1, &y);
@@ -108,14 +114,21 @@ dc_status dc_cross_entropy_backward(dc_tape *tape, dc_node *node)
     dc_status st = dc_grad_prepare(tape, logits, &mode);
     if (st != DC_OK)
         return st;
+    const int64_t n = logits->shape[0], c = logits->shape[1];
+    dc_tensor *g = logits->grad;
+    if (tape->ctx->cuda) {
+        st = dc_cuda_cross_entropy_grad(tape->ctx, logits->dtype, g->data, x->data, n, c, t, lse, y->grad->data,
+                                        mode == DC_WRITE_ACCUMULATE);
+        if (st == DC_OK)
+            dc_grad_done(logits);
+        return st;
+    }
     double gy;
     st = dc_tensor_item(y->grad, &gy);
     if (st != DC_OK)
         return st;
-    const int64_t n = logits->shape[0], c = logits->shape[1];
     const double scale = n ? gy / (double)n : 0.0;
     const bool add = mode == DC_WRITE_ACCUMULATE;
-    dc_tensor *g = logits->grad;
     const int n_threads = n * c > 32768 ? tape->ctx->num_threads : 1;
 #pragma omp parallel for num_threads(n_threads) schedule(static)
     for (int64_t r = 0; r < n; ++r) {

@@ -2,6 +2,7 @@
  * output row's gradient into the picked row of the table's gradient. */
 #include <string.h>
 
+#include "../cuda/nn_cuda.h"
 #include "backward.h"
 #include "indices.h"
 
@@ -27,11 +28,8 @@ dc_tensor *dc_op_embedding(dc_tape *tape, dc_tensor *table, dc_tensor *ids)
                  dc_dtype_name(ids->dtype));
         return NULL;
     }
-    if (ctx->cuda) {
-        dc_error(ctx, DC_ERR_UNSUPPORTED, "dc_op_embedding: no CUDA implementation in this build");
-        return NULL;
-    }
-    const int64_t *rows = dc_read_indices(tape, "dc_op_embedding", "ids", ids, table->shape[0]);
+    const int64_t *host_rows = dc_read_indices(tape, "dc_op_embedding", "ids", ids, table->shape[0]);
+    const int64_t *rows = host_rows ? dc_indices_on_device(tape, host_rows, ids->numel) : NULL;
     if (!rows)
         return NULL;
     const int64_t width = table->shape[1];
@@ -42,7 +40,10 @@ dc_tensor *dc_op_embedding(dc_tape *tape, dc_tensor *table, dc_tensor *ids)
     if (!y)
         return NULL;
     const size_t es = dc_dtype_size(table->dtype);
-    for (int64_t n = 0; n < ids->numel; ++n) {
+    if (ctx->cuda && dc_cuda_gather_rows(ctx, table->dtype, table->data, table->strides[0], table->strides[1], rows,
+                                         ids->numel, width, y->data) != DC_OK)
+        return NULL;
+    for (int64_t n = 0; !ctx->cuda && n < ids->numel; ++n) {
         const unsigned char *src = (const unsigned char *)table->data + (size_t)(rows[n] * table->strides[0]) * es;
         unsigned char *dst = (unsigned char *)y->data + (size_t)(n * width) * es;
         if (table->strides[1] == 1) {
@@ -90,6 +91,9 @@ dc_status dc_embedding_backward(dc_tape *tape, dc_node *node)
         return DC_ERR_MEMORY;
     const int64_t n = node->in[1]->numel, width = table->shape[1];
     const int64_t ys0 = width, ys1 = 1;
+    if (tape->ctx->cuda)
+        return dc_cuda_scatter_rows(tape->ctx, table->dtype, g->data, g->strides[0], g->strides[1], rows, n, width,
+                                    gy->data);
     const int n_threads = (n * width > 32768 && width >= 64) ? tape->ctx->num_threads : 1;
 #pragma omp parallel for num_threads(n_threads) schedule(static)
     for (int t = 0; t < n_threads; ++t) {

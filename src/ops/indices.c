@@ -2,6 +2,16 @@
 
 #include <math.h>
 
+const int64_t *dc_indices_on_device(dc_tape *tape, const int64_t *host, int64_t n)
+{
+    if (!tape->ctx->cuda)
+        return host;
+    int64_t *dev = dc_tape_alloc_data(tape, (size_t)(n ? n : 1) * sizeof *dev);
+    if (!dev || dc_mem_from_host(tape->ctx, dev, host, (size_t)n * sizeof *dev) != DC_OK)
+        return NULL;
+    return dev;
+}
+
 int64_t *dc_read_indices(dc_tape *tape, const char *op, const char *what, const dc_tensor *ids, int64_t limit)
 {
     dc_ctx *ctx = tape->ctx;

@@ -9,4 +9,8 @@
  * with a message naming `op`, `what` and the first bad value. */
 int64_t *dc_read_indices(dc_tape *tape, const char *op, const char *what, const dc_tensor *ids, int64_t limit);
 
+/* The same indices where the context's kernels read them: the host array
+ * itself on the CPU, a device copy in tape memory on CUDA. */
+const int64_t *dc_indices_on_device(dc_tape *tape, const int64_t *host, int64_t n);
+
 #endif /* DC_OPS_INDICES_H */

@@ -5,6 +5,7 @@
 
 #include <cblas.h>
 
+#include "../cuda/cuda_backend.h"
 #include "backward.h"
 #include "ops_internal.h"
 
@@ -43,8 +44,9 @@ static bool blas_layout(const mat *m, bool *trans, int64_t *ld)
     return false;
 }
 
-/* c = alpha * a @ b + beta * c, with c row-major (cs == 1). */
-static void gemm(dc_dtype dtype, mat c, mat a, mat b, double beta)
+/* c = a @ b + beta * c, with c row-major (cs == 1); BLAS on the CPU,
+ * cuBLAS on a GPU. */
+static dc_status gemm(dc_ctx *ctx, dc_dtype dtype, mat c, mat a, mat b, double beta)
 {
     bool ta, tb;
     int64_t lda, ldb;
@@ -53,13 +55,16 @@ static void gemm(dc_dtype dtype, mat c, mat a, mat b, double beta)
     const int64_t ldc = c.rows == 1 ? (c.cols > 1 ? c.cols : 1) : c.rs;
     const int M = (int)a.rows, N = (int)b.cols, K = (int)a.cols;
     if (M == 0 || N == 0)
-        return;
+        return DC_OK;
+    if (ctx->cuda)
+        return dc_cuda_gemm(ctx, dtype, ta, tb, M, N, K, a.ptr, lda, 0, b.ptr, ldb, 0, beta, c.ptr, ldc, 0, 1);
     if (dtype == DC_F32)
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f,
                     a.ptr, (int)lda, b.ptr, (int)ldb, (float)beta, c.ptr, (int)ldc);
     else
         cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0,
                     a.ptr, (int)lda, b.ptr, (int)ldb, beta, c.ptr, (int)ldc);
+    return DC_OK;
 }
 
 static mat matrix_at(const dc_tensor *t, int64_t offset)
@@ -166,17 +171,13 @@ dc_tensor *dc_op_matmul(dc_tape *tape, dc_tensor *a, dc_tensor *b)
     dc_tensor *br = ar ? blas_ready(tape, b) : NULL;
     if (!br)
         return NULL;
-    if (ctx->cuda) {
-        dc_error(ctx, DC_ERR_UNSUPPORTED, "dc_op_matmul: no CUDA implementation in this build");
-        return NULL;
-    }
-
     batching bt;
     make_batching(ar, br, bnd, bshape, &bt);
     for (int64_t i = 0; i < bt.count; ++i) {
         int64_t oa, ob;
         batch_offsets(&bt, i, &oa, &ob);
-        gemm(y->dtype, matrix_at(y, i * m * n), matrix_at(ar, oa), matrix_at(br, ob), 0.0);
+        if (gemm(ctx, y->dtype, matrix_at(y, i * m * n), matrix_at(ar, oa), matrix_at(br, ob), 0.0) != DC_OK)
+            return NULL;
     }
     if (dc_tape_wants_node(tape, 2, in)) {
         dc_node *node = dc_tape_record(tape, DC_OP_MATMUL, 2, in, 1, &y);
@@ -228,17 +229,21 @@ static dc_status matmul_grad(dc_tape *tape, dc_node *node, int side)
         }
         const int64_t s = slice ? og / slice : 0;
         const mat gm = matrix_at(g, i * m * n);
-        if (side == 0)
-            gemm(x->dtype, matrix_at(gx, og), gm, transposed(matrix_at(br, ob)), written[s] ? 1.0 : 0.0);
-        else
-            gemm(x->dtype, matrix_at(gx, og), transposed(matrix_at(ar, oa)), gm, written[s] ? 1.0 : 0.0);
+        st = side == 0 ? gemm(tape->ctx, x->dtype, matrix_at(gx, og), gm, transposed(matrix_at(br, ob)),
+                              written[s] ? 1.0 : 0.0)
+                       : gemm(tape->ctx, x->dtype, matrix_at(gx, og), transposed(matrix_at(ar, oa)), gm,
+                              written[s] ? 1.0 : 0.0);
+        if (st != DC_OK)
+            return st;
         written[s] = 1;
     }
     /* Slices no batch reached (an empty batch) still need a value. */
-    for (int64_t s = 0; s < n_slices; ++s)
+    for (int64_t s = 0; s < n_slices && st == DC_OK; ++s)
         if (!written[s])
-            memset((unsigned char *)gx->data + (size_t)(s * slice) * dc_dtype_size(gx->dtype), 0,
-                   (size_t)slice * dc_dtype_size(gx->dtype));
+            st = dc_mem_zero(tape->ctx, (unsigned char *)gx->data + (size_t)(s * slice) * dc_dtype_size(gx->dtype),
+                             (size_t)slice * dc_dtype_size(gx->dtype));
+    if (st != DC_OK)
+        return st;
     dc_grad_done(x);
     return DC_OK;
 }

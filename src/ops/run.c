@@ -1,12 +1,13 @@
 #include <string.h>
 
+#include "../cuda/cuda_backend.h"
 #include "ops_internal.h"
 
 dc_status dc_run_kernel(dc_ctx *ctx, dc_kernel_id id, const void *arg, dc_dtype dtype, int ndim,
                         const int64_t *shape, int n_in, const dc_loop_in *in, int n_out, const dc_loop_out *out)
 {
     if (ctx->cuda)
-        return dc_error(ctx, DC_ERR_UNSUPPORTED, "%s: no CUDA implementation in this build", dc_kernel_name(id));
+        return dc_cuda_run_kernel(ctx, id, arg, dtype, ndim, shape, n_in, in, n_out, out);
     dc_loop loop;
     memset(&loop, 0, sizeof loop);
     loop.dtype = dtype;

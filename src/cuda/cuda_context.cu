@@ -1,0 +1,277 @@
+/* The CUDA backend's context: device selection, one stream, a cuBLAS handle
+ * and a caching allocator. With no device or no driver (cudaGetDeviceCount
+ * or the first allocation fails), dc_cuda_init reports DC_ERR_DEVICE and the
+ * context stays on the CPU. */
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_state.h"
+
+extern "C" {
+
+static dc_status device_error(dc_ctx *ctx, const char *what, cudaError_t err)
+{
+    return dc_error(ctx, DC_ERR_DEVICE, "%s: %s", what, cudaGetErrorString(err));
+}
+
+dc_status dc_cuda_check(dc_ctx *ctx, cudaError_t err, const char *what)
+{
+    return err == cudaSuccess ? DC_OK : device_error(ctx, what, err);
+}
+
+/* Allocation sizes are rounded to classes so that freed blocks are reused:
+ * powers of two up to 1 MiB, then whole MiB. */
+static size_t size_class(size_t bytes)
+{
+    if (bytes <= 512)
+        return 512;
+    if (bytes <= (1u << 20)) {
+        size_t s = 512;
+        while (s < bytes)
+            s <<= 1;
+        return s;
+    }
+    return (bytes + (1u << 20) - 1) & ~(size_t)((1u << 20) - 1);
+}
+
+/* Live blocks: an open-addressing table from pointer to size class. */
+static size_t slot_of(const dc_cuda_state *s, const void *p)
+{
+    uintptr_t h = (uintptr_t)p >> 8;
+    h ^= h >> 17;
+    h *= 0xed5ad4bbu;
+    return (size_t)h & (s->live_cap - 1);
+}
+
+static bool live_grow(dc_cuda_state *s)
+{
+    const size_t old_cap = s->live_cap;
+    dc_cuda_block *old = s->live;
+    const size_t cap = old_cap ? 2 * old_cap : 1024;
+    dc_cuda_block *t = (dc_cuda_block *)calloc(cap, sizeof *t);
+    if (!t)
+        return false;
+    s->live = t;
+    s->live_cap = cap;
+    s->live_count = 0;
+    for (size_t i = 0; i < old_cap; ++i)
+        if (old[i].ptr) {
+            size_t j = slot_of(s, old[i].ptr);
+            while (t[j].ptr)
+                j = (j + 1) & (cap - 1);
+            t[j] = old[i];
+            s->live_count++;
+        }
+    free(old);
+    return true;
+}
+
+static bool live_insert(dc_cuda_state *s, void *p, size_t size)
+{
+    if (2 * (s->live_count + 1) > s->live_cap && !live_grow(s))
+        return false;
+    size_t j = slot_of(s, p);
+    while (s->live[j].ptr)
+        j = (j + 1) & (s->live_cap - 1);
+    s->live[j].ptr = p;
+    s->live[j].size = size;
+    s->live_count++;
+    return true;
+}
+
+/* Removes p, returning its size class (0 if unknown). */
+static size_t live_remove(dc_cuda_state *s, void *p)
+{
+    if (!s->live_cap)
+        return 0;
+    size_t j = slot_of(s, p);
+    while (s->live[j].ptr && s->live[j].ptr != p)
+        j = (j + 1) & (s->live_cap - 1);
+    if (!s->live[j].ptr)
+        return 0;
+    const size_t size = s->live[j].size;
+    s->live[j].ptr = NULL;
+    s->live_count--;
+    /* re-insert the rest of the cluster (linear probing deletion) */
+    for (size_t k = (j + 1) & (s->live_cap - 1); s->live[k].ptr; k = (k + 1) & (s->live_cap - 1)) {
+        dc_cuda_block b = s->live[k];
+        s->live[k].ptr = NULL;
+        s->live_count--;
+        live_insert(s, b.ptr, b.size);
+    }
+    return size;
+}
+
+void *dc_cuda_alloc(dc_ctx *ctx, size_t bytes)
+{
+    dc_cuda_state *s = ctx->cuda;
+    const size_t size = size_class(bytes ? bytes : 1);
+    void *p = NULL;
+    for (size_t i = s->n_free; i-- > 0;)
+        if (s->free_blocks[i].size == size) {
+            p = s->free_blocks[i].ptr;
+            s->free_blocks[i] = s->free_blocks[--s->n_free];
+            break;
+        }
+    if (!p) {
+        cudaError_t err = cudaMalloc(&p, size);
+        s->malloc_calls++;
+        if (err != cudaSuccess) {
+            /* give cached blocks back and try once more */
+            cudaGetLastError();
+            for (size_t i = 0; i < s->n_free; ++i) {
+                cudaFree(s->free_blocks[i].ptr);
+                s->free_calls++;
+                s->reserved -= s->free_blocks[i].size;
+            }
+            s->n_free = 0;
+            err = cudaMalloc(&p, size);
+            s->malloc_calls++;
+            if (err != cudaSuccess) {
+                cudaGetLastError();
+                device_error(ctx, "cudaMalloc", err);
+                return NULL;
+            }
+        }
+        s->reserved += size;
+    }
+    if (!live_insert(s, p, size)) {
+        cudaFree(p);
+        s->free_calls++;
+        s->reserved -= size;
+        return NULL;
+    }
+    return p;
+}
+
+void dc_cuda_free(dc_ctx *ctx, void *ptr)
+{
+    dc_cuda_state *s = ctx->cuda;
+    if (!ptr)
+        return;
+    const size_t size = live_remove(s, ptr);
+    if (!size)
+        return;
+    if (s->n_free == s->cap_free) {
+        size_t cap = s->cap_free ? 2 * s->cap_free : 256;
+        dc_cuda_block *b = (dc_cuda_block *)realloc(s->free_blocks, cap * sizeof *b);
+        if (!b) {
+            cudaFree(ptr);
+            s->free_calls++;
+            s->reserved -= size;
+            return;
+        }
+        s->free_blocks = b;
+        s->cap_free = cap;
+    }
+    s->free_blocks[s->n_free].ptr = ptr;
+    s->free_blocks[s->n_free].size = size;
+    s->n_free++;
+}
+
+dc_device_memory_stats dc_cuda_memory_stats(const dc_ctx *ctx)
+{
+    dc_device_memory_stats st = {ctx->cuda->reserved, ctx->cuda->malloc_calls, ctx->cuda->free_calls};
+    return st;
+}
+
+dc_status dc_cuda_init(dc_ctx *ctx)
+{
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        return device_error(ctx, "no CUDA device", err);
+    }
+    if (count == 0)
+        return dc_error(ctx, DC_ERR_DEVICE, "no CUDA device");
+    dc_cuda_state *s = (dc_cuda_state *)calloc(1, sizeof *s);
+    if (!s)
+        return dc_error(ctx, DC_ERR_MEMORY, "out of memory");
+    cudaDeviceProp prop;
+    err = cudaSetDevice(0);
+    if (err == cudaSuccess)
+        err = cudaGetDeviceProperties(&prop, 0);
+    /* the first allocation is where a missing or old driver shows */
+    void *probe = NULL;
+    if (err == cudaSuccess)
+        err = cudaMalloc(&probe, 256);
+    if (err == cudaSuccess)
+        err = cudaFree(probe);
+    if (err == cudaSuccess)
+        err = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        free(s);
+        return device_error(ctx, "CUDA device unusable", err);
+    }
+    if (cublasCreate(&s->blas) != CUBLAS_STATUS_SUCCESS) {
+        cudaStreamDestroy(s->stream);
+        free(s);
+        return dc_error(ctx, DC_ERR_DEVICE, "cuBLAS could not be initialized");
+    }
+    cublasSetStream(s->blas, s->stream);
+    /* TF32 only when asked: by default results match the CPU's float32 */
+    cublasSetMathMode(s->blas, ctx->cuda_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+    s->sm_count = prop.multiProcessorCount;
+    s->max_blocks = prop.multiProcessorCount * 32;
+    ctx->cuda = s;
+    snprintf(ctx->device_name, sizeof ctx->device_name, "%s (sm_%d%d, %d SMs, %.0f GiB)", prop.name, prop.major,
+             prop.minor, prop.multiProcessorCount, (double)prop.totalGlobalMem / (1 << 30));
+    return DC_OK;
+}
+
+void dc_cuda_shutdown(dc_ctx *ctx)
+{
+    dc_cuda_state *s = ctx->cuda;
+    if (!s)
+        return;
+    cudaStreamSynchronize(s->stream);
+    for (size_t i = 0; i < s->n_free; ++i)
+        cudaFree(s->free_blocks[i].ptr);
+    for (size_t i = 0; i < s->live_cap; ++i)
+        if (s->live[i].ptr)
+            cudaFree(s->live[i].ptr);
+    if (s->scratch)
+        cudaFree(s->scratch);
+    cublasDestroy(s->blas);
+    cudaStreamDestroy(s->stream);
+    free(s->free_blocks);
+    free(s->live);
+    free(s);
+    ctx->cuda = NULL;
+}
+
+dc_status dc_cuda_memset0(dc_ctx *ctx, void *ptr, size_t bytes)
+{
+    return dc_cuda_check(ctx, cudaMemsetAsync(ptr, 0, bytes, ctx->cuda->stream), "cudaMemsetAsync");
+}
+
+dc_status dc_cuda_to_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    cudaStream_t st = ctx->cuda->stream;
+    cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, st);
+    if (err == cudaSuccess)
+        err = cudaStreamSynchronize(st);
+    return dc_cuda_check(ctx, err, "copy to host");
+}
+
+dc_status dc_cuda_from_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    /* synchronous with respect to the host buffer, which the caller may reuse */
+    cudaStream_t st = ctx->cuda->stream;
+    cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, st);
+    if (err == cudaSuccess)
+        err = cudaStreamSynchronize(st);
+    return dc_cuda_check(ctx, err, "copy from host");
+}
+
+dc_status dc_cuda_synchronize(dc_ctx *ctx)
+{
+    return dc_cuda_check(ctx, cudaStreamSynchronize(ctx->cuda->stream), "synchronize");
+}
+
+} /* extern "C" */

@@ -1,0 +1,37 @@
+/* State of the CUDA backend, shared by its .cu files (C++). */
+#ifndef DC_CUDA_STATE_H
+#define DC_CUDA_STATE_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+extern "C" {
+#include "../ops/kernels.h"
+#include "cuda_backend.h"
+}
+
+typedef struct dc_cuda_block {
+    void *ptr;
+    size_t size;
+} dc_cuda_block;
+
+struct dc_cuda_state {
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    int sm_count;
+    int max_blocks; /* grid cap for grid-stride kernels */
+    /* caching allocator: blocks given back wait here for a request of their size */
+    dc_cuda_block *free_blocks;
+    size_t n_free, cap_free;
+    dc_cuda_block *live; /* hash table of handed-out blocks */
+    size_t live_cap, live_count;
+    size_t reserved;
+    uint64_t malloc_calls, free_calls;
+    /* device scratch for kernel arguments that do not fit a launch */
+    void *scratch;
+    size_t scratch_cap;
+};
+
+extern "C" dc_status dc_cuda_check(dc_ctx *ctx, cudaError_t err, const char *what);
+
+#endif /* DC_CUDA_STATE_H */

@@ -1,0 +1,472 @@
+/* Loops on the GPU: the elementwise kernels of src/ops/kernels.h, the store
+ * policy's backward of a broadcast node, and broadcast-function launches.
+ *
+ * Every loop first writes its results contiguously, one thread per element
+ * of the iteration shape (inputs read in place through their strides, 0
+ * along broadcast axes): straight into an output that is dense in that
+ * shape, else into a temporary. A temporary is then routed into its output:
+ * summed over the axes along which the output is broadcast, in a fixed order
+ * (no atomics: the same inputs give bit-identical results), written or
+ * added through the output's strides. */
+#include <stdint.h>
+#include <string.h>
+
+#include "cuda_state.h"
+
+extern "C" {
+#include "../../broadcast/coalesce.h"
+}
+#include "../../broadcast/pp.h"
+#include "../../dual/scalar_math.h"
+
+#define KS float
+#define KSFX f32
+#include "../ops/kernel_formulas.h"
+#undef KS
+#undef KSFX
+#define KS double
+#define KSFX f64
+#include "../ops/kernel_formulas.h"
+#undef KS
+#undef KSFX
+
+namespace {
+
+constexpr int kBlock = 256;
+
+template <typename T> struct formulas;
+template <> struct formulas<float> {
+    static __device__ __forceinline__ void apply(int id, const float *x, float *y, float s, float t)
+    {
+        switch (id) {
+#define CASE(ID, name, NI, NO)                                                                     \
+    case DC_K_##ID:                                                                                \
+        dc_kf_##name##_f32(x, y, s, t);                                                            \
+        break;
+            DC_KERNEL_LIST(CASE)
+#undef CASE
+        default: break;
+        }
+    }
+    static __device__ __forceinline__ float adj_mul(float a, float b) { return dc_adj_mul_f32(a, b); }
+};
+template <> struct formulas<double> {
+    static __device__ __forceinline__ void apply(int id, const double *x, double *y, double s, double t)
+    {
+        switch (id) {
+#define CASE(ID, name, NI, NO)                                                                     \
+    case DC_K_##ID:                                                                                \
+        dc_kf_##name##_f64(x, y, s, t);                                                            \
+        break;
+            DC_KERNEL_LIST(CASE)
+#undef CASE
+        default: break;
+        }
+    }
+    static __device__ __forceinline__ double adj_mul(double a, double b) { return dc_adj_mul_f64(a, b); }
+};
+
+/* The iteration after coalescing, and where each input is read. */
+struct ew_params {
+    int64_t numel;
+    int ndim, id, n_in, n_out;
+    int64_t shape[DC_MAX_DIMS];
+    const void *in[DC_KERNEL_MAX_IN];
+    int64_t in_st[DC_KERNEL_MAX_IN][DC_MAX_DIMS];
+    void *out[DC_KERNEL_MAX_OUT]; /* contiguous in the iteration shape */
+    int add[DC_KERNEL_MAX_OUT];   /* add to it instead of writing */
+    double s, t;
+};
+
+template <typename T> __global__ void ew_kernel(ew_params p)
+{
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < p.numel;
+         e += (int64_t)gridDim.x * blockDim.x) {
+        int64_t off[DC_KERNEL_MAX_IN] = {0, 0, 0, 0};
+        int64_t rest = e;
+        for (int d = p.ndim - 1; d >= 0; --d) {
+            const int64_t c = rest % p.shape[d];
+            rest /= p.shape[d];
+            for (int j = 0; j < p.n_in; ++j)
+                off[j] += c * p.in_st[j][d];
+        }
+        T x[DC_KERNEL_MAX_IN], y[DC_KERNEL_MAX_OUT];
+        for (int j = 0; j < p.n_in; ++j)
+            x[j] = ((const T *)p.in[j])[off[j]];
+        formulas<T>::apply(p.id, x, y, (T)p.s, (T)p.t);
+        for (int k = 0; k < p.n_out; ++k) {
+            T *o = (T *)p.out[k];
+            o[e] = p.add[k] ? o[e] + y[k] : y[k];
+        }
+    }
+}
+
+/* The store policy's backward: gx_j = sum_k g_k * P_(k,j), all contiguous. */
+struct partials_params {
+    int64_t numel;
+    int m, nw;
+    const void *g[DC_BFN_MAX_OUTPUTS];
+    const void *partial[DC_BFN_MAX_ARRAYS];
+    void *out[DC_BFN_MAX_INPUTS];
+    int add[DC_BFN_MAX_INPUTS];
+};
+
+template <typename T> __global__ void partials_kernel(partials_params p)
+{
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < p.numel;
+         e += (int64_t)gridDim.x * blockDim.x) {
+        for (int j = 0; j < p.nw; ++j) {
+            T s = formulas<T>::adj_mul(((const T *)p.g[0])[e], ((const T *)p.partial[j])[e]);
+            for (int k = 1; k < p.m; ++k)
+                s += formulas<T>::adj_mul(((const T *)p.g[k])[e], ((const T *)p.partial[k * p.nw + j])[e]);
+            T *o = (T *)p.out[j];
+            o[e] = p.add[j] ? o[e] + s : s;
+        }
+    }
+}
+
+/* Route: out[kept] (=|+=) sum over reduced of src[kept, reduced], with src
+ * contiguous in the iteration shape. kept and reduced index spaces are
+ * row-major over their axes. */
+struct route_params {
+    int n_kept_axes, n_red_axes;
+    int64_t kept_shape[DC_MAX_DIMS], kept_src[DC_MAX_DIMS], kept_dst[DC_MAX_DIMS];
+    int64_t red_shape[DC_MAX_DIMS], red_src[DC_MAX_DIMS];
+    int64_t n_kept, n_red;
+    const void *src;
+    void *dst;
+    int add;
+};
+
+__device__ __forceinline__ void split(int64_t i, int n, const int64_t *shape, const int64_t *st_a, const int64_t *st_b,
+                                      int64_t *a, int64_t *b)
+{
+    *a = 0;
+    if (b)
+        *b = 0;
+    for (int d = n - 1; d >= 0; --d) {
+        const int64_t c = i % shape[d];
+        i /= shape[d];
+        *a += c * st_a[d];
+        if (b)
+            *b += c * st_b[d];
+    }
+}
+
+/* One thread per output element, summing in order: reads of neighbouring
+ * threads are neighbours when the innermost axis is kept. */
+template <typename T> __global__ void route_by_thread(route_params p)
+{
+    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < p.n_kept;
+         k += (int64_t)gridDim.x * blockDim.x) {
+        int64_t src0, dst;
+        split(k, p.n_kept_axes, p.kept_shape, p.kept_src, p.kept_dst, &src0, &dst);
+        double s = 0;
+        for (int64_t r = 0; r < p.n_red; ++r) {
+            int64_t ro;
+            split(r, p.n_red_axes, p.red_shape, p.red_src, NULL, &ro, NULL);
+            s += (double)((const T *)p.src)[src0 + ro];
+        }
+        T *o = (T *)p.dst + dst;
+        *o = p.add ? (T)((double)*o + s) : (T)s;
+    }
+}
+
+/* One block per output element: threads stride the reduced elements, then a
+ * tree in shared memory; the order is fixed by the block size. */
+template <typename T> __global__ void route_by_block(route_params p)
+{
+    __shared__ double part[kBlock];
+    for (int64_t k = blockIdx.x; k < p.n_kept; k += gridDim.x) {
+        int64_t src0, dst;
+        split(k, p.n_kept_axes, p.kept_shape, p.kept_src, p.kept_dst, &src0, &dst);
+        double s = 0;
+        for (int64_t r = threadIdx.x; r < p.n_red; r += blockDim.x) {
+            int64_t ro;
+            split(r, p.n_red_axes, p.red_shape, p.red_src, NULL, &ro, NULL);
+            s += (double)((const T *)p.src)[src0 + ro];
+        }
+        part[threadIdx.x] = s;
+        __syncthreads();
+        for (int w = blockDim.x / 2; w > 0; w /= 2) {
+            if ((int)threadIdx.x < w)
+                part[threadIdx.x] += part[threadIdx.x + w];
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) {
+            T *o = (T *)p.dst + dst;
+            *o = p.add ? (T)((double)*o + part[0]) : (T)part[0];
+        }
+        __syncthreads();
+    }
+}
+
+unsigned blocks_for(const dc_ctx *ctx, int64_t n)
+{
+    int64_t b = (n + kBlock - 1) / kBlock;
+    if (b > ctx->cuda->max_blocks)
+        b = ctx->cuda->max_blocks;
+    return (unsigned)(b > 0 ? b : 1);
+}
+
+/* Where a loop output goes: straight into it (dense in the iteration shape)
+ * or into a temporary that is routed afterwards. */
+struct output_plan {
+    void *direct;
+    bool add;
+    void *temp;
+};
+
+bool dense_in(int ndim, const int64_t *shape, const int64_t *strides)
+{
+    int64_t s = 1;
+    for (int d = ndim - 1; d >= 0; --d) {
+        if (shape[d] != 1 && strides[d] != s)
+            return false;
+        s *= shape[d];
+    }
+    return true;
+}
+
+dc_status plan_outputs(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *shape, int n_out, const dc_loop_out *out,
+                       output_plan *plan)
+{
+    int64_t numel = 1;
+    for (int d = 0; d < ndim; ++d)
+        numel *= shape[d];
+    for (int k = 0; k < n_out; ++k) {
+        plan[k].direct = NULL;
+        plan[k].temp = NULL;
+        plan[k].add = false;
+        if (out[k].mode != DC_WRITE_DISCARD && dense_in(ndim, shape, out[k].strides)) {
+            plan[k].direct = out[k].data;
+            plan[k].add = out[k].mode == DC_WRITE_ACCUMULATE;
+            continue;
+        }
+        plan[k].temp = dc_cuda_alloc(ctx, (size_t)numel * dc_dtype_size(dtype));
+        if (!plan[k].temp)
+            return DC_ERR_MEMORY;
+    }
+    return DC_OK;
+}
+
+/* Sums temp over the axes where out's stride is 0 into out (or adds). */
+dc_status route(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *shape, const void *temp, const dc_loop_out *out)
+{
+    int64_t contiguous[DC_MAX_DIMS];
+    int64_t s = 1;
+    for (int d = ndim - 1; d >= 0; --d) {
+        contiguous[d] = s;
+        s *= shape[d];
+    }
+    const int64_t *arrays[2] = {contiguous, out->strides};
+    int nd;
+    int64_t cshape[DC_MAX_DIMS], cst[2][DC_MAX_DIMS];
+    dc_coalesce(ndim, shape, 2, arrays, &nd, cshape, cst);
+    route_params p;
+    memset(&p, 0, sizeof p);
+    p.n_kept = p.n_red = 1;
+    for (int d = 0; d < nd; ++d) {
+        if (cst[1][d] != 0 || cshape[d] == 1) {
+            p.kept_shape[p.n_kept_axes] = cshape[d];
+            p.kept_src[p.n_kept_axes] = cst[0][d];
+            p.kept_dst[p.n_kept_axes++] = cst[1][d];
+            p.n_kept *= cshape[d];
+        } else {
+            p.red_shape[p.n_red_axes] = cshape[d];
+            p.red_src[p.n_red_axes++] = cst[0][d];
+            p.n_red *= cshape[d];
+        }
+    }
+    p.src = temp;
+    p.dst = out->data;
+    p.add = out->mode == DC_WRITE_ACCUMULATE;
+    const bool inner_reduced = p.n_red_axes > 0 && (p.n_kept_axes == 0 || cst[1][nd - 1] == 0);
+    cudaStream_t st = ctx->cuda->stream;
+    if (inner_reduced) {
+        const unsigned grid = (unsigned)(p.n_kept < 65535 ? p.n_kept : 65535);
+        if (dtype == DC_F32)
+            route_by_block<float><<<grid, kBlock, 0, st>>>(p);
+        else
+            route_by_block<double><<<grid, kBlock, 0, st>>>(p);
+    } else {
+        if (dtype == DC_F32)
+            route_by_thread<float><<<blocks_for(ctx, p.n_kept), kBlock, 0, st>>>(p);
+        else
+            route_by_thread<double><<<blocks_for(ctx, p.n_kept), kBlock, 0, st>>>(p);
+    }
+    return dc_cuda_check(ctx, cudaGetLastError(), "route kernel");
+}
+
+/* After the main kernel: route every temporary, then give it back. */
+dc_status finish_outputs(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *shape, int n_out,
+                         const dc_loop_out *out, output_plan *plan, dc_status st)
+{
+    for (int k = 0; k < n_out; ++k) {
+        if (!plan[k].temp)
+            continue;
+        if (st == DC_OK && out[k].mode != DC_WRITE_DISCARD)
+            st = route(ctx, dtype, ndim, shape, plan[k].temp, &out[k]);
+        dc_cuda_free(ctx, plan[k].temp);
+    }
+    return st;
+}
+
+/* A contiguous copy of an input read with broadcast strides (or the input
+ * itself when it is dense), for launches that take contiguous arrays. */
+const void *contiguous_input(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *shape, const dc_loop_in *in,
+                             void **temp)
+{
+    *temp = NULL;
+    if (dense_in(ndim, shape, in->strides))
+        return in->data;
+    int64_t numel = 1;
+    for (int d = 0; d < ndim; ++d)
+        numel *= shape[d];
+    *temp = dc_cuda_alloc(ctx, (size_t)numel * dc_dtype_size(dtype));
+    if (!*temp)
+        return NULL;
+    int64_t contiguous[DC_MAX_DIMS];
+    int64_t s = 1;
+    for (int d = ndim - 1; d >= 0; --d) {
+        contiguous[d] = s;
+        s *= shape[d];
+    }
+    dc_loop_out o;
+    o.data = *temp;
+    o.mode = DC_WRITE_ASSIGN;
+    memcpy(o.strides, contiguous, sizeof contiguous);
+    if (dc_cuda_run_kernel(ctx, DC_K_COPY, NULL, dtype, ndim, shape, 1, in, 1, &o) != DC_OK)
+        return NULL;
+    return *temp;
+}
+
+} // namespace
+
+extern "C" dc_status dc_cuda_run_kernel(dc_ctx *ctx, dc_kernel_id id, const void *arg, dc_dtype dtype, int ndim,
+                                        const int64_t *shape, int n_in, const dc_loop_in *in, int n_out,
+                                        const dc_loop_out *out)
+{
+    int64_t numel = 1;
+    for (int d = 0; d < ndim; ++d)
+        numel *= shape[d];
+    output_plan plan[DC_BFN_MAX_INPUTS];
+    if (n_out > DC_BFN_MAX_INPUTS)
+        return dc_error(ctx, DC_ERR_ARG, "%s: %d outputs exceed the CUDA loop's %d", dc_kernel_name(id), n_out,
+                        DC_BFN_MAX_INPUTS);
+    dc_status st = plan_outputs(ctx, dtype, ndim, shape, n_out, out, plan);
+    if (st != DC_OK || numel == 0)
+        return finish_outputs(ctx, dtype, ndim, shape, n_out, out, plan, st);
+    cudaStream_t stream = ctx->cuda->stream;
+
+    if (id == DC_K_PARTIALS_BWD) {
+        const dc_partials_arg *a = (const dc_partials_arg *)arg;
+        partials_params p;
+        memset(&p, 0, sizeof p);
+        p.numel = numel;
+        p.m = a->n_out;
+        p.nw = a->n_wrt;
+        void *adj_temp[DC_BFN_MAX_OUTPUTS] = {NULL};
+        for (int k = 0; k < p.m && st == DC_OK; ++k)
+            if (!(p.g[k] = contiguous_input(ctx, dtype, ndim, shape, &in[k], &adj_temp[k])))
+                st = DC_ERR_MEMORY;
+        for (int q = 0; q < p.m * p.nw; ++q)
+            p.partial[q] = in[p.m + q].data;
+        for (int j = 0; j < p.nw; ++j) {
+            p.out[j] = plan[j].direct ? plan[j].direct : plan[j].temp;
+            p.add[j] = plan[j].add;
+        }
+        if (st == DC_OK) {
+            if (dtype == DC_F32)
+                partials_kernel<float><<<blocks_for(ctx, numel), kBlock, 0, stream>>>(p);
+            else
+                partials_kernel<double><<<blocks_for(ctx, numel), kBlock, 0, stream>>>(p);
+            st = dc_cuda_check(ctx, cudaGetLastError(), "partials kernel");
+        }
+        for (int k = 0; k < p.m; ++k)
+            dc_cuda_free(ctx, adj_temp[k]);
+        return finish_outputs(ctx, dtype, ndim, shape, n_out, out, plan, st);
+    }
+
+    if (n_in > DC_KERNEL_MAX_IN || n_out > DC_KERNEL_MAX_OUT)
+        return finish_outputs(ctx, dtype, ndim, shape, n_out, out, plan,
+                              dc_error(ctx, DC_ERR_ARG, "%s: too many arrays for the CUDA loop", dc_kernel_name(id)));
+    ew_params p;
+    memset(&p, 0, sizeof p);
+    const int64_t *arrays[DC_KERNEL_MAX_IN];
+    for (int j = 0; j < n_in; ++j)
+        arrays[j] = in[j].strides;
+    dc_coalesce(ndim, shape, n_in, arrays, &p.ndim, p.shape, p.in_st);
+    if (n_in == 0) {
+        p.ndim = 1;
+        p.shape[0] = numel;
+    }
+    p.numel = numel;
+    p.id = (int)id;
+    p.n_in = n_in;
+    p.n_out = n_out;
+    for (int j = 0; j < n_in; ++j)
+        p.in[j] = in[j].data;
+    for (int k = 0; k < n_out; ++k) {
+        p.out[k] = plan[k].direct ? plan[k].direct : plan[k].temp;
+        p.add[k] = plan[k].add;
+    }
+    if (arg) {
+        p.s = ((const dc_affine_arg *)arg)->s;
+        p.t = ((const dc_affine_arg *)arg)->t;
+    }
+    if (dtype == DC_F32)
+        ew_kernel<float><<<blocks_for(ctx, numel), kBlock, 0, stream>>>(p);
+    else
+        ew_kernel<double><<<blocks_for(ctx, numel), kBlock, 0, stream>>>(p);
+    st = dc_cuda_check(ctx, cudaGetLastError(), dc_kernel_name(id));
+    return finish_outputs(ctx, dtype, ndim, shape, n_out, out, plan, st);
+}
+
+extern "C" dc_status dc_cuda_run_bfn(dc_ctx *ctx, dc_bfn_cuda_launcher launcher, dc_dtype dtype, int ndim,
+                                     const int64_t *shape, int n_in, const dc_loop_in *in, int n_adj,
+                                     const dc_loop_in *adj, int n_out, const dc_loop_out *out)
+{
+    if (n_in > DC_BFN_MAX_INPUTS || n_adj > DC_BFN_MAX_OUTPUTS || n_out > DC_BFN_MAX_ARRAYS || ndim > DC_BFN_MAX_DIMS)
+        return dc_error(ctx, DC_ERR_ARG, "broadcast function launch: too many arrays");
+    int64_t numel = 1;
+    for (int d = 0; d < ndim; ++d)
+        numel *= shape[d];
+    static thread_local output_plan plan[DC_BFN_MAX_ARRAYS];
+    dc_status st = plan_outputs(ctx, dtype, ndim, shape, n_out, out, plan);
+    void *adj_temp[DC_BFN_MAX_OUTPUTS] = {NULL};
+    dc_bfn_cuda_launch L;
+    memset(&L, 0, sizeof L);
+    L.numel = numel;
+    L.ndim = ndim > 0 ? ndim : 1;
+    L.shape[0] = 1;
+    for (int d = 0; d < ndim; ++d)
+        L.shape[d] = shape[d];
+    L.block = kBlock;
+    L.max_blocks = ctx->cuda->max_blocks;
+    L.stream = ctx->cuda->stream;
+    for (int j = 0; j < n_in; ++j) {
+        L.in[j] = in[j].data;
+        for (int d = 0; d < ndim; ++d)
+            L.in_strides[j][d] = in[j].strides[d];
+    }
+    for (int k = 0; k < n_adj && st == DC_OK; ++k)
+        if (!(L.adj[k] = contiguous_input(ctx, dtype, ndim, shape, &adj[k], &adj_temp[k])))
+            st = DC_ERR_MEMORY;
+    /* the launch writes; an output that accumulates goes through a temporary */
+    for (int k = 0; k < n_out && st == DC_OK; ++k) {
+        if (plan[k].direct && plan[k].add) {
+            plan[k].direct = NULL;
+            if (!(plan[k].temp = dc_cuda_alloc(ctx, (size_t)numel * dc_dtype_size(dtype))))
+                st = DC_ERR_MEMORY;
+        }
+        L.out[k] = plan[k].direct ? plan[k].direct : plan[k].temp;
+    }
+    if (st == DC_OK && numel > 0) {
+        const int err = launcher(&L);
+        st = dc_cuda_check(ctx, (cudaError_t)err, "broadcast function kernel");
+    }
+    for (int k = 0; k < n_adj; ++k)
+        dc_cuda_free(ctx, adj_temp[k]);
+    return finish_outputs(ctx, dtype, ndim, shape, n_out, out, plan, st);
+}

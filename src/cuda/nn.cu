@@ -1,0 +1,276 @@
+/* Device kernels of the model ops and optimizers: embedding (gather, and a
+ * scatter-add adjoint split by column so each sum runs in id order),
+ * cross entropy (one block per row), Adam and SGD updates, and the squared
+ * norm for gradient clipping (a fixed-order tree). */
+#include "cuda_state.h"
+#include "nn_cuda.h"
+
+#include "../../dual/scalar_math.h"
+
+namespace {
+
+constexpr int kBlock = 256;
+
+unsigned grid_for(const dc_ctx *ctx, int64_t n)
+{
+    int64_t b = (n + kBlock - 1) / kBlock;
+    if (b > ctx->cuda->max_blocks)
+        b = ctx->cuda->max_blocks;
+    return (unsigned)(b > 0 ? b : 1);
+}
+
+template <typename T>
+__global__ void gather_rows(const T *table, int64_t rs, int64_t cs, const int64_t *rows, int64_t n, int64_t width,
+                            T *out)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n * width; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / width, j = i % width;
+        out[i] = table[rows[r] * rs + j * cs];
+    }
+}
+
+/* thread j owns column j of the table's gradient */
+template <typename T>
+__global__ void scatter_columns(T *grad, int64_t rs, int64_t cs, const int64_t *rows, int64_t n, int64_t width,
+                                const T *gy)
+{
+    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < width; j += (int64_t)gridDim.x * blockDim.x)
+        for (int64_t i = 0; i < n; ++i)
+            grad[rows[i] * rs + j * cs] += gy[i * width + j];
+}
+
+__device__ __forceinline__ float dexp(float x) { return dc_exp_f32(x); }
+__device__ __forceinline__ double dexp(double x) { return dc_exp_f64(x); }
+
+/* block r: lse[r] = max + log(sum exp(l - max)); loss[r] = lse[r] - l[target] */
+template <typename T>
+__global__ void ce_rows(const T *logits, int64_t c, const int64_t *target, double *lse, double *loss)
+{
+    __shared__ double part[kBlock];
+    const int64_t r = blockIdx.x;
+    const T *l = logits + r * c;
+    double m = -INFINITY;
+    for (int64_t k = threadIdx.x; k < c; k += blockDim.x)
+        m = fmax(m, (double)l[k]);
+    part[threadIdx.x] = m;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w /= 2) {
+        if ((int)threadIdx.x < w)
+            part[threadIdx.x] = fmax(part[threadIdx.x], part[threadIdx.x + w]);
+        __syncthreads();
+    }
+    m = part[0];
+    __syncthreads();
+    double s = 0;
+    for (int64_t k = threadIdx.x; k < c; k += blockDim.x)
+        s += (double)dexp((T)((double)l[k] - m));
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w /= 2) {
+        if ((int)threadIdx.x < w)
+            part[threadIdx.x] += part[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        lse[r] = m + log(part[0]);
+        loss[r] = lse[r] - (double)l[target[r]];
+    }
+}
+
+/* the mean of the per-row losses, in a fixed order, into a scalar */
+template <typename T> __global__ void mean_of(const double *v, int64_t n, T *out)
+{
+    __shared__ double part[kBlock];
+    double s = 0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        s += v[i];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w /= 2) {
+        if ((int)threadIdx.x < w)
+            part[threadIdx.x] += part[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        *out = (T)(n ? part[0] / (double)n : NAN);
+}
+
+template <typename T>
+__global__ void ce_grad(T *g, const T *logits, int64_t n, int64_t c, const int64_t *target, const double *lse,
+                        const T *gy, int add)
+{
+    const double scale = n ? (double)*gy / (double)n : 0.0;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n * c; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / c, k = i % c;
+        const T v = (T)(scale * ((double)dexp((T)((double)logits[i] - lse[r])) - (k == target[r] ? 1.0 : 0.0)));
+        g[i] = add ? g[i] + v : v;
+    }
+}
+
+template <typename T>
+__global__ void adam(int64_t n, T *w, const T *g, T *m, T *v, T lr_t, T b1, T b2, T eps_t, T decay)
+{
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
+        m[e] = b1 * m[e] + (1 - b1) * g[e];
+        v[e] = b2 * v[e] + (1 - b2) * g[e] * g[e];
+        w[e] -= lr_t * m[e] / (sqrt(v[e]) + eps_t) + decay * w[e];
+    }
+}
+
+template <typename T> __global__ void sgd(int64_t n, T *w, const T *g, T *buf, T lr, T mu)
+{
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
+        buf[e] = mu * buf[e] + g[e];
+        w[e] -= lr * buf[e];
+    }
+}
+
+/* per-block partial sums of squares; block b writes part[b] */
+template <typename T> __global__ void sum_squares(const T *x, int64_t n, double *part_out)
+{
+    __shared__ double part[kBlock];
+    double s = 0;
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x)
+        s += (double)x[e] * (double)x[e];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w /= 2) {
+        if ((int)threadIdx.x < w)
+            part[threadIdx.x] += part[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        part_out[blockIdx.x] = part[0];
+}
+
+template <typename T> __global__ void scale_by(T *x, int64_t n, T s)
+{
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x)
+        x[e] *= s;
+}
+
+} // namespace
+
+extern "C" {
+
+dc_status dc_cuda_gather_rows(dc_ctx *ctx, dc_dtype dtype, const void *table, int64_t rs, int64_t cs,
+                              const int64_t *rows, int64_t n, int64_t width, void *out)
+{
+    cudaStream_t st = ctx->cuda->stream;
+    if (n * width == 0)
+        return DC_OK;
+    if (dtype == DC_F32)
+        gather_rows<float><<<grid_for(ctx, n * width), kBlock, 0, st>>>((const float *)table, rs, cs, rows, n, width,
+                                                                          (float *)out);
+    else
+        gather_rows<double><<<grid_for(ctx, n * width), kBlock, 0, st>>>((const double *)table, rs, cs, rows, n,
+                                                                           width, (double *)out);
+    return dc_cuda_check(ctx, cudaGetLastError(), "embedding gather");
+}
+
+dc_status dc_cuda_scatter_rows(dc_ctx *ctx, dc_dtype dtype, void *grad, int64_t rs, int64_t cs, const int64_t *rows,
+                               int64_t n, int64_t width, const void *gy)
+{
+    cudaStream_t st = ctx->cuda->stream;
+    if (width == 0)
+        return DC_OK;
+    if (dtype == DC_F32)
+        scatter_columns<float><<<grid_for(ctx, width), kBlock, 0, st>>>((float *)grad, rs, cs, rows, n, width,
+                                                                          (const float *)gy);
+    else
+        scatter_columns<double><<<grid_for(ctx, width), kBlock, 0, st>>>((double *)grad, rs, cs, rows, n, width,
+                                                                           (const double *)gy);
+    return dc_cuda_check(ctx, cudaGetLastError(), "embedding scatter");
+}
+
+dc_status dc_cuda_cross_entropy(dc_ctx *ctx, dc_dtype dtype, const void *logits, int64_t n, int64_t c,
+                                const int64_t *targets, double *lse, double *loss_rows, void *out)
+{
+    cudaStream_t st = ctx->cuda->stream;
+    if (n > 0) {
+        if (dtype == DC_F32)
+            ce_rows<float><<<(unsigned)n, kBlock, 0, st>>>((const float *)logits, c, targets, lse, loss_rows);
+        else
+            ce_rows<double><<<(unsigned)n, kBlock, 0, st>>>((const double *)logits, c, targets, lse, loss_rows);
+    }
+    if (dtype == DC_F32)
+        mean_of<float><<<1, kBlock, 0, st>>>(loss_rows, n, (float *)out);
+    else
+        mean_of<double><<<1, kBlock, 0, st>>>(loss_rows, n, (double *)out);
+    return dc_cuda_check(ctx, cudaGetLastError(), "cross entropy");
+}
+
+dc_status dc_cuda_cross_entropy_grad(dc_ctx *ctx, dc_dtype dtype, void *grad, const void *logits, int64_t n,
+                                     int64_t c, const int64_t *targets, const double *lse, const void *gy, bool add)
+{
+    cudaStream_t st = ctx->cuda->stream;
+    if (n * c == 0)
+        return DC_OK;
+    if (dtype == DC_F32)
+        ce_grad<float><<<grid_for(ctx, n * c), kBlock, 0, st>>>((float *)grad, (const float *)logits, n, c, targets,
+                                                                  lse, (const float *)gy, add);
+    else
+        ce_grad<double><<<grid_for(ctx, n * c), kBlock, 0, st>>>((double *)grad, (const double *)logits, n, c,
+                                                                   targets, lse, (const double *)gy, add);
+    return dc_cuda_check(ctx, cudaGetLastError(), "cross entropy gradient");
+}
+
+dc_status dc_cuda_adam(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *m, void *v, double lr_t,
+                       double b1, double b2, double eps_t, double decay)
+{
+    cudaStream_t st = ctx->cuda->stream;
+    if (dtype == DC_F32)
+        adam<float><<<grid_for(ctx, n), kBlock, 0, st>>>(n, (float *)w, (const float *)g, (float *)m, (float *)v,
+                                                           (float)lr_t, (float)b1, (float)b2, (float)eps_t,
+                                                           (float)decay);
+    else
+        adam<double><<<grid_for(ctx, n), kBlock, 0, st>>>(n, (double *)w, (const double *)g, (double *)m, (double *)v,
+                                                            lr_t, b1, b2, eps_t, decay);
+    return dc_cuda_check(ctx, cudaGetLastError(), "adam");
+}
+
+dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *buf, double lr, double mu)
+{
+    cudaStream_t st = ctx->cuda->stream;
+    if (dtype == DC_F32)
+        sgd<float><<<grid_for(ctx, n), kBlock, 0, st>>>(n, (float *)w, (const float *)g, (float *)buf, (float)lr,
+                                                          (float)mu);
+    else
+        sgd<double><<<grid_for(ctx, n), kBlock, 0, st>>>(n, (double *)w, (const double *)g, (double *)buf, lr, mu);
+    return dc_cuda_check(ctx, cudaGetLastError(), "sgd");
+}
+
+dc_status dc_cuda_sum_squares(dc_ctx *ctx, dc_dtype dtype, const void *x, int64_t n, double *out)
+{
+    const unsigned blocks = grid_for(ctx, n);
+    double *part = (double *)dc_cuda_alloc(ctx, blocks * sizeof(double));
+    if (!part)
+        return DC_ERR_MEMORY;
+    cudaStream_t st = ctx->cuda->stream;
+    if (dtype == DC_F32)
+        sum_squares<float><<<blocks, kBlock, 0, st>>>((const float *)x, n, part);
+    else
+        sum_squares<double><<<blocks, kBlock, 0, st>>>((const double *)x, n, part);
+    double host[4096];
+    dc_status s = dc_cuda_check(ctx, cudaGetLastError(), "sum of squares");
+    if (s == DC_OK && blocks <= 4096)
+        s = dc_cuda_to_host(ctx, host, part, blocks * sizeof(double));
+    double total = 0;
+    for (unsigned b = 0; s == DC_OK && b < blocks; ++b)
+        total += host[b];
+    dc_cuda_free(ctx, part);
+    *out = total;
+    return s;
+}
+
+dc_status dc_cuda_scale(dc_ctx *ctx, dc_dtype dtype, void *x, int64_t n, double s)
+{
+    cudaStream_t st = ctx->cuda->stream;
+    if (dtype == DC_F32)
+        scale_by<float><<<grid_for(ctx, n), kBlock, 0, st>>>((float *)x, n, (float)s);
+    else
+        scale_by<double><<<grid_for(ctx, n), kBlock, 0, st>>>((double *)x, n, s);
+    return dc_cuda_check(ctx, cudaGetLastError(), "scale");
+}
+
+} /* extern "C" */

@@ -1,0 +1,30 @@
+/* Device entry points of the model ops and optimizers (src/cuda/nn.cu). All
+ * pointers are device memory; row indices are int64 on the device. */
+#ifndef DC_CUDA_NN_H
+#define DC_CUDA_NN_H
+
+#include "cuda_backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+dc_status dc_cuda_gather_rows(dc_ctx *ctx, dc_dtype dtype, const void *table, int64_t rs, int64_t cs,
+                              const int64_t *rows, int64_t n, int64_t width, void *out);
+dc_status dc_cuda_scatter_rows(dc_ctx *ctx, dc_dtype dtype, void *grad, int64_t rs, int64_t cs, const int64_t *rows,
+                               int64_t n, int64_t width, const void *gy);
+dc_status dc_cuda_cross_entropy(dc_ctx *ctx, dc_dtype dtype, const void *logits, int64_t n, int64_t c,
+                                const int64_t *targets, double *lse, double *loss_rows, void *out);
+dc_status dc_cuda_cross_entropy_grad(dc_ctx *ctx, dc_dtype dtype, void *grad, const void *logits, int64_t n,
+                                     int64_t c, const int64_t *targets, const double *lse, const void *gy, bool add);
+dc_status dc_cuda_adam(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *m, void *v, double lr_t,
+                       double b1, double b2, double eps_t, double decay);
+dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *buf, double lr, double mu);
+dc_status dc_cuda_sum_squares(dc_ctx *ctx, dc_dtype dtype, const void *x, int64_t n, double *out);
+dc_status dc_cuda_scale(dc_ctx *ctx, dc_dtype dtype, void *x, int64_t n, double s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DC_CUDA_NN_H */

@@ -1,0 +1,24 @@
+# Builds this source tree with AddressSanitizer and UndefinedBehaviorSanitizer
+# (DC_SANITIZE=ON, CPU only) and runs its whole test suite there.
+# cmake -DDC_SOURCE_DIR=<source> -DWORK_DIR=<scratch> -P run_sanitized.cmake
+foreach(v DC_SOURCE_DIR WORK_DIR)
+  if(NOT DEFINED ${v})
+    message(FATAL_ERROR "run_sanitized.cmake needs -D${v}=...")
+  endif()
+endforeach()
+
+function(step what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "sanitizer build: ${what} failed (${rc}):\n${out}\n${err}")
+  endif()
+  message(STATUS "${what}: ok")
+endfunction()
+
+step("configure" ${CMAKE_COMMAND} -S "${DC_SOURCE_DIR}" -B "${WORK_DIR}" -DDC_SANITIZE=ON -DDC_CUDA=OFF
+     -DDC_BUILD_BENCH=OFF -DDC_BUILD_DEMO=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDC_SANITIZER_SUITE=OFF)
+step("build" ${CMAKE_COMMAND} --build "${WORK_DIR}" --parallel 2)
+# leaks are errors too; the consumer project builds its own, unsanitized copy
+set(ENV{ASAN_OPTIONS} "detect_leaks=1:abort_on_error=0")
+set(ENV{UBSAN_OPTIONS} "print_stacktrace=1:halt_on_error=1")
+step("tests" ${CMAKE_CTEST_COMMAND} --test-dir "${WORK_DIR}" --output-on-failure -E package_consumer)

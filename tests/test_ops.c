@@ -1,0 +1,1691 @@
+/* Every op of include/dualcast/ops.h from one table of cases: the forward
+ * values against a reference computed here in double, float32 against
+ * float64, the gradient against central differences (dc_gradcheck), recording
+ * off, gradients written over stale buffers and accumulated over two passes,
+ * and dc_backward_with seeded with strided and broadcast adjoints. Then what
+ * the table cannot express: sums and means over an empty axis, select keeping
+ * infinities and NaN of the side not taken out of the gradient, one tensor
+ * used twice, and one tensor used by several ops. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support/test_support.h"
+
+/* ---- shapes and value ranges ---- */
+
+typedef struct shp {
+    int nd;
+    int64_t d[DC_MAX_DIMS];
+} shp;
+
+#define SC {0, {0}}
+#define S1(a) {1, {a}}
+#define S2(a, b) {2, {a, b}}
+#define S3(a, b, c) {3, {a, b, c}}
+#define S4(a, b, c, d) {4, {a, b, c, d}}
+
+typedef enum fill_kind {
+    FILL_UNIFORM, /* uniform in [lo, hi) */
+    FILL_AWAY0,   /* magnitude uniform in [lo, hi), random sign: away from 0 */
+    FILL_COND,    /* 0 or 1 */
+    FILL_INDEX,   /* an integer in 0 .. hi - 1 (ids, class indices) */
+} fill_kind;
+
+typedef struct range {
+    fill_kind kind;
+    double lo, hi;
+} range;
+
+#define U(lo, hi) {FILL_UNIFORM, lo, hi}
+#define AWAY0(lo, hi) {FILL_AWAY0, lo, hi}
+#define COND {FILL_COND, 0, 1}
+#define INDEX(n) {FILL_INDEX, 0, n}
+
+/* Per-op parameters of a case. */
+typedef struct op_arg {
+    double s, t; /* affine (s, t); hard_sigmoid (slope s); step_st (threshold s) */
+    int n_axes;  /* sum, mean */
+    int axes[DC_MAX_DIMS];
+    bool keepdims;
+    bool trans[2];         /* matmul: operand stored with its last two axes swapped, transposed by the op */
+    bool swap02[2];        /* matmul: operand is dc_op_transpose(x, 0, 2), a layout BLAS cannot read */
+    bool pre_transpose;    /* reshape: of dc_op_transpose(x, ax0, ax1), not contiguous */
+    int ax0, ax1;          /* transpose; reshape with pre_transpose; slice and concat: ax0 */
+    int64_t start, len;    /* slice */
+    bool straight_through; /* step_st: the gradient is the identity's by definition, not the derivative */
+    int nd;                /* reshape target */
+    int64_t shape[DC_MAX_DIMS];
+} op_arg;
+
+typedef dc_tensor *(*build_fn)(dc_tape *tape, dc_tensor *const *in, const op_arg *arg);
+
+typedef enum ref_kind {
+    REF_EW,
+    REF_SUM,
+    REF_MEAN,
+    REF_MATMUL,
+    REF_TRANSPOSE,
+    REF_RESHAPE,
+    REF_SLICE,
+    REF_CONCAT,
+    REF_EMBEDDING,
+    REF_CROSS_ENTROPY,
+} ref_kind;
+
+/* A scalar elementwise function of the op's inputs. */
+typedef double (*ew_fn)(const double *v, const op_arg *arg);
+
+typedef struct op_case {
+    const char *name;
+    build_fn build;
+    ref_kind ref;
+    ew_fn ew; /* REF_EW */
+    int n_in;
+    shp shape[3];
+    range range[3];
+    bool grad[3];
+    op_arg arg;
+} op_case;
+
+/* ---- build functions: the op on the tape ---- */
+
+#define BUILD(name, expr)                                                                                             \
+    static dc_tensor *build_##name(dc_tape *t, dc_tensor *const *x, const op_arg *a)                                  \
+    {                                                                                                                 \
+        (void)a;                                                                                                      \
+        return (expr);                                                                                                \
+    }
+
+BUILD(add, dc_op_add(t, x[0], x[1]))
+BUILD(sub, dc_op_sub(t, x[0], x[1]))
+BUILD(mul, dc_op_mul(t, x[0], x[1]))
+BUILD(div, dc_op_div(t, x[0], x[1]))
+BUILD(pow, dc_op_pow(t, x[0], x[1]))
+BUILD(affine, dc_op_affine(t, x[0], a->s, a->t))
+BUILD(neg, dc_op_neg(t, x[0]))
+BUILD(exp, dc_op_exp(t, x[0]))
+BUILD(log, dc_op_log(t, x[0]))
+BUILD(tanh, dc_op_tanh(t, x[0]))
+BUILD(sigmoid, dc_op_sigmoid(t, x[0]))
+BUILD(relu, dc_op_relu(t, x[0]))
+BUILD(select, dc_op_select(t, x[0], x[1], x[2]))
+BUILD(sum, dc_op_sum(t, x[0], a->n_axes, a->axes, a->keepdims))
+BUILD(mean, dc_op_mean(t, x[0], a->n_axes, a->axes, a->keepdims))
+BUILD(transpose, dc_op_transpose(t, x[0], a->ax0, a->ax1))
+
+BUILD(hard_sigmoid, dc_op_hard_sigmoid(t, x[0], a->s))
+BUILD(step_st, dc_op_step_st(t, x[0], a->s))
+BUILD(slice, dc_op_slice(t, x[0], a->ax0, a->start, a->len))
+BUILD(embedding, dc_op_embedding(t, x[0], x[1]))
+BUILD(cross_entropy, dc_op_cross_entropy(t, x[0], x[1]))
+
+BUILD(concat2, dc_op_concat(t, 2, x, a->ax0))
+BUILD(concat3, dc_op_concat(t, 3, x, a->ax0))
+
+static dc_tensor *matmul_operand(dc_tape *t, dc_tensor *x, bool trans, bool swap02)
+{
+    if (trans)
+        x = dc_op_transpose(t, x, -1, -2);
+    if (swap02)
+        x = dc_op_transpose(t, x, 0, 2);
+    return x;
+}
+
+static dc_tensor *build_matmul(dc_tape *t, dc_tensor *const *x, const op_arg *a)
+{
+    return dc_op_matmul(t, matmul_operand(t, x[0], a->trans[0], a->swap02[0]),
+                        matmul_operand(t, x[1], a->trans[1], a->swap02[1]));
+}
+
+static dc_tensor *build_reshape(dc_tape *t, dc_tensor *const *x, const op_arg *a)
+{
+    dc_tensor *v = a->pre_transpose ? dc_op_transpose(t, x[0], a->ax0, a->ax1) : x[0];
+    return dc_op_reshape(t, v, a->nd, a->shape);
+}
+
+/* ---- scalar references ---- */
+
+#define EW_REF(name, expr)                                                                                            \
+    static double ew_##name(const double *v, const op_arg *a)                                                         \
+    {                                                                                                                 \
+        (void)a;                                                                                                      \
+        return (expr);                                                                                                \
+    }
+
+EW_REF(add, v[0] + v[1])
+EW_REF(sub, v[0] - v[1])
+EW_REF(mul, v[0] * v[1])
+EW_REF(div, v[0] / v[1])
+EW_REF(pow, pow(v[0], v[1]))
+EW_REF(affine, v[0] * a->s + a->t)
+EW_REF(neg, -v[0])
+EW_REF(exp, exp(v[0]))
+EW_REF(log, log(v[0]))
+EW_REF(tanh, tanh(v[0]))
+EW_REF(sigmoid, 1.0 / (1.0 + exp(-v[0])))
+EW_REF(relu, v[0] > 0 ? v[0] : 0.0)
+EW_REF(select, v[0] != 0 ? v[1] : v[2])
+EW_REF(hard_sigmoid, fmax(0.0, fmin(1.0, (a->s * v[0] + 1) / 2)))
+EW_REF(step_st, v[0] > a->s ? 1.0 : 0.0)
+
+/* ---- the table ---- */
+
+#define ALL3 {true, true, true}
+#define NOARG {.s = 0}
+#define EW(fn) build_##fn, REF_EW, ew_##fn
+
+/* A binary elementwise op with each side broadcast in turn, both sides, and
+ * with only one side requiring a gradient. */
+#define BINARY_ROWS(fn, ra, rb)                                                                                       \
+    {#fn " [4, 5] . [4, 5]", EW(fn), 2, {S2(4, 5), S2(4, 5)}, {ra, rb}, ALL3, NOARG},                                 \
+    {#fn " [4, 5] . [5]", EW(fn), 2, {S2(4, 5), S1(5)}, {ra, rb}, ALL3, NOARG},                                       \
+    {#fn " [5] . [4, 5]", EW(fn), 2, {S1(5), S2(4, 5)}, {ra, rb}, ALL3, NOARG},                                       \
+    {#fn " [4, 1] . [4, 5]", EW(fn), 2, {S2(4, 1), S2(4, 5)}, {ra, rb}, ALL3, NOARG},                                 \
+    {#fn " [4, 5] . [4, 1]", EW(fn), 2, {S2(4, 5), S2(4, 1)}, {ra, rb}, ALL3, NOARG},                                 \
+    {#fn " [] . [4, 5]", EW(fn), 2, {SC, S2(4, 5)}, {ra, rb}, ALL3, NOARG},                                           \
+    {#fn " [4, 5] . []", EW(fn), 2, {S2(4, 5), SC}, {ra, rb}, ALL3, NOARG},                                           \
+    {#fn " [] . []", EW(fn), 2, {SC, SC}, {ra, rb}, ALL3, NOARG},                                                     \
+    {#fn " [4, 1] . [1, 5]", EW(fn), 2, {S2(4, 1), S2(1, 5)}, {ra, rb}, ALL3, NOARG},                                 \
+    {#fn " [3, 1, 5] . [4, 1]", EW(fn), 2, {S3(3, 1, 5), S2(4, 1)}, {ra, rb}, ALL3, NOARG},                           \
+    {#fn " [4, 5] . [5], b constant", EW(fn), 2, {S2(4, 5), S1(5)}, {ra, rb}, {true, false, false}, NOARG},           \
+    {#fn " [4, 1] . [4, 5], a constant", EW(fn), 2, {S2(4, 1), S2(4, 5)}, {ra, rb}, {false, true, false}, NOARG}
+
+#define UNARY_ROWS(fn, r)                                                                                             \
+    {#fn " [4, 5]", EW(fn), 1, {S2(4, 5)}, {r}, ALL3, NOARG},                                                         \
+    {#fn " []", EW(fn), 1, {SC}, {r}, ALL3, NOARG},                                                                   \
+    {#fn " [2, 3, 4]", EW(fn), 1, {S3(2, 3, 4)}, {r}, ALL3, NOARG}
+
+#define SELECT_ROW(name, sc, sa, sb)                                                                                  \
+    {"select " name, EW(select), 3, {sc, sa, sb}, {COND, U(-2, 2), U(-2, 2)}, {false, true, true}, NOARG}
+
+#define SUM_ROW(name, xs, n, keep, ...)                                                                               \
+    {"sum " name, build_sum, REF_SUM, NULL, 1, {xs}, {U(-2, 2)}, ALL3,                                                \
+     {.n_axes = n, .axes = {__VA_ARGS__}, .keepdims = keep}}
+#define MEAN_ROW(name, xs, n, keep, ...)                                                                              \
+    {"mean " name, build_mean, REF_MEAN, NULL, 1, {xs}, {U(-2, 2)}, ALL3,                                             \
+     {.n_axes = n, .axes = {__VA_ARGS__}, .keepdims = keep}}
+
+#define MATMUL_ROW(name, sa, sb, ta, tb, ga, gb)                                                                      \
+    {"matmul " name, build_matmul, REF_MATMUL, NULL, 2, {sa, sb}, {U(-1, 1), U(-1, 1)}, {ga, gb, false},              \
+     {.trans = {ta, tb}}}
+#define MATMUL_SWAP_ROW(name, sa, sb, sw_a, sw_b)                                                                     \
+    {"matmul " name, build_matmul, REF_MATMUL, NULL, 2, {sa, sb}, {U(-1, 1), U(-1, 1)}, ALL3,                         \
+     {.swap02 = {sw_a, sw_b}}}
+
+#define SLICE_ROW(name, xs, axis, from, n)                                                                            \
+    {"slice " name, build_slice, REF_SLICE, NULL, 1, {xs}, {U(-2, 2)}, ALL3,                                          \
+     {.ax0 = axis, .start = from, .len = n}}
+
+#define TRANSPOSE_ROW(name, xs, a0, a1)                                                                               \
+    {"transpose " name, build_transpose, REF_TRANSPOSE, NULL, 1, {xs}, {U(-2, 2)}, ALL3,                              \
+     {.ax0 = a0, .ax1 = a1}}
+
+#define RESHAPE_ROW(name, xs, pre, a0, a1, n, ...)                                                                    \
+    {"reshape " name, build_reshape, REF_RESHAPE, NULL, 1, {xs}, {U(-2, 2)}, ALL3,                                    \
+     {.pre_transpose = pre, .ax0 = a0, .ax1 = a1, .nd = n, .shape = {__VA_ARGS__}}}
+
+static const op_case cases[] = {
+    BINARY_ROWS(add, U(-2, 2), U(-2, 2)),
+    BINARY_ROWS(sub, U(-2, 2), U(-2, 2)),
+    BINARY_ROWS(mul, U(-2, 2), U(-2, 2)),
+    BINARY_ROWS(div, U(-2, 2), AWAY0(0.5, 2)),
+    BINARY_ROWS(pow, U(0.5, 2), U(-2, 2)),
+
+    {"affine [4, 5] (2.5, -0.75)", EW(affine), 1, {S2(4, 5)}, {U(-2, 2)}, ALL3, {.s = 2.5, .t = -0.75}},
+    {"affine [] (-3, 1)", EW(affine), 1, {SC}, {U(-2, 2)}, ALL3, {.s = -3, .t = 1}},
+    {"affine [2, 3, 4] (0.5, 0)", EW(affine), 1, {S3(2, 3, 4)}, {U(-2, 2)}, ALL3, {.s = 0.5, .t = 0}},
+    UNARY_ROWS(neg, U(-2, 2)),
+    UNARY_ROWS(exp, U(-2, 2)),
+    UNARY_ROWS(log, U(0.2, 3)),
+    UNARY_ROWS(tanh, U(-3, 3)),
+    UNARY_ROWS(sigmoid, U(-4, 4)),
+    UNARY_ROWS(relu, AWAY0(0.1, 2)),
+    {"hard_sigmoid [4, 5] slope 1.5", EW(hard_sigmoid), 1, {S2(4, 5)}, {U(-2, 2)}, ALL3, {.s = 1.5}},
+    {"hard_sigmoid [] slope 0.5", EW(hard_sigmoid), 1, {SC}, {U(-2, 2)}, ALL3, {.s = 0.5}},
+    {"hard_sigmoid [2, 3, 4] slope 3", EW(hard_sigmoid), 1, {S3(2, 3, 4)}, {U(-1, 1)}, ALL3, {.s = 3}},
+    {"step_st [4, 5] threshold 0.25", EW(step_st), 1, {S2(4, 5)}, {U(-2, 2)}, ALL3,
+     {.s = 0.25, .straight_through = true}},
+    {"step_st [] threshold -1", EW(step_st), 1, {SC}, {U(-2, 2)}, ALL3, {.s = -1, .straight_through = true}},
+
+    SELECT_ROW("[4, 5] [4, 5] [4, 5]", S2(4, 5), S2(4, 5), S2(4, 5)),
+    SELECT_ROW("cond [4, 1]", S2(4, 1), S2(4, 5), S2(4, 5)),
+    SELECT_ROW("cond [5]", S1(5), S2(4, 5), S2(4, 5)),
+    SELECT_ROW("cond []", SC, S2(4, 5), S2(4, 5)),
+    SELECT_ROW("a [5]", S2(4, 5), S1(5), S2(4, 5)),
+    SELECT_ROW("a [4, 1]", S2(4, 5), S2(4, 1), S2(4, 5)),
+    SELECT_ROW("a []", S2(4, 5), SC, S2(4, 5)),
+    SELECT_ROW("b [5]", S2(4, 5), S2(4, 5), S1(5)),
+    SELECT_ROW("b [4, 1]", S2(4, 5), S2(4, 5), S2(4, 1)),
+    SELECT_ROW("b []", S2(4, 5), S2(4, 5), SC),
+    SELECT_ROW("cond [1, 5], a [4, 1], b []", S2(1, 5), S2(4, 1), SC),
+    SELECT_ROW("cond [3, 1, 1], a [4, 1], b [5]", S3(3, 1, 1), S2(4, 1), S1(5)),
+
+    SUM_ROW("[3, 4, 5] all axes", S3(3, 4, 5), 0, false, 0),
+    SUM_ROW("[3, 4, 5] all axes, keepdims", S3(3, 4, 5), 0, true, 0),
+    SUM_ROW("[3, 4, 5] axes 0 1 2 given", S3(3, 4, 5), 3, false, 0, 1, 2),
+    SUM_ROW("[3, 4, 5] axis 1", S3(3, 4, 5), 1, false, 1),
+    SUM_ROW("[3, 4, 5] axis 1, keepdims", S3(3, 4, 5), 1, true, 1),
+    SUM_ROW("[3, 4, 5] axis -1", S3(3, 4, 5), 1, false, -1),
+    SUM_ROW("[3, 4, 5] axis -3, keepdims", S3(3, 4, 5), 1, true, -3),
+    SUM_ROW("[3, 4, 5] axes 0 2, keepdims", S3(3, 4, 5), 2, true, 0, 2),
+    SUM_ROW("[3, 4, 5] axes 2 0", S3(3, 4, 5), 2, false, 2, 0),
+    SUM_ROW("[3, 4, 5] axes -3 -1", S3(3, 4, 5), 2, false, -3, -1),
+    SUM_ROW("[3, 4, 5] axes -1 1, keepdims", S3(3, 4, 5), 2, true, -1, 1),
+    SUM_ROW("[3, 1, 5] axis 1 (size 1)", S3(3, 1, 5), 1, false, 1),
+    SUM_ROW("[6] axis 0", S1(6), 1, false, 0),
+    SUM_ROW("[] all axes", SC, 0, false, 0),
+    SUM_ROW("[] all axes, keepdims", SC, 0, true, 0),
+    MEAN_ROW("[3, 4, 5] all axes", S3(3, 4, 5), 0, false, 0),
+    MEAN_ROW("[3, 4, 5] all axes, keepdims", S3(3, 4, 5), 0, true, 0),
+    MEAN_ROW("[3, 4, 5] axis 1, keepdims", S3(3, 4, 5), 1, true, 1),
+    MEAN_ROW("[3, 4, 5] axis -2", S3(3, 4, 5), 1, false, -2),
+    MEAN_ROW("[3, 4, 5] axes 0 -1", S3(3, 4, 5), 2, false, 0, -1),
+    MEAN_ROW("[3, 4, 5] axes -1 0, keepdims", S3(3, 4, 5), 2, true, -1, 0),
+    MEAN_ROW("[4, 6] axis 0", S2(4, 6), 1, false, 0),
+
+    MATMUL_ROW("[4, 6] x [6, 3]", S2(4, 6), S2(6, 3), false, false, true, true),
+    MATMUL_ROW("[1, 6] x [6, 1]", S2(1, 6), S2(6, 1), false, false, true, true),
+    MATMUL_ROW("[5, 1] x [1, 4] (k = 1)", S2(5, 1), S2(1, 4), false, false, true, true),
+    MATMUL_ROW("batched [2, 4, 6] x [2, 6, 3]", S3(2, 4, 6), S3(2, 6, 3), false, false, true, true),
+    MATMUL_ROW("batch broadcast [2, 4, 6] x [6, 3]", S3(2, 4, 6), S2(6, 3), false, false, true, true),
+    MATMUL_ROW("batch broadcast [4, 6] x [3, 6, 2]", S2(4, 6), S3(3, 6, 2), false, false, true, true),
+    MATMUL_ROW("batch broadcast [1, 4, 6] x [3, 6, 2]", S3(1, 4, 6), S3(3, 6, 2), false, false, true, true),
+    MATMUL_ROW("batch broadcast [2, 1, 4, 6] x [3, 6, 5]", S4(2, 1, 4, 6), S3(3, 6, 5), false, false, true, true),
+    MATMUL_ROW("transposed a: [6, 4]^T x [6, 3]", S2(6, 4), S2(6, 3), true, false, true, true),
+    MATMUL_ROW("transposed b: [4, 6] x [3, 6]^T", S2(4, 6), S2(3, 6), false, true, true, true),
+    MATMUL_ROW("both transposed: [6, 4]^T x [3, 6]^T", S2(6, 4), S2(3, 6), true, true, true, true),
+    MATMUL_ROW("transposed row: [6, 1]^T x [6, 3]", S2(6, 1), S2(6, 3), true, false, true, true),
+    MATMUL_ROW("batched, transposed a: [2, 6, 4]^T x [2, 6, 3]", S3(2, 6, 4), S3(2, 6, 3), true, false, true, true),
+    MATMUL_ROW("batch broadcast, transposed b: [2, 4, 6] x [3, 6]^T", S3(2, 4, 6), S2(3, 6), false, true, true, true),
+    MATMUL_SWAP_ROW("non-BLAS a: [6, 4, 3] (0 2 swapped) x [6, 5]", S3(6, 4, 3), S2(6, 5), true, false),
+    MATMUL_SWAP_ROW("non-BLAS b: [2, 4, 6] x [5, 6, 2] (0 2 swapped)", S3(2, 4, 6), S3(5, 6, 2), false, true),
+    MATMUL_ROW("[4, 6] x [6, 3], only a", S2(4, 6), S2(6, 3), false, false, true, false),
+    MATMUL_ROW("batch broadcast [2, 4, 6] x [6, 3], only b", S3(2, 4, 6), S2(6, 3), false, false, false, true),
+
+    TRANSPOSE_ROW("[3, 4] (0, 1)", S2(3, 4), 0, 1),
+    TRANSPOSE_ROW("[3, 4] (1, 0)", S2(3, 4), 1, 0),
+    TRANSPOSE_ROW("[2, 3, 4] (0, 2)", S3(2, 3, 4), 0, 2),
+    TRANSPOSE_ROW("[2, 3, 4] (-1, -2)", S3(2, 3, 4), -1, -2),
+    TRANSPOSE_ROW("[2, 3, 4] (1, 1)", S3(2, 3, 4), 1, 1),
+    TRANSPOSE_ROW("[3, 1, 4] (0, 1)", S3(3, 1, 4), 0, 1),
+
+    RESHAPE_ROW("[3, 4] -> [2, -1, 3]", S2(3, 4), false, 0, 0, 3, 2, -1, 3),
+    RESHAPE_ROW("[3, 4] -> [12]", S2(3, 4), false, 0, 0, 1, 12),
+    RESHAPE_ROW("[2, 3, 4] -> [-1, 4]", S3(2, 3, 4), false, 0, 0, 2, -1, 4),
+    RESHAPE_ROW("[1] -> []", S1(1), false, 0, 0, 0, 0),
+    RESHAPE_ROW("[3, 4]^T -> [-1]", S2(3, 4), true, 0, 1, 1, -1),
+    RESHAPE_ROW("[3, 4]^T -> [2, -1]", S2(3, 4), true, 0, 1, 2, 2, -1),
+    RESHAPE_ROW("[2, 3, 4] (0 2 swapped) -> [6, -1]", S3(2, 3, 4), true, 0, 2, 2, 6, -1),
+    RESHAPE_ROW("[2, 3, 4] (1 2 swapped) -> [-1, 2, 3]", S3(2, 3, 4), true, 1, 2, 3, -1, 2, 3),
+
+    SLICE_ROW("[4, 6] axis 1, 2..4", S2(4, 6), 1, 2, 3),
+    SLICE_ROW("[4, 6] axis 0, 1..2", S2(4, 6), 0, 1, 2),
+    SLICE_ROW("[4, 6] axis -1, all", S2(4, 6), -1, 0, 6),
+    SLICE_ROW("[4, 6] axis -2, last", S2(4, 6), -2, 3, 1),
+    SLICE_ROW("[2, 3, 4] axis 1, 1..2", S3(2, 3, 4), 1, 1, 2),
+    SLICE_ROW("[4, 6] axis 1, empty", S2(4, 6), 1, 3, 0),
+
+    {"concat [2, 3] [4, 3] axis 0", build_concat2, REF_CONCAT, NULL, 2, {S2(2, 3), S2(4, 3)}, {U(-2, 2), U(-2, 2)},
+     ALL3, {.ax0 = 0}},
+    {"concat [2, 3] [2, 1] [2, 2] axis -1", build_concat3, REF_CONCAT, NULL, 3, {S2(2, 3), S2(2, 1), S2(2, 2)},
+     {U(-2, 2), U(-2, 2), U(-2, 2)}, ALL3, {.ax0 = -1}},
+    {"concat [2, 2, 3] [2, 1, 3] axis 1, second constant", build_concat2, REF_CONCAT, NULL, 2,
+     {S3(2, 2, 3), S3(2, 1, 3)}, {U(-2, 2), U(-2, 2)}, {true, false, false}, {.ax0 = 1}},
+    {"concat [3] [4] axis 0", build_concat2, REF_CONCAT, NULL, 2, {S1(3), S1(4)}, {U(-2, 2), U(-2, 2)},
+     ALL3, {.ax0 = 0}},
+
+    {"embedding [4, 3] by ids [2, 3]", build_embedding, REF_EMBEDDING, NULL, 2, {S2(4, 3), S2(2, 3)},
+     {U(-2, 2), INDEX(4)}, {true, false, false}, NOARG},
+    {"embedding [5, 2] by ids [7]", build_embedding, REF_EMBEDDING, NULL, 2, {S2(5, 2), S1(7)},
+     {U(-2, 2), INDEX(5)}, {true, false, false}, NOARG},
+    {"embedding [3, 4] by ids []", build_embedding, REF_EMBEDDING, NULL, 2, {S2(3, 4), SC}, {U(-2, 2), INDEX(3)},
+     {true, false, false}, NOARG},
+
+    {"cross_entropy [4, 5]", build_cross_entropy, REF_CROSS_ENTROPY, NULL, 2, {S2(4, 5), S1(4)},
+     {U(-3, 3), INDEX(5)}, {true, false, false}, NOARG},
+    {"cross_entropy [1, 3]", build_cross_entropy, REF_CROSS_ENTROPY, NULL, 2, {S2(1, 3), S1(1)},
+     {U(-3, 3), INDEX(3)}, {true, false, false}, NOARG},
+    {"cross_entropy [6, 2], large logits", build_cross_entropy, REF_CROSS_ENTROPY, NULL, 2, {S2(6, 2), S1(6)},
+     {U(30, 40), INDEX(2)}, {true, false, false}, NOARG},
+};
+
+#define N_CASES ((int)(sizeof cases / sizeof cases[0]))
+
+/* ---- values ---- */
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double uniform01(uint64_t *s) { return (double)(splitmix(s) >> 11) * 0x1.0p-53; }
+
+static int64_t shp_numel(const shp *s)
+{
+    int64_t n = 1;
+    for (int d = 0; d < s->nd; ++d)
+        n *= s->d[d];
+    return n;
+}
+
+static const char *shp_str(const shp *s, char *buf, size_t size)
+{
+    size_t at = (size_t)snprintf(buf, size, "[");
+    for (int d = 0; d < s->nd && at < size; ++d)
+        at += (size_t)snprintf(buf + at, size - at, d ? ", %lld" : "%lld", (long long)s->d[d]);
+    if (at < size)
+        snprintf(buf + at, size - at, "]");
+    return buf;
+}
+
+static shp tensor_shp(const dc_tensor *t)
+{
+    shp s = {dc_tensor_ndim(t), {0}};
+    for (int d = 0; d < s.nd; ++d)
+        s.d[d] = dc_tensor_shape(t)[d];
+    return s;
+}
+
+static bool shp_equal(const shp *a, const shp *b)
+{
+    if (a->nd != b->nd)
+        return false;
+    for (int d = 0; d < a->nd; ++d)
+        if (a->d[d] != b->d[d])
+            return false;
+    return true;
+}
+
+/* Values of input i of case c: deterministic, and exactly representable in
+ * float so that float32 and float64 runs see the same inputs. */
+static double *case_values(int c, int i)
+{
+    const op_case *k = &cases[c];
+    const int64_t n = shp_numel(&k->shape[i]);
+    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    assert_non_null(v);
+    uint64_t s = 0x5EEDull * (uint64_t)(c + 1) + 7919ull * (uint64_t)i;
+    const range r = k->range[i];
+    for (int64_t e = 0; e < n; ++e) {
+        double x;
+        if (r.kind == FILL_COND) {
+            /* Both branches show up even in short tensors. */
+            x = n > 1 && e < 2 ? (double)e : (double)(splitmix(&s) & 1);
+        } else if (r.kind == FILL_INDEX) {
+            x = (double)(splitmix(&s) % (uint64_t)r.hi);
+        } else {
+            x = r.lo + (r.hi - r.lo) * uniform01(&s);
+            if (r.kind == FILL_AWAY0 && (splitmix(&s) & 1))
+                x = -x;
+        }
+        v[e] = (double)(float)x;
+    }
+    return v;
+}
+
+typedef struct case_inputs {
+    dc_tensor *t[3];
+    double *v[3];
+} case_inputs;
+
+static void make_inputs(dc_ctx *ctx, int c, dc_dtype dtype, bool with_grads, case_inputs *in)
+{
+    const op_case *k = &cases[c];
+    memset(in, 0, sizeof *in);
+    for (int i = 0; i < k->n_in; ++i) {
+        in->v[i] = case_values(c, i);
+        in->t[i] = test_tensor(ctx, dtype, k->shape[i].nd, k->shape[i].d, in->v[i]);
+        if (with_grads && k->grad[i])
+            TEST_OK(ctx, dc_tensor_set_requires_grad(in->t[i], true));
+    }
+}
+
+static void free_inputs(case_inputs *in)
+{
+    for (int i = 0; i < 3; ++i) {
+        dc_tensor_free(in->t[i]);
+        free(in->v[i]);
+    }
+}
+
+/* ---- references in double ---- */
+
+/* The broadcast of shapes known to broadcast. */
+static shp broadcast_of(int n, const shp *in)
+{
+    shp out = {0, {0}};
+    for (int i = 0; i < n; ++i)
+        out.nd = in[i].nd > out.nd ? in[i].nd : out.nd;
+    for (int a = 1; a <= out.nd; ++a) {
+        int64_t size = 1;
+        for (int i = 0; i < n; ++i)
+            if (in[i].nd >= a && in[i].d[in[i].nd - a] != 1)
+                size = in[i].d[in[i].nd - a];
+        out.d[out.nd - a] = size;
+    }
+    return out;
+}
+
+/* Flat index into t, broadcast to the shape `it` (aligned at the end), of
+ * the element at coordinates c of `it`; c may go on past it->nd axes. */
+static int64_t bcast_index(const shp *t, const shp *it, const int64_t *c)
+{
+    int64_t idx = 0, mul = 1;
+    for (int td = t->nd - 1; td >= 0; --td) {
+        const int d = td + (it->nd - t->nd);
+        if (t->d[td] != 1)
+            idx += c[d] * mul;
+        mul *= t->d[td];
+    }
+    return idx;
+}
+
+static void coords_of(const shp *s, int64_t e, int64_t *c)
+{
+    for (int d = s->nd - 1; d >= 0; --d) {
+        c[d] = e % s->d[d];
+        e /= s->d[d];
+    }
+}
+
+static int64_t flat_of(const shp *s, const int64_t *c)
+{
+    int64_t e = 0;
+    for (int d = 0; d < s->nd; ++d)
+        e = e * s->d[d] + c[d];
+    return e;
+}
+
+static shp swapped(const shp *s, int a0, int a1)
+{
+    shp t = *s;
+    t.d[a0] = s->d[a1];
+    t.d[a1] = s->d[a0];
+    return t;
+}
+
+/* x (shape s) with axes a0 and a1 swapped, into shape *ts. */
+static double *transpose_values(const shp *s, const double *x, int a0, int a1, shp *ts)
+{
+    *ts = swapped(s, a0, a1);
+    const int64_t n = shp_numel(s);
+    double *t = malloc((size_t)(n ? n : 1) * sizeof *t);
+    assert_non_null(t);
+    for (int64_t e = 0; e < n; ++e) {
+        int64_t c[DC_MAX_DIMS];
+        coords_of(ts, e, c);
+        const int64_t tmp = c[a0];
+        c[a0] = c[a1];
+        c[a1] = tmp;
+        t[e] = x[flat_of(s, c)];
+    }
+    return t;
+}
+
+static int norm_axis(int a, int nd) { return a < 0 ? a + nd : a; }
+
+/* The reference output of case k for inputs v: values, and per element the
+ * sum of the magnitudes of its terms (the scale of its rounding error). */
+typedef struct reference {
+    shp shape;
+    double *y, *mag;
+} reference;
+
+static void compute_reference(const op_case *k, double *const *v, reference *r)
+{
+    const op_arg *a = &k->arg;
+    switch (k->ref) {
+    case REF_EW: {
+        r->shape = broadcast_of(k->n_in, k->shape);
+        const int64_t n = shp_numel(&r->shape);
+        r->y = malloc((size_t)(n ? n : 1) * sizeof(double));
+        r->mag = malloc((size_t)(n ? n : 1) * sizeof(double));
+        assert_true(r->y && r->mag);
+        for (int64_t e = 0; e < n; ++e) {
+            int64_t c[DC_MAX_DIMS];
+            coords_of(&r->shape, e, c);
+            double args[3];
+            for (int i = 0; i < k->n_in; ++i)
+                args[i] = v[i][bcast_index(&k->shape[i], &r->shape, c)];
+            r->y[e] = k->ew(args, a);
+            /* a sum or difference of two values rounds relative to its
+             * operands, the rest relative to the result */
+            r->mag[e] = (k->ew == ew_add || k->ew == ew_sub) ? fabs(args[0]) + fabs(args[1]) : fabs(r->y[e]);
+        }
+        break;
+    }
+    case REF_SUM:
+    case REF_MEAN: {
+        const shp *xs = &k->shape[0];
+        bool red[DC_MAX_DIMS] = {false};
+        for (int i = 0; i < a->n_axes; ++i)
+            red[norm_axis(a->axes[i], xs->nd)] = true;
+        if (a->n_axes == 0)
+            for (int d = 0; d < xs->nd; ++d)
+                red[d] = true;
+        shp keep = *xs;
+        int64_t count = 1;
+        r->shape.nd = 0;
+        for (int d = 0; d < xs->nd; ++d) {
+            if (red[d]) {
+                keep.d[d] = 1;
+                count *= xs->d[d];
+            }
+            if (!red[d] || a->keepdims)
+                r->shape.d[r->shape.nd++] = keep.d[d];
+        }
+        const int64_t n = shp_numel(&keep);
+        r->y = calloc((size_t)(n ? n : 1), sizeof(double));
+        r->mag = calloc((size_t)(n ? n : 1), sizeof(double));
+        assert_true(r->y && r->mag);
+        for (int64_t e = 0; e < shp_numel(xs); ++e) {
+            int64_t c[DC_MAX_DIMS];
+            coords_of(xs, e, c);
+            for (int d = 0; d < xs->nd; ++d)
+                if (red[d])
+                    c[d] = 0;
+            const int64_t o = flat_of(&keep, c);
+            r->y[o] += v[0][e];
+            r->mag[o] += fabs(v[0][e]);
+        }
+        if (k->ref == REF_MEAN)
+            for (int64_t o = 0; o < n; ++o) {
+                r->y[o] /= (double)count;
+                r->mag[o] /= (double)count;
+            }
+        break;
+    }
+    case REF_MATMUL: {
+        /* The logical operands, after the op's transposes. */
+        shp ls[2];
+        double *lv[2];
+        for (int i = 0; i < 2; ++i) {
+            const shp *s = &k->shape[i];
+            if (a->trans[i]) {
+                lv[i] = transpose_values(s, v[i], s->nd - 1, s->nd - 2, &ls[i]);
+            } else if (a->swap02[i]) {
+                lv[i] = transpose_values(s, v[i], 0, 2, &ls[i]);
+            } else {
+                ls[i] = *s;
+                lv[i] = v[i];
+            }
+        }
+        const int64_t m = ls[0].d[ls[0].nd - 2], kk = ls[0].d[ls[0].nd - 1], nn = ls[1].d[ls[1].nd - 1];
+        shp batch[2] = {{ls[0].nd - 2, {0}}, {ls[1].nd - 2, {0}}};
+        for (int i = 0; i < 2; ++i)
+            memcpy(batch[i].d, ls[i].d, (size_t)batch[i].nd * sizeof(int64_t));
+        const shp bs = broadcast_of(2, batch);
+        r->shape = bs;
+        r->shape.d[r->shape.nd++] = m;
+        r->shape.d[r->shape.nd++] = nn;
+        const int64_t n = shp_numel(&r->shape);
+        r->y = calloc((size_t)(n ? n : 1), sizeof(double));
+        r->mag = calloc((size_t)(n ? n : 1), sizeof(double));
+        assert_true(r->y && r->mag);
+        for (int64_t e = 0; e < n; ++e) {
+            int64_t c[DC_MAX_DIMS];
+            coords_of(&r->shape, e, c);
+            const int64_t ba = bcast_index(&batch[0], &bs, c), bb = bcast_index(&batch[1], &bs, c);
+            const int64_t i = c[bs.nd], j = c[bs.nd + 1];
+            for (int64_t q = 0; q < kk; ++q) {
+                const double p = lv[0][(ba * m + i) * kk + q] * lv[1][(bb * kk + q) * nn + j];
+                r->y[e] += p;
+                r->mag[e] += fabs(p);
+            }
+        }
+        for (int i = 0; i < 2; ++i)
+            if (a->trans[i] || a->swap02[i])
+                free(lv[i]);
+        break;
+    }
+    case REF_SLICE: {
+        const shp *xs = &k->shape[0];
+        const int ax = norm_axis(a->ax0, xs->nd);
+        r->shape = *xs;
+        r->shape.d[ax] = a->len;
+        const int64_t n = shp_numel(&r->shape);
+        r->y = malloc((size_t)(n ? n : 1) * sizeof(double));
+        r->mag = malloc((size_t)(n ? n : 1) * sizeof(double));
+        assert_true(r->y && r->mag);
+        for (int64_t e = 0; e < n; ++e) {
+            int64_t c[DC_MAX_DIMS];
+            coords_of(&r->shape, e, c);
+            c[ax] += a->start;
+            r->y[e] = v[0][flat_of(xs, c)];
+            r->mag[e] = fabs(r->y[e]);
+        }
+        break;
+    }
+    case REF_CONCAT: {
+        const int ax = norm_axis(a->ax0, k->shape[0].nd);
+        r->shape = k->shape[0];
+        r->shape.d[ax] = 0;
+        for (int i = 0; i < k->n_in; ++i)
+            r->shape.d[ax] += k->shape[i].d[ax];
+        const int64_t n = shp_numel(&r->shape);
+        r->y = malloc((size_t)(n ? n : 1) * sizeof(double));
+        r->mag = malloc((size_t)(n ? n : 1) * sizeof(double));
+        assert_true(r->y && r->mag);
+        for (int64_t e = 0; e < n; ++e) {
+            int64_t c[DC_MAX_DIMS];
+            coords_of(&r->shape, e, c);
+            int i = 0;
+            while (c[ax] >= k->shape[i].d[ax]) {
+                c[ax] -= k->shape[i].d[ax];
+                ++i;
+            }
+            r->y[e] = v[i][flat_of(&k->shape[i], c)];
+            r->mag[e] = fabs(r->y[e]);
+        }
+        break;
+    }
+    case REF_EMBEDDING: {
+        const int64_t width = k->shape[0].d[1], n_ids = shp_numel(&k->shape[1]);
+        r->shape = k->shape[1];
+        r->shape.d[r->shape.nd++] = width;
+        const int64_t n = n_ids * width;
+        r->y = malloc((size_t)(n ? n : 1) * sizeof(double));
+        r->mag = malloc((size_t)(n ? n : 1) * sizeof(double));
+        assert_true(r->y && r->mag);
+        for (int64_t i = 0; i < n_ids; ++i)
+            for (int64_t j = 0; j < width; ++j) {
+                r->y[i * width + j] = v[0][(int64_t)v[1][i] * width + j];
+                r->mag[i * width + j] = fabs(r->y[i * width + j]);
+            }
+        break;
+    }
+    case REF_CROSS_ENTROPY: {
+        const int64_t rows = k->shape[0].d[0], classes = k->shape[0].d[1];
+        r->shape.nd = 0;
+        r->y = calloc(1, sizeof(double));
+        r->mag = calloc(1, sizeof(double));
+        assert_true(r->y && r->mag);
+        for (int64_t i = 0; i < rows; ++i) {
+            const double *l = v[0] + i * classes;
+            double m = l[0], sum = 0;
+            for (int64_t q = 1; q < classes; ++q)
+                m = fmax(m, l[q]);
+            for (int64_t q = 0; q < classes; ++q)
+                sum += exp(l[q] - m);
+            const double lse = m + log(sum), target = l[(int64_t)v[1][i]];
+            r->y[0] += (lse - target) / (double)rows;
+            r->mag[0] += (fabs(lse) + fabs(target)) / (double)rows;
+        }
+        break;
+    }
+    case REF_TRANSPOSE:
+    case REF_RESHAPE: {
+        const shp *xs = &k->shape[0];
+        const int64_t n = shp_numel(xs);
+        if (k->ref == REF_TRANSPOSE || a->pre_transpose) {
+            r->y = transpose_values(xs, v[0], norm_axis(a->ax0, xs->nd), norm_axis(a->ax1, xs->nd), &r->shape);
+        } else {
+            r->y = malloc((size_t)(n ? n : 1) * sizeof(double));
+            assert_non_null(r->y);
+            memcpy(r->y, v[0], (size_t)n * sizeof(double));
+        }
+        if (k->ref == REF_RESHAPE) {
+            r->shape.nd = a->nd;
+            int64_t known = 1;
+            int infer = -1;
+            for (int d = 0; d < a->nd; ++d) {
+                r->shape.d[d] = a->shape[d];
+                if (a->shape[d] == -1)
+                    infer = d;
+                else
+                    known *= a->shape[d];
+            }
+            if (infer >= 0)
+                r->shape.d[infer] = n / known;
+        }
+        r->mag = malloc((size_t)(n ? n : 1) * sizeof(double));
+        assert_non_null(r->mag);
+        for (int64_t e = 0; e < n; ++e)
+            r->mag[e] = fabs(r->y[e]);
+        break;
+    }
+    }
+}
+
+static void free_reference(reference *r)
+{
+    free(r->y);
+    free(r->mag);
+}
+
+/* ---- checks ---- */
+
+static const char *dtype_str(dc_dtype dt) { return dc_dtype_name(dt); }
+
+/* The op's output for case c in dtype, on `tape`, checked for NULL and shape. */
+static dc_tensor *run_case(dc_ctx *ctx, dc_tape *tape, int c, const case_inputs *in, const shp *want, dc_dtype dt)
+{
+    const op_case *k = &cases[c];
+    dc_tensor *y = k->build(tape, in->t, &k->arg);
+    if (!y)
+        fail_msg("case %d (%s), %s: the op returned NULL: %s", c, k->name, dtype_str(dt), dc_last_error(ctx));
+    const shp got = tensor_shp(y);
+    if (!shp_equal(&got, want)) {
+        char a[128], b[128];
+        fail_msg("case %d (%s), %s: output shape %s, want %s", c, k->name, dtype_str(dt), shp_str(&got, a, sizeof a),
+                 shp_str(want, b, sizeof b));
+    }
+    if (dc_tensor_dtype(y) != dt)
+        fail_msg("case %d (%s): output is %s, want %s", c, k->name, dtype_str(dc_tensor_dtype(y)), dtype_str(dt));
+    return y;
+}
+
+static void compare_to(int c, const char *what, const double *got, const double *want, const double *mag, int64_t n,
+                       double rtol, double atol)
+{
+    for (int64_t e = 0; e < n; ++e) {
+        const double tol = rtol * mag[e] + atol;
+        if (!(fabs(got[e] - want[e]) <= tol))
+            fail_msg("case %d (%s): %s: output element %lld: %.17g, want %.17g (tolerance %.3g)", c, cases[c].name,
+                     what, (long long)e, got[e], want[e], tol);
+    }
+}
+
+/* Every op of ops.h has a row in the table. */
+static void assert_table_covers_every_op(void)
+{
+    static const build_fn every[] = {build_add, build_sub, build_mul, build_div, build_pow, build_affine,
+                                     build_neg, build_exp, build_log, build_tanh, build_sigmoid, build_relu,
+                                     build_hard_sigmoid, build_step_st, build_select, build_sum, build_mean,
+                                     build_matmul, build_transpose, build_reshape, build_slice, build_concat2,
+                                     build_embedding, build_cross_entropy};
+    for (size_t f = 0; f < sizeof every / sizeof every[0]; ++f) {
+        int rows = 0;
+        for (int c = 0; c < N_CASES; ++c)
+            rows += cases[c].build == every[f];
+        if (rows == 0)
+            fail_msg("op %zu of ops.h has no row in the table", f);
+    }
+}
+
+/* Forward in float64 against the reference, and float32 against float64. */
+static void test_forward_values(void **state)
+{
+    (void)state;
+    assert_table_covers_every_op();
+    dc_ctx *ctx = test_cpu_ctx();
+    for (int c = 0; c < N_CASES; ++c) {
+        const op_case *k = &cases[c];
+        case_inputs in64, in32;
+        make_inputs(ctx, c, DC_F64, false, &in64);
+        make_inputs(ctx, c, DC_F32, false, &in32);
+        reference r;
+        compute_reference(k, in64.v, &r);
+        const int64_t n = shp_numel(&r.shape);
+
+        dc_tape *tape = dc_tape_new(ctx);
+        if (k->build == build_reshape && k->arg.pre_transpose) {
+            /* Only meaningful if the reshaped input really is strided. */
+            dc_tensor *v = dc_op_transpose(tape, in64.t[0], k->arg.ax0, k->arg.ax1);
+            TEST_NONNULL(ctx, v);
+            if (dc_tensor_is_contiguous(v))
+                fail_msg("case %d (%s): the transposed input is contiguous; the case tests nothing", c, k->name);
+        }
+        for (int i = 0; i < 2 && k->build == build_matmul; ++i) {
+            if (!k->arg.swap02[i])
+                continue;
+            /* Only meaningful if BLAS cannot read the operand as it is. */
+            dc_tensor *v = dc_op_transpose(tape, in64.t[i], 0, 2);
+            TEST_NONNULL(ctx, v);
+            const int64_t *st = dc_tensor_strides(v);
+            if (st[1] == 1 || st[2] == 1)
+                fail_msg("case %d (%s): operand %d has a unit stride; the case tests nothing", c, k->name, i);
+        }
+        dc_tensor *y64 = run_case(ctx, tape, c, &in64, &r.shape, DC_F64);
+        dc_tensor *y32 = run_case(ctx, tape, c, &in32, &r.shape, DC_F32);
+        double *v64 = test_values(y64), *v32 = test_values(y32);
+        compare_to(c, "f64 against the reference", v64, r.y, r.mag, n, 1e-12, 1e-300);
+        /* f32 against f64: relative to the magnitude of the terms, and
+         * to the largest output for outputs that cancel to near zero. */
+        compare_to(c, "f32 against f64", v32, v64, r.mag, n, 1e-5, 1e-300);
+        free(v64);
+        free(v32);
+        dc_tape_free(tape);
+        free_reference(&r);
+        free_inputs(&in64);
+        free_inputs(&in32);
+    }
+    dc_ctx_free(ctx);
+}
+
+/* loss = sum(op(inputs) * w) */
+typedef struct loss_user {
+    const op_case *k;
+    dc_tensor *w;
+} loss_user;
+
+static dc_tensor *case_loss(dc_tape *tape, dc_tensor *const *inputs, void *user)
+{
+    const loss_user *u = user;
+    return dc_op_sum(tape, dc_op_mul(tape, u->k->build(tape, inputs, &u->k->arg), u->w), 0, NULL, false);
+}
+
+static void test_gradcheck_table(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    for (int c = 0; c < N_CASES; ++c) {
+        const op_case *k = &cases[c];
+        case_inputs in;
+        make_inputs(ctx, c, DC_F64, true, &in);
+        reference r;
+        compute_reference(k, in.v, &r);
+        /* A weight of the output's shape makes the adjoint non-uniform. */
+        dc_tensor *w = test_random(ctx, DC_F64, r.shape.nd, r.shape.d, -1.0, 1.0);
+        loss_user u = {k, w};
+        if (k->arg.straight_through) {
+            /* By definition the gradient passes as through the identity:
+             * exactly w, where central differences would see 0. */
+            dc_tape *tape = dc_tape_new(ctx);
+            dc_tensor *loss = case_loss(tape, in.t, &u);
+            TEST_NONNULL(ctx, loss);
+            TEST_OK(ctx, dc_backward(tape, loss));
+            double *wv = test_values(w);
+            for (int i = 0; i < k->n_in; ++i) {
+                const dc_tensor *g = dc_tensor_grad(in.t[i]);
+                if (!g)
+                    fail_msg("case %d (%s): input %d has no gradient", c, k->name, i);
+                double *gv = test_values(g);
+                for (int64_t e = 0; e < dc_tensor_numel(g); ++e)
+                    if (gv[e] != wv[e])
+                        fail_msg("case %d (%s): input %d element %lld: gradient %.17g, want %.17g (straight through)",
+                                 c, k->name, i, (long long)e, gv[e], wv[e]);
+                free(gv);
+            }
+            free(wv);
+            dc_tape_free(tape);
+            dc_tensor_free(w);
+            free_reference(&r);
+            free_inputs(&in);
+            continue;
+        }
+        dc_gradcheck_report rep;
+        dc_status st = dc_gradcheck(ctx, case_loss, &u, k->n_in, in.t, NULL, &rep);
+        if (st != DC_OK)
+            fail_msg("case %d (%s): gradcheck %s, worst: input %d element %lld (backprop %.17g, numeric %.17g): %s", c,
+                     k->name, dc_status_name(st), rep.worst_input, (long long)rep.worst_index, rep.worst_backprop,
+                     rep.worst_numeric, dc_last_error(ctx));
+        int64_t expect = 0;
+        for (int i = 0; i < k->n_in; ++i)
+            if (k->grad[i])
+                expect += shp_numel(&k->shape[i]);
+        if (rep.checked != expect)
+            fail_msg("case %d (%s): gradcheck compared %lld elements, want %lld", c, k->name, (long long)rep.checked,
+                     (long long)expect);
+        /* Inputs that do not require a gradient get none. */
+        for (int i = 0; i < k->n_in; ++i)
+            if (!k->grad[i] && dc_tensor_grad(in.t[i]))
+                fail_msg("case %d (%s): input %d does not require a gradient but has one", c, k->name, i);
+        dc_tensor_free(w);
+        free_reference(&r);
+        free_inputs(&in);
+    }
+    dc_ctx_free(ctx);
+}
+
+/* Recording off: no node, the same values, an output that needs no gradient. */
+static void test_recording_off(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    for (int c = 0; c < N_CASES; ++c) {
+        const op_case *k = &cases[c];
+        case_inputs in;
+        make_inputs(ctx, c, DC_F64, true, &in);
+        reference r;
+        compute_reference(k, in.v, &r);
+        const int64_t n = shp_numel(&r.shape);
+
+        dc_tape *on = dc_tape_new(ctx);
+        dc_tensor *y_on = run_case(ctx, on, c, &in, &r.shape, DC_F64);
+        if (dc_tape_node_count(on) == 0)
+            fail_msg("case %d (%s): recording on, inputs requiring gradients, but no node was recorded", c, k->name);
+        if (!dc_tensor_requires_grad(y_on))
+            fail_msg("case %d (%s): recording on, the output does not require a gradient", c, k->name);
+
+        dc_tape *off = dc_tape_new(ctx);
+        if (!dc_tape_set_recording(off, false))
+            fail_msg("case %d (%s): a new tape was not recording", c, k->name);
+        if (dc_tape_is_recording(off))
+            fail_msg("case %d (%s): recording is still on after turning it off", c, k->name);
+        dc_tensor *y_off = run_case(ctx, off, c, &in, &r.shape, DC_F64);
+        if (dc_tape_node_count(off) != 0)
+            fail_msg("case %d (%s): recording off, but %zu nodes were recorded", c, k->name, dc_tape_node_count(off));
+        if (dc_tensor_requires_grad(y_off))
+            fail_msg("case %d (%s): recording off, the output requires a gradient", c, k->name);
+        double *von = test_values(y_on), *voff = test_values(y_off);
+        for (int64_t e = 0; e < n; ++e)
+            if (!(von[e] == voff[e]))
+                fail_msg("case %d (%s): element %lld is %.17g recording off and %.17g recording on", c, k->name,
+                         (long long)e, voff[e], von[e]);
+        /* Nothing to differentiate on that tape. */
+        dc_tensor *loss = dc_op_sum(off, y_off, 0, NULL, false);
+        TEST_NONNULL(ctx, loss);
+        const dc_status st = dc_backward(off, loss);
+        if (st == DC_OK)
+            fail_msg("case %d (%s): backward through a tape that recorded nothing succeeded", c, k->name);
+        free(von);
+        free(voff);
+        dc_tape_free(on);
+        dc_tape_free(off);
+        free_reference(&r);
+        free_inputs(&in);
+    }
+    dc_ctx_free(ctx);
+}
+
+static double *grad_of(dc_ctx *ctx, const char *what, const char *input, const dc_tensor *t)
+{
+    const dc_tensor *g = dc_tensor_grad(t);
+    if (!g)
+        fail_msg("%s: %s has no gradient: %s", what, input, dc_last_error(ctx));
+    return test_values(g);
+}
+
+/* Gradients of every case: written over a stale buffer on the first pass
+ * (after dc_tensor_zero_grad), and added to on a second pass. The first pass
+ * must equal the gradient of fresh tensors that never had one. */
+static double **case_grads(dc_ctx *ctx, int c, dc_tensor *const *t, dc_tensor *w, const char *what)
+{
+    const op_case *k = &cases[c];
+    loss_user u = {k, w};
+    dc_tape *tape = dc_tape_new(ctx);
+    dc_tensor *loss = case_loss(tape, t, &u);
+    TEST_NONNULL(ctx, loss);
+    TEST_OK(ctx, dc_backward(tape, loss));
+    double **g = calloc(3, sizeof *g);
+    assert_non_null(g);
+    for (int i = 0; i < k->n_in; ++i)
+        if (k->grad[i])
+            g[i] = grad_of(ctx, what, "an input", t[i]);
+    dc_tape_free(tape);
+    return g;
+}
+
+static void free_grads(double **g)
+{
+    for (int i = 0; i < 3; ++i)
+        free(g[i]);
+    free(g);
+}
+
+static void test_gradients_overwrite_then_accumulate(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    for (int c = 0; c < N_CASES; ++c) {
+        const op_case *k = &cases[c];
+        for (int dt = 0; dt < 2; ++dt) {
+            const dc_dtype dtype = dt ? DC_F64 : DC_F32;
+            case_inputs fresh, used;
+            make_inputs(ctx, c, dtype, true, &fresh);
+            make_inputs(ctx, c, dtype, true, &used);
+            reference r;
+            compute_reference(k, fresh.v, &r);
+            dc_tensor *w = test_random(ctx, dtype, r.shape.nd, r.shape.d, -1.0, 1.0);
+            char what[160];
+            snprintf(what, sizeof what, "case %d (%s), %s", c, k->name, dtype_str(dtype));
+            /* A stale gradient of other values in `used`, then zeroed. */
+            {
+                dc_tape *tape = dc_tape_new(ctx);
+                dc_tensor *loss = NULL;
+                for (int i = 0; i < k->n_in; ++i) {
+                    if (!k->grad[i])
+                        continue;
+                    dc_tensor *s = dc_op_sum(tape, dc_op_exp(tape, used.t[i]), 0, NULL, false);
+                    loss = loss ? dc_op_add(tape, loss, s) : s;
+                }
+                TEST_NONNULL(ctx, loss);
+                TEST_OK(ctx, dc_backward(tape, loss));
+                dc_tape_free(tape);
+                for (int i = 0; i < k->n_in; ++i)
+                    dc_tensor_zero_grad(used.t[i]);
+            }
+            double **g0 = case_grads(ctx, c, fresh.t, w, what);
+            double **g1 = case_grads(ctx, c, used.t, w, what);
+            double **g2 = case_grads(ctx, c, used.t, w, what); /* no zero_grad: adds */
+            const double rtol = dtype == DC_F32 ? 1e-6 : 1e-14;
+            for (int i = 0; i < k->n_in; ++i) {
+                if (!k->grad[i])
+                    continue;
+                for (int64_t e = 0; e < shp_numel(&k->shape[i]); ++e) {
+                    if (g1[i][e] != g0[i][e])
+                        fail_msg("%s: input %d element %lld: %.17g over a stale gradient, %.17g on a fresh tensor",
+                                 what, i, (long long)e, g1[i][e], g0[i][e]);
+                    if (!(fabs(g2[i][e] - 2 * g0[i][e]) <= rtol * fabs(g0[i][e])))
+                        fail_msg("%s: input %d element %lld: %.17g after two passes, want 2 * %.17g", what, i,
+                                 (long long)e, g2[i][e], g0[i][e]);
+                }
+            }
+            free_grads(g0);
+            free_grads(g1);
+            free_grads(g2);
+            dc_tensor_free(w);
+            free_reference(&r);
+            free_inputs(&fresh);
+            free_inputs(&used);
+        }
+    }
+    dc_ctx_free(ctx);
+}
+
+/* dc_backward_with seeds the output's gradient with the adjoint as given:
+ * contiguous, a transposed (strided) view, broadcast from fewer axes, or a
+ * scalar. Every op's adjoint must read it in place of a contiguous one; the
+ * gradients must equal those of loss = sum(y * adjoint) through dc_backward. */
+typedef enum adjoint_layout { ADJ_CONTIGUOUS, ADJ_TRANSPOSED, ADJ_ROW, ADJ_SCALAR, ADJ_LAYOUTS } adjoint_layout;
+
+static const char *const adjoint_layout_names[ADJ_LAYOUTS] = {"contiguous", "a transposed view", "a broadcast row",
+                                                                "a scalar"};
+
+static void test_backward_with_adjoint_layouts(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    for (int c = 0; c < N_CASES; ++c) {
+        const op_case *k = &cases[c];
+        if (k->arg.straight_through)
+            continue;
+        case_inputs in;
+        make_inputs(ctx, c, DC_F64, true, &in);
+        reference r;
+        compute_reference(k, in.v, &r);
+        const shp *ys = &r.shape;
+        for (int layout = 0; layout < ADJ_LAYOUTS; ++layout) {
+            if (layout == ADJ_TRANSPOSED && (ys->nd < 2 || ys->d[ys->nd - 1] < 2 || ys->d[ys->nd - 2] < 2))
+                continue;
+            if (layout == ADJ_ROW && ys->nd < 2)
+                continue;
+            /* The adjoint's values as a persistent tensor `src`, and the
+             * same values broadcast to y's shape as `full`. */
+            shp src_shape = *ys;
+            if (layout == ADJ_TRANSPOSED) {
+                src_shape.d[ys->nd - 1] = ys->d[ys->nd - 2];
+                src_shape.d[ys->nd - 2] = ys->d[ys->nd - 1];
+            } else if (layout == ADJ_ROW) {
+                src_shape.nd = 1;
+                src_shape.d[0] = ys->d[ys->nd - 1];
+            } else if (layout == ADJ_SCALAR) {
+                src_shape.nd = 0;
+            }
+            dc_tensor *src = test_random(ctx, DC_F64, src_shape.nd, src_shape.d, 0.5, 1.5);
+            dc_tensor *full = dc_tensor_new(ctx, DC_F64, ys->nd, ys->d);
+            TEST_NONNULL(ctx, full);
+            {
+                double *sv = test_values(src);
+                for (int64_t e = 0; e < shp_numel(ys); ++e) {
+                    int64_t cc[DC_MAX_DIMS];
+                    coords_of(ys, e, cc);
+                    int64_t from = 0;
+                    if (layout == ADJ_CONTIGUOUS)
+                        from = e;
+                    else if (layout == ADJ_TRANSPOSED) {
+                        const int64_t tmp = cc[ys->nd - 1];
+                        cc[ys->nd - 1] = cc[ys->nd - 2];
+                        cc[ys->nd - 2] = tmp;
+                        from = flat_of(&src_shape, cc);
+                    }
+                    else if (layout == ADJ_ROW)
+                        from = cc[ys->nd - 1];
+                    TEST_OK(ctx, dc_tensor_set(full, e, sv[from]));
+                }
+                free(sv);
+            }
+            char what[200];
+            snprintf(what, sizeof what, "case %d (%s), adjoint %s", c, k->name, adjoint_layout_names[layout]);
+
+            /* Reference: dc_backward of sum(y * full). */
+            double *want[3] = {NULL, NULL, NULL};
+            {
+                for (int i = 0; i < k->n_in; ++i)
+                    dc_tensor_zero_grad(in.t[i]);
+                dc_tape *tape = dc_tape_new(ctx);
+                dc_tensor *y = k->build(tape, in.t, &k->arg);
+                dc_tensor *loss = dc_op_sum(tape, dc_op_mul(tape, y, full), 0, NULL, false);
+                TEST_NONNULL(ctx, loss);
+                TEST_OK(ctx, dc_backward(tape, loss));
+                for (int i = 0; i < k->n_in; ++i)
+                    if (k->grad[i])
+                        want[i] = grad_of(ctx, what, "an input (reference)", in.t[i]);
+                dc_tape_free(tape);
+            }
+            /* dc_backward_with(y, adjoint) */
+            {
+                for (int i = 0; i < k->n_in; ++i)
+                    dc_tensor_zero_grad(in.t[i]);
+                dc_tape *tape = dc_tape_new(ctx);
+                dc_tensor *y = k->build(tape, in.t, &k->arg);
+                TEST_NONNULL(ctx, y);
+                const dc_tensor *adj = src;
+                if (layout == ADJ_TRANSPOSED) {
+                    adj = dc_op_transpose(tape, src, -1, -2);
+                    TEST_NONNULL(ctx, adj);
+                    if (dc_tensor_is_contiguous(adj))
+                        fail_msg("%s: the transposed adjoint is contiguous", what);
+                }
+                TEST_OK(ctx, dc_backward_with(tape, y, adj));
+                for (int i = 0; i < k->n_in; ++i) {
+                    if (!k->grad[i])
+                        continue;
+                    double *got = grad_of(ctx, what, "an input", in.t[i]);
+                    const int64_t n = shp_numel(&k->shape[i]);
+                    double scale = 0;
+                    for (int64_t e = 0; e < n; ++e)
+                        scale = fmax(scale, fabs(want[i][e]));
+                    for (int64_t e = 0; e < n; ++e)
+                        if (!(fabs(got[e] - want[i][e]) <= 1e-12 * (fabs(want[i][e]) + scale)))
+                            fail_msg("%s: gradient of input %d element %lld: %.17g, want %.17g", what, i,
+                                     (long long)e, got[e], want[i][e]);
+                    free(got);
+                }
+                dc_tape_free(tape);
+            }
+            for (int i = 0; i < 3; ++i)
+                free(want[i]);
+            dc_tensor_free(src);
+            dc_tensor_free(full);
+        }
+        free_reference(&r);
+        free_inputs(&in);
+    }
+    dc_ctx_free(ctx);
+}
+
+/* Sums and means over an axis of size 0: a sum of nothing is 0, a mean of
+ * nothing is NaN (0 / 0, as NumPy and PyTorch give it); the gradient of the
+ * empty input has no elements and the others are untouched. */
+static void test_reduce_empty_axis(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t shape[2] = {0, 3};
+    const int axis0[1] = {0}, axis_last[1] = {-1};
+    for (int dt = 0; dt < 2; ++dt) {
+        const dc_dtype dtype = dt ? DC_F64 : DC_F32;
+        dc_tensor *x = dc_tensor_new(ctx, dtype, 2, shape);
+        TEST_NONNULL(ctx, x);
+        dc_tape *tape = dc_tape_new(ctx);
+        struct {
+            const char *name;
+            dc_tensor *y;
+            int64_t numel;
+            bool mean;
+        } r[] = {
+            {"sum over axis 0 of [0, 3]", dc_op_sum(tape, x, 1, axis0, false), 3, false},
+            {"sum over every axis of [0, 3]", dc_op_sum(tape, x, 0, NULL, false), 1, false},
+            {"sum over axis -1 of [0, 3]", dc_op_sum(tape, x, 1, axis_last, true), 0, false},
+            {"mean over axis 0 of [0, 3]", dc_op_mean(tape, x, 1, axis0, false), 3, true},
+            {"mean over every axis of [0, 3]", dc_op_mean(tape, x, 0, NULL, true), 1, true},
+        };
+        for (size_t i = 0; i < sizeof r / sizeof r[0]; ++i) {
+            if (!r[i].y)
+                fail_msg("%s, %s: NULL: %s", r[i].name, dtype_str(dtype), dc_last_error(ctx));
+            assert_int_equal(dc_tensor_numel(r[i].y), r[i].numel);
+            double *v = test_values(r[i].y);
+            for (int64_t e = 0; e < r[i].numel; ++e)
+                if (r[i].mean ? !isnan(v[e]) : v[e] != 0.0)
+                    fail_msg("%s, %s: element %lld is %g, want %s", r[i].name, dtype_str(dtype), (long long)e, v[e],
+                             r[i].mean ? "NaN (the mean of nothing)" : "0");
+            free(v);
+        }
+        dc_tape_free(tape);
+        dc_tensor_free(x);
+    }
+    dc_ctx_free(ctx);
+}
+
+/* ---- select and values that are not finite ---- */
+
+static void assert_finite_grad(const char *what, const char *input, const double *g, int64_t n)
+{
+    for (int64_t e = 0; e < n; ++e)
+        if (!isfinite(g[e]))
+            fail_msg("%s: gradient of %s element %lld is %g", what, input, (long long)e, g[e]);
+}
+
+static void expect_grad(const char *what, const char *input, const double *g, const double *want, int64_t n,
+                        double rtol)
+{
+    for (int64_t e = 0; e < n; ++e) {
+        if (want[e] == 0.0 ? g[e] != 0.0 : !(fabs(g[e] - want[e]) <= rtol * fabs(want[e])))
+            fail_msg("%s: gradient of %s element %lld: %.17g, want %.17g%s", what, input, (long long)e, g[e], want[e],
+                     want[e] == 0.0 ? " exactly" : "");
+    }
+}
+
+/* a = log(x) with x <= 0 (NaN, -Inf) where cond takes b. */
+static void run_select_log(dc_ctx *ctx, dc_dtype dt)
+{
+    char what[128];
+    snprintf(what, sizeof what, "select(cond, log(x), y), %s", dtype_str(dt));
+    const int64_t shape[2] = {4, 5};
+    const int64_t n = 20;
+    double xv[20], cv[20], yv[20];
+    static const double bad[4] = {0.0, -0.0, -1.0, -3.5};
+    for (int64_t e = 0; e < n; ++e) {
+        const bool take_a = e % 3 != 1;
+        cv[e] = take_a ? 1.0 : 0.0;
+        xv[e] = take_a ? 0.25 + 0.125 * (double)e : bad[e % 4];
+        yv[e] = 0.5 - 0.0625 * (double)e;
+    }
+    dc_tensor *x = test_tensor(ctx, dt, 2, shape, xv), *cond = test_tensor(ctx, dt, 2, shape, cv);
+    dc_tensor *y = test_tensor(ctx, dt, 2, shape, yv);
+    dc_tensor *g = test_random(ctx, dt, 2, shape, 0.5, 1.5); /* never 0 */
+    dc_tensor_set_requires_grad(x, true);
+    dc_tensor_set_requires_grad(y, true);
+    dc_tape *tape = dc_tape_new(ctx);
+    dc_tensor *out = dc_op_select(tape, cond, dc_op_log(tape, x), y);
+    TEST_NONNULL(ctx, out);
+    TEST_OK(ctx, dc_backward_with(tape, out, g));
+    double *gv = test_values(g), *ov = test_values(out);
+    double *gx = grad_of(ctx, what, "x", x), *gy = grad_of(ctx, what, "y", y);
+    double wx[20], wy[20], wo[20];
+    for (int64_t e = 0; e < n; ++e) {
+        wx[e] = cv[e] != 0 ? gv[e] / xv[e] : 0.0;
+        wy[e] = cv[e] != 0 ? 0.0 : gv[e];
+        wo[e] = cv[e] != 0 ? log(xv[e]) : yv[e];
+    }
+    const double rtol = dt == DC_F32 ? 1e-6 : 1e-14;
+    for (int64_t e = 0; e < n; ++e)
+        if (!isfinite(ov[e]) || fabs(ov[e] - wo[e]) > rtol * fabs(wo[e]) + 1e-7)
+            fail_msg("%s: output element %lld: %.17g, want %.17g", what, (long long)e, ov[e], wo[e]);
+    assert_finite_grad(what, "x", gx, n);
+    assert_finite_grad(what, "y", gy, n);
+    expect_grad(what, "x", gx, wx, n, rtol);
+    expect_grad(what, "y", gy, wy, n, rtol);
+    free(gv);
+    free(ov);
+    free(gx);
+    free(gy);
+    dc_tape_free(tape);
+    dc_tensor_free(x);
+    dc_tensor_free(cond);
+    dc_tensor_free(y);
+    dc_tensor_free(g);
+}
+
+/* b holds +-Inf and NaN where cond takes a; b = exp(z) and 1 / q overflow
+ * there too; a = x * t with t infinite where not taken. */
+static void run_select_inf(dc_ctx *ctx, dc_dtype dt)
+{
+    char what[160];
+    const int64_t shape[2] = {4, 5};
+    const int64_t n = 20;
+    double cv[20], xv[20], tv[20], bv[20], zv[20], qv[20];
+    for (int64_t e = 0; e < n; ++e) {
+        const bool take_a = e % 4 != 2;
+        cv[e] = take_a ? 1.0 : 0.0;
+        xv[e] = 0.1 * (double)(e + 1);
+        tv[e] = take_a ? 1.5 - 0.1 * (double)e : (e % 8 == 2 ? INFINITY : -INFINITY);
+        bv[e] = take_a ? (e % 3 == 0 ? INFINITY : e % 3 == 1 ? -INFINITY : NAN) : 0.25 * (double)e;
+        zv[e] = take_a ? 1000.0 : -0.5 + 0.05 * (double)e;
+        qv[e] = take_a ? 0.0 : 1.0 + 0.25 * (double)e;
+    }
+    dc_tensor *cond = test_tensor(ctx, dt, 2, shape, cv), *x = test_tensor(ctx, dt, 2, shape, xv);
+    dc_tensor *t = test_tensor(ctx, dt, 2, shape, tv), *b = test_tensor(ctx, dt, 2, shape, bv);
+    dc_tensor *z = test_tensor(ctx, dt, 2, shape, zv), *q = test_tensor(ctx, dt, 2, shape, qv);
+    dc_tensor *g = test_random(ctx, dt, 2, shape, 0.5, 1.5);
+    dc_tensor *all[4] = {x, b, z, q};
+    for (int i = 0; i < 4; ++i)
+        dc_tensor_set_requires_grad(all[i], true);
+    double *gv = test_values(g);
+    const double rtol = dt == DC_F32 ? 1e-6 : 1e-14;
+
+    for (int variant = 0; variant < 3; ++variant) {
+        dc_tape *tape = dc_tape_new(ctx);
+        dc_tensor *a = dc_op_mul(tape, x, t), *side_b;
+        const char *bname;
+        if (variant == 0) {
+            side_b = b;
+            bname = "b (infinite and NaN where not taken)";
+        } else if (variant == 1) {
+            side_b = dc_op_exp(tape, z);
+            bname = "z of exp(z) (infinite where not taken)";
+        } else {
+            dc_tensor *one = dc_tape_scalar(tape, dt, 1.0);
+            side_b = dc_op_div(tape, one, q);
+            bname = "q of 1 / q (infinite where not taken)";
+        }
+        dc_tensor *out = dc_op_select(tape, cond, a, side_b);
+        TEST_NONNULL(ctx, out);
+        for (int i = 0; i < 4; ++i)
+            dc_tensor_zero_grad(all[i]);
+        TEST_OK(ctx, dc_backward_with(tape, out, g));
+        snprintf(what, sizeof what, "select(cond, x * t, %s), %s", bname, dtype_str(dt));
+        double *ov = test_values(out);
+        for (int64_t e = 0; e < n; ++e)
+            if (!isfinite(ov[e]))
+                fail_msg("%s: output element %lld is %g", what, (long long)e, ov[e]);
+        free(ov);
+        double *gx = grad_of(ctx, what, "x", x);
+        double wx[20], wb[20];
+        for (int64_t e = 0; e < n; ++e) {
+            wx[e] = cv[e] != 0 ? gv[e] * tv[e] : 0.0;
+            if (variant == 0)
+                wb[e] = cv[e] != 0 ? 0.0 : gv[e];
+            else if (variant == 1)
+                wb[e] = cv[e] != 0 ? 0.0 : gv[e] * exp(zv[e]);
+            else
+                wb[e] = cv[e] != 0 ? 0.0 : -gv[e] / (qv[e] * qv[e]);
+        }
+        assert_finite_grad(what, "x", gx, n);
+        expect_grad(what, "x", gx, wx, n, rtol);
+        dc_tensor *src = variant == 0 ? b : variant == 1 ? z : q;
+        double *gb = grad_of(ctx, what, bname, src);
+        assert_finite_grad(what, bname, gb, n);
+        expect_grad(what, bname, gb, wb, n, dt == DC_F32 ? 2e-6 : 1e-13);
+        free(gx);
+        free(gb);
+        dc_tape_free(tape);
+    }
+    free(gv);
+    for (int i = 0; i < 4; ++i)
+        dc_tensor_free(all[i]);
+    dc_tensor_free(cond);
+    dc_tensor_free(t);
+    dc_tensor_free(g);
+}
+
+/* Broadcast sides: a = log(xa) with xa [5] non-positive in column 2, never
+ * taken; b [1, 5] infinite in columns never taken. Their gradients are sums
+ * over rows of exact zeros there. */
+static void run_select_broadcast(dc_ctx *ctx, dc_dtype dt)
+{
+    char what[128];
+    snprintf(what, sizeof what, "select(cond [4, 5], log(xa [5]), b [1, 5]), %s", dtype_str(dt));
+    const int64_t cs[2] = {4, 5}, as[1] = {5}, bs[2] = {1, 5};
+    double cv[20], av[5] = {0.5, 1.5, -1.0, 2.0, 0.75}, bv[5] = {INFINITY, 0.5, -0.25, NAN, -INFINITY};
+    for (int e = 0; e < 20; ++e)
+        cv[e] = e % 5 != 2 ? 1.0 : 0.0; /* column 2 takes b, the others a */
+    dc_tensor *cond = test_tensor(ctx, dt, 2, cs, cv), *xa = test_tensor(ctx, dt, 1, as, av);
+    dc_tensor *b = test_tensor(ctx, dt, 2, bs, bv);
+    dc_tensor *g = test_random(ctx, dt, 2, cs, 0.5, 1.5);
+    dc_tensor_set_requires_grad(xa, true);
+    dc_tensor_set_requires_grad(b, true);
+    dc_tape *tape = dc_tape_new(ctx);
+    dc_tensor *out = dc_op_select(tape, cond, dc_op_log(tape, xa), b);
+    TEST_NONNULL(ctx, out);
+    TEST_OK(ctx, dc_backward_with(tape, out, g));
+    double *gv = test_values(g);
+    double wa[5] = {0}, wb[5] = {0};
+    for (int e = 0; e < 20; ++e) {
+        const int j = e % 5;
+        if (cv[e] != 0)
+            wa[j] += gv[e] / av[j];
+        else
+            wb[j] += gv[e];
+    }
+    double *ga = grad_of(ctx, what, "xa", xa), *gb = grad_of(ctx, what, "b", b);
+    assert_finite_grad(what, "xa", ga, 5);
+    assert_finite_grad(what, "b", gb, 5);
+    expect_grad(what, "xa", ga, wa, 5, dt == DC_F32 ? 1e-5 : 1e-13);
+    expect_grad(what, "b", gb, wb, 5, dt == DC_F32 ? 1e-5 : 1e-13);
+    free(gv);
+    free(ga);
+    free(gb);
+    dc_tape_free(tape);
+    dc_tensor_free(cond);
+    dc_tensor_free(xa);
+    dc_tensor_free(b);
+    dc_tensor_free(g);
+}
+
+static void test_select_blocks_nonfinite(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    for (int dt = 0; dt < 2; ++dt) {
+        const dc_dtype dtype = dt ? DC_F64 : DC_F32;
+        run_select_log(ctx, dtype);
+        run_select_inf(ctx, dtype);
+        run_select_broadcast(ctx, dtype);
+    }
+    dc_ctx_free(ctx);
+}
+
+/* ---- one tensor used twice ---- */
+
+#define SQ 5 /* x is [SQ, SQ] */
+
+typedef struct twice_case {
+    const char *name;
+    dc_tensor *(*build)(dc_tape *tape, dc_tensor *x, dc_tensor *cond);
+    /* d(sum(f(x) * w))/dx, from x and w (SQ x SQ, row-major) */
+    void (*grad)(const double *x, const double *w, const double *cond, double *g);
+} twice_case;
+
+static dc_tensor *tw_mul(dc_tape *t, dc_tensor *x, dc_tensor *c) { (void)c; return dc_op_mul(t, x, x); }
+static dc_tensor *tw_add(dc_tape *t, dc_tensor *x, dc_tensor *c) { (void)c; return dc_op_add(t, x, x); }
+static dc_tensor *tw_sub(dc_tape *t, dc_tensor *x, dc_tensor *c) { (void)c; return dc_op_sub(t, x, x); }
+static dc_tensor *tw_div(dc_tape *t, dc_tensor *x, dc_tensor *c) { (void)c; return dc_op_div(t, x, x); }
+static dc_tensor *tw_pow(dc_tape *t, dc_tensor *x, dc_tensor *c) { (void)c; return dc_op_pow(t, x, x); }
+static dc_tensor *tw_select(dc_tape *t, dc_tensor *x, dc_tensor *c) { return dc_op_select(t, c, x, x); }
+static dc_tensor *tw_matmul(dc_tape *t, dc_tensor *x, dc_tensor *c) { (void)c; return dc_op_matmul(t, x, x); }
+static dc_tensor *tw_matmul_t(dc_tape *t, dc_tensor *x, dc_tensor *c)
+{
+    (void)c;
+    return dc_op_matmul(t, x, dc_op_transpose(t, x, 0, 1));
+}
+static dc_tensor *tw_mul_t(dc_tape *t, dc_tensor *x, dc_tensor *c)
+{
+    (void)c;
+    return dc_op_mul(t, x, dc_op_transpose(t, x, 0, 1));
+}
+static dc_tensor *tw_two_ops(dc_tape *t, dc_tensor *x, dc_tensor *c)
+{
+    (void)c;
+    return dc_op_add(t, dc_op_exp(t, x), dc_op_affine(t, x, 3.0, 1.0));
+}
+static dc_tensor *tw_chain(dc_tape *t, dc_tensor *x, dc_tensor *c)
+{
+    (void)c;
+    dc_tensor *y = dc_op_tanh(t, x);
+    return dc_op_mul(t, y, dc_op_add(t, y, x));
+}
+
+#define AT(m, i, j) (m)[(i) * SQ + (j)]
+
+static void g_mul(const double *x, const double *w, const double *c, double *g)
+{
+    (void)c;
+    for (int e = 0; e < SQ * SQ; ++e)
+        g[e] = 2 * x[e] * w[e];
+}
+static void g_add(const double *x, const double *w, const double *c, double *g)
+{
+    (void)x;
+    (void)c;
+    for (int e = 0; e < SQ * SQ; ++e)
+        g[e] = 2 * w[e];
+}
+static void g_sub(const double *x, const double *w, const double *c, double *g)
+{
+    (void)x;
+    (void)w;
+    (void)c;
+    for (int e = 0; e < SQ * SQ; ++e)
+        g[e] = 0;
+}
+static void g_div(const double *x, const double *w, const double *c, double *g)
+{
+    /* w / x - w * x / x^2 = 0 up to rounding */
+    (void)c;
+    for (int e = 0; e < SQ * SQ; ++e)
+        g[e] = w[e] / x[e] - w[e] * (x[e] / x[e]) / x[e];
+}
+static void g_pow(const double *x, const double *w, const double *c, double *g)
+{
+    (void)c;
+    for (int e = 0; e < SQ * SQ; ++e)
+        g[e] = w[e] * (x[e] * pow(x[e], x[e] - 1) + pow(x[e], x[e]) * log(x[e]));
+}
+static void g_select(const double *x, const double *w, const double *c, double *g)
+{
+    (void)x;
+    (void)c;
+    for (int e = 0; e < SQ * SQ; ++e)
+        g[e] = w[e];
+}
+static void g_matmul(const double *x, const double *w, const double *c, double *g)
+{
+    /* d/dx sum((x x) * w) = w x^T + x^T w */
+    (void)c;
+    for (int i = 0; i < SQ; ++i)
+        for (int j = 0; j < SQ; ++j) {
+            double s = 0;
+            for (int q = 0; q < SQ; ++q)
+                s += AT(w, i, q) * AT(x, j, q) + AT(x, q, i) * AT(w, q, j);
+            AT(g, i, j) = s;
+        }
+}
+static void g_matmul_t(const double *x, const double *w, const double *c, double *g)
+{
+    /* d/dx sum((x x^T) * w) = (w + w^T) x */
+    (void)c;
+    for (int i = 0; i < SQ; ++i)
+        for (int j = 0; j < SQ; ++j) {
+            double s = 0;
+            for (int q = 0; q < SQ; ++q)
+                s += (AT(w, i, q) + AT(w, q, i)) * AT(x, q, j);
+            AT(g, i, j) = s;
+        }
+}
+static void g_mul_t(const double *x, const double *w, const double *c, double *g)
+{
+    /* d/dx_ij sum_kl x_kl x_lk w_kl = x_ji (w_ij + w_ji) */
+    (void)c;
+    for (int i = 0; i < SQ; ++i)
+        for (int j = 0; j < SQ; ++j)
+            AT(g, i, j) = AT(x, j, i) * (AT(w, i, j) + AT(w, j, i));
+}
+static void g_two_ops(const double *x, const double *w, const double *c, double *g)
+{
+    (void)c;
+    for (int e = 0; e < SQ * SQ; ++e)
+        g[e] = w[e] * (exp(x[e]) + 3.0);
+}
+static void g_chain(const double *x, const double *w, const double *c, double *g)
+{
+    /* f = y (y + x), y = tanh x: f' = y' (y + x) + y (y' + 1) */
+    (void)c;
+    for (int e = 0; e < SQ * SQ; ++e) {
+        const double y = tanh(x[e]), dy = 1 - y * y;
+        g[e] = w[e] * (dy * (y + x[e]) + y * (dy + 1));
+    }
+}
+
+static const twice_case twice_cases[] = {
+    {"mul(x, x)", tw_mul, g_mul},
+    {"add(x, x)", tw_add, g_add},
+    {"sub(x, x)", tw_sub, g_sub},
+    {"div(x, x)", tw_div, g_div},
+    {"pow(x, x)", tw_pow, g_pow},
+    {"select(cond, x, x)", tw_select, g_select},
+    {"matmul(x, x)", tw_matmul, g_matmul},
+    {"matmul(x, transpose(x))", tw_matmul_t, g_matmul_t},
+    {"mul(x, transpose(x))", tw_mul_t, g_mul_t},
+    {"add(exp(x), affine(x, 3, 1))", tw_two_ops, g_two_ops},
+    {"mul(tanh(x), add(tanh(x), x))", tw_chain, g_chain},
+};
+
+typedef struct twice_user {
+    const twice_case *k;
+    dc_tensor *w, *cond;
+} twice_user;
+
+static dc_tensor *twice_loss(dc_tape *tape, dc_tensor *const *inputs, void *user)
+{
+    const twice_user *u = user;
+    return dc_op_sum(tape, dc_op_mul(tape, u->k->build(tape, inputs[0], u->cond), u->w), 0, NULL, false);
+}
+
+static void test_same_tensor_twice(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t shape[2] = {SQ, SQ};
+    double xv[SQ * SQ], cv[SQ * SQ];
+    for (int e = 0; e < SQ * SQ; ++e) {
+        xv[e] = (double)(float)(0.3 + 0.07 * (double)((e * 7) % 25)); /* positive: pow(x, x) */
+        cv[e] = (double)((e * 3) % 2);
+    }
+    for (size_t c = 0; c < sizeof twice_cases / sizeof twice_cases[0]; ++c) {
+        const twice_case *k = &twice_cases[c];
+        for (int dt = 0; dt < 2; ++dt) {
+            const dc_dtype dtype = dt ? DC_F64 : DC_F32;
+            char what[128];
+            snprintf(what, sizeof what, "%s, %s", k->name, dtype_str(dtype));
+            dc_tensor *x = test_tensor(ctx, dtype, 2, shape, xv);
+            dc_tensor *cond = test_tensor(ctx, dtype, 2, shape, cv);
+            dc_tensor *w = test_random(ctx, dtype, 2, shape, -1.0, 1.0);
+            TEST_OK(ctx, dc_tensor_set_requires_grad(x, true));
+            twice_user u = {k, w, cond};
+            /* A stale gradient buffer first: the pass below must overwrite it. */
+            {
+                dc_tape *tape = dc_tape_new(ctx);
+                dc_tensor *l = dc_op_sum(tape, dc_op_exp(tape, x), 0, NULL, false);
+                TEST_OK(ctx, dc_backward(tape, l));
+                dc_tape_free(tape);
+                dc_tensor_zero_grad(x);
+            }
+            dc_tape *tape = dc_tape_new(ctx);
+            dc_tensor *x_in[1] = {x};
+            dc_tensor *loss = twice_loss(tape, x_in, &u);
+            TEST_NONNULL(ctx, loss);
+            TEST_OK(ctx, dc_backward(tape, loss));
+            double *wv = test_values(w), *xd = test_values(x);
+            double want[SQ * SQ];
+            k->grad(xd, wv, cv, want);
+            double *got = grad_of(ctx, what, "x", x);
+            const double rtol = dtype == DC_F32 ? 1e-5 : 1e-12;
+            double scale = 0;
+            for (int e = 0; e < SQ * SQ; ++e)
+                scale = fmax(scale, fabs(want[e]));
+            for (int e = 0; e < SQ * SQ; ++e)
+                if (!(fabs(got[e] - want[e]) <= rtol * (fabs(want[e]) + scale * 1e-3) + 1e-300))
+                    fail_msg("%s: gradient of x element %d: %.17g, want %.17g", what, e, got[e], want[e]);
+            free(got);
+            free(wv);
+            free(xd);
+            dc_tape_free(tape);
+            if (dtype == DC_F64) {
+                dc_gradcheck_report rep;
+                dc_status st = dc_gradcheck(ctx, twice_loss, &u, 1, x_in, NULL, &rep);
+                if (st != DC_OK)
+                    fail_msg("%s: gradcheck %s, element %lld: backprop %.17g, numeric %.17g: %s", what,
+                             dc_status_name(st), (long long)rep.worst_index, rep.worst_backprop, rep.worst_numeric,
+                             dc_last_error(ctx));
+                assert_int_equal(rep.checked, SQ * SQ);
+            }
+            dc_tensor_free(x);
+            dc_tensor_free(cond);
+            dc_tensor_free(w);
+        }
+    }
+    dc_ctx_free(ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_forward_values),
+        cmocka_unit_test(test_gradcheck_table),
+        cmocka_unit_test(test_recording_off),
+        cmocka_unit_test(test_gradients_overwrite_then_accumulate),
+        cmocka_unit_test(test_backward_with_adjoint_layouts),
+        cmocka_unit_test(test_reduce_empty_axis),
+        cmocka_unit_test(test_select_blocks_nonfinite),
+        cmocka_unit_test(test_same_tensor_twice),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
