@@ -163,27 +163,48 @@ typedef struct result {
     double grad_diff;       /* against the hand-fused gradients */
 } result;
 
-static void measure(problem *p, dc_ctx *ctx, int variant, int reps, result *res)
+/* Every variant once per round, rounds repeated: background load on the
+ * machine then falls on all variants alike. Medians per variant. */
+static void measure_all(problem *p, dc_ctx *ctx, int reps, result *res)
 {
-    double *tf = malloc((size_t)reps * sizeof *tf), *tb = malloc((size_t)reps * sizeof *tb),
-           *tt = malloc((size_t)reps * sizeof *tt);
-    dc_tape *tape = dc_tape_new(ctx);
-    if (!tf || !tb || !tt || !tape)
-        die(ctx, "out of memory");
-    run_once(p, tape, variant, &tf[0], &tb[0]); /* warm-up: arena, pages, caches */
-    for (int r = 0; r < reps; ++r) {
-        run_once(p, tape, variant, &tf[r], &tb[r]);
-        tt[r] = tf[r] + tb[r];
+    /* the hand-fused variant runs first in each round: its gradients are
+     * the reference the others are compared with */
+    const int order[V_COUNT] = {V_FUSED, V_STORE, V_RECOMPUTE, V_PURE};
+    dc_tape *tapes[V_COUNT];
+    double *tf[V_COUNT], *tb[V_COUNT], *tt[V_COUNT];
+    for (int v = 0; v < V_COUNT; ++v) {
+        tapes[v] = dc_tape_new(ctx);
+        tf[v] = malloc((size_t)reps * sizeof(double));
+        tb[v] = malloc((size_t)reps * sizeof(double));
+        tt[v] = malloc((size_t)reps * sizeof(double));
+        if (!tapes[v] || !tf[v] || !tb[v] || !tt[v])
+            die(ctx, "out of memory");
+        res[v].grad_diff = 0;
     }
-    res->grad_diff = variant == V_FUSED ? 0.0 : max_grad_diff(p);
-    res->peak_mib = variant == V_FUSED ? 0.0 : (double)dc_tape_peak_bytes(tape) / (1 << 20);
-    res->fwd = bench_median(tf, reps);
-    res->bwd = bench_median(tb, reps);
-    res->total = bench_median(tt, reps);
-    dc_tape_free(tape);
-    free(tf);
-    free(tb);
-    free(tt);
+    for (int r = -1; r < reps; ++r) { /* round -1 warms up: arenas, pages, caches */
+        for (int oi = 0; oi < V_COUNT; ++oi) {
+            const int v = order[oi];
+            double f, b;
+            run_once(p, tapes[v], v, &f, &b);
+            if (v != V_FUSED)
+                res[v].grad_diff = fmax(res[v].grad_diff, max_grad_diff(p));
+            if (r >= 0) {
+                tf[v][r] = f;
+                tb[v][r] = b;
+                tt[v][r] = f + b;
+            }
+        }
+    }
+    for (int v = 0; v < V_COUNT; ++v) {
+        res[v].peak_mib = v == V_FUSED ? 0.0 : (double)dc_tape_peak_bytes(tapes[v]) / (1 << 20);
+        res[v].fwd = bench_median(tf[v], reps);
+        res[v].bwd = bench_median(tb[v], reps);
+        res[v].total = bench_median(tt[v], reps);
+        dc_tape_free(tapes[v]);
+        free(tf[v]);
+        free(tb[v]);
+        free(tt[v]);
+    }
 }
 
 static void format_gbs(char *gbs, char *pct, size_t size, double bytes, double seconds, double stream)
@@ -215,7 +236,7 @@ static int reps_for(int64_t dims, int asked)
 {
     if (asked > 0)
         return asked;
-    return dims <= 512 ? 40 : dims <= 1024 ? 20 : dims <= 2048 ? 11 : 7;
+    return dims <= 512 ? 60 : dims <= 1024 ? 30 : dims <= 2048 ? 15 : 9;
 }
 
 int main(int argc, char **argv)
@@ -268,10 +289,7 @@ int main(int argc, char **argv)
             make_problem(&p, ctx, dims_list[di], layout == 0);
             const int reps = reps_for(p.dims, reps_asked);
             result res[V_COUNT];
-            /* the hand-fused variant first: its gradients are the reference */
-            const int order[V_COUNT] = {V_FUSED, V_STORE, V_RECOMPUTE, V_PURE};
-            for (int oi = 0; oi < V_COUNT; ++oi)
-                measure(&p, ctx, order[oi], reps, &res[order[oi]]);
+            measure_all(&p, ctx, reps, res);
             print_rows(&p, res, stream);
             free_problem(&p);
         }

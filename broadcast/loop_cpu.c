@@ -55,7 +55,7 @@ static void make_plan(const dc_loop *L, plan *p)
 {
     const int na = L->n_in + L->n_out;
     p->n_arrays = na;
-    const int64_t *strides[DC_LOOP_MAX_ARRAYS];
+    const int64_t *strides[DC_LOOP_MAX_ARRAYS] = {NULL};
     for (int a = 0; a < na; ++a)
         strides[a] = a < L->n_in ? L->in[a].strides : L->out[a - L->n_in].strides;
     int nd;

@@ -34,7 +34,8 @@ DC_INLINE DC_HD DC_MS DC_SFN(softplus)(DC_MS x)
     return pos + DC_SFN(log1p)(DC_SFN(exp)(-DC_SFN(abs_raw)(x)));
 }
 
-DC_INLINE DC_HD DC_MS DC_SFN(relu)(DC_MS x) { return x > (DC_MS)0 ? x : (DC_MS)0; }
+/* max(x, 0); a NaN stays NaN */
+DC_INLINE DC_HD DC_MS DC_SFN(relu)(DC_MS x) { return (x > (DC_MS)0 || x != x) ? x : (DC_MS)0; }
 
 /* Minimum and maximum that propagate a NaN from either argument; on a tie
  * the first argument is taken (and gets the derivative). */
@@ -65,9 +66,17 @@ DC_INLINE DC_HD DC_MS DC_SFN(hard_sigmoid_dx)(DC_MS x, DC_MS slope)
     const DC_MS u = slope * x + (DC_MS)1;
     return (u > (DC_MS)0 && u < (DC_MS)2) ? slope * (DC_MS)0.5 : (DC_MS)0;
 }
+/* 2/sqrt(pi) exp(-x^2), with x^2 split exactly into hi + lo (Dekker): the
+ * rounding error of x * x, magnified by x^2 in the exponential, would cost
+ * tens of ulp in float near x = 8. */
 DC_INLINE DC_HD DC_MS DC_SFN(erf_dx)(DC_MS x)
 {
-    return (DC_MS)1.12837916709551257390 * DC_SFN(exp)(-x * x);
+    const DC_MS split = sizeof(DC_MS) == 4 ? (DC_MS)4097 : (DC_MS)134217729; /* 2^12 + 1, 2^27 + 1 */
+    const DC_MS c = split * x;
+    const DC_MS xh = c - (c - x), xl = x - xh;
+    const DC_MS hi = x * x;
+    const DC_MS lo = ((xh * xh - hi) + (DC_MS)2 * xh * xl) + xl * xl;
+    return (DC_MS)1.12837916709551257390 * DC_SFN(exp)(-hi) * ((DC_MS)1 - lo);
 }
 
 /* Product of an adjoint and a local partial derivative, in which a zero

@@ -222,9 +222,12 @@ DC_INLINE DC_HD float dc_reduce_half_pi_f32(float x, int32_t *quadrant)
     r = __builtin_fmaf(-j, -4.3711388286737928865e-8f, r);
     r = __builtin_fmaf(-j, -1.7151245100058818728e-15f, r);
 #else
+    /* pi/2 in four parts of few significant bits: every product j * C is
+     * exact for |j| < 2^13 (Cody and Waite) */
     float r = x - j * 1.5703125f;
     r = r - j * 4.837512969970703125e-4f;
-    r = r - j * 7.54978995489188216e-8f;
+    r = r - j * 7.549533620476722717285e-08f;
+    r = r - j * 2.563344068257089602980e-12f;
 #endif
     *quadrant = (int32_t)j & 3;
     return r;
