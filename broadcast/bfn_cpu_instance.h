@@ -48,7 +48,7 @@
 /* Loads element e of every input into x; with uniform control the control
  * inputs come from `uniform` instead, read once before the loop. */
 #define DC_BFN_LOAD_INPUTS(x, in, e, uniform, use_uniform)                                         \
-    for (int j = 0; j < DC_BFN_NIN; ++j)                                                           \
+    DC_UNROLL for (int j = 0; j < DC_BFN_NIN; ++j)                                                 \
         x[j] = ((use_uniform) && !DC_BFN_IS_WRT_AT(j)) ? uniform[j] : in[j][e];
 
 #define DC_BFN_SETUP(n_in, n_out)                                                                  \
@@ -79,7 +79,7 @@
             DC_BFN_LOAD_INPUTS(x, in, e, uniform, use_uniform)                                     \
             dc_var o[DC_BFN_NOUT];                                                                 \
             DC_BFN_ID(dc_bfn_body)(x, o);                                                          \
-            for (int k = 0; k < DC_BFN_NOUT; ++k)                                                  \
+            DC_UNROLL for (int k = 0; k < DC_BFN_NOUT; ++k)                                        \
                 out[k][e] = o[k];                                                                  \
         }                                                                                          \
     }
@@ -119,9 +119,9 @@ DC_BFN_PRIMAL_KERNEL(_primal_uniform, 1)
             DC_BFN_LOAD_INPUTS(x, in, e, uniform, use_uniform)                                     \
             dc_var o[DC_BFN_NOUT];                                                                 \
             DC_BFN_ID(dc_bfn_body)(x, o);                                                          \
-            for (int k = 0; k < DC_BFN_NOUT; ++k) {                                                \
+            DC_UNROLL for (int k = 0; k < DC_BFN_NOUT; ++k) {                                      \
                 out[k][e] = o[k].v;                                                                \
-                for (int j = 0; j < DC_BFN_NWRT; ++j)                                              \
+                DC_UNROLL for (int j = 0; j < DC_BFN_NWRT; ++j)                                    \
                     out[DC_BFN_NOUT + k * DC_BFN_NWRT + j][e] = o[k].d[j];                         \
             }                                                                                      \
         }                                                                                          \
@@ -138,9 +138,9 @@ DC_BFN_PRIMAL_KERNEL(_primal_uniform, 1)
             DC_BFN_LOAD_INPUTS(x, in, e, uniform, use_uniform)                                     \
             dc_var o[DC_BFN_NOUT];                                                                 \
             DC_BFN_ID(dc_bfn_body)(x, o);                                                          \
-            for (int j = 0; j < DC_BFN_NWRT; ++j) {                                                \
+            DC_UNROLL for (int j = 0; j < DC_BFN_NWRT; ++j) {                                      \
                 dc_real g = DC_BFN_P_(adj_mul)(in[DC_BFN_NIN][e], o[0].d[j]);                      \
-                for (int k = 1; k < DC_BFN_NOUT; ++k)                                              \
+                DC_UNROLL for (int k = 1; k < DC_BFN_NOUT; ++k)                                    \
                     g += DC_BFN_P_(adj_mul)(in[DC_BFN_NIN + k][e], o[k].d[j]);                     \
                 out[j][e] = g;                                                                     \
             }                                                                                      \

@@ -92,14 +92,15 @@
                                                      dc_var *dc_out_)
 
 /* Set the outputs (one value per DC_OUTPUTS name; plain numbers are taken as
- * constants) and leave the body. */
+ * constants) and leave the body. Each output is assigned directly, with no
+ * aggregate in between, so that the compiler keeps every value in registers
+ * and can if-convert a body whose branches return. */
+#define DC_BFN_SET_OUTPUT(index, value) dc_out_[index] = dc_const(value);
 #define DC_RETURN(...)                                                                             \
     do {                                                                                           \
-        const dc_var dc_ret_[] = {DC_PP_FOR_EACH_COMMA(dc_const, __VA_ARGS__)};                    \
-        DC_STATIC_ASSERT((int)(sizeof dc_ret_ / sizeof dc_ret_[0]) == DC_BFN_ID(dc_bfn_nout),      \
+        DC_STATIC_ASSERT(DC_PP_NARGS(__VA_ARGS__) == DC_BFN_ID(dc_bfn_nout),                       \
                          "DC_RETURN must give one value per name in DC_OUTPUTS");                  \
-        for (int dc_k_ = 0; dc_k_ < DC_BFN_ID(dc_bfn_nout); ++dc_k_)                               \
-            dc_out_[dc_k_] = dc_ret_[dc_k_];                                                       \
+        DC_PP_FOR_EACH_INDEX(DC_BFN_SET_OUTPUT, __VA_ARGS__)                                       \
         return;                                                                                    \
     } while (0)
 

@@ -256,7 +256,12 @@ static void run_chunk(const dc_loop *L, const plan *p, chunk k, unsigned char *s
     int64_t coords[DC_MAX_DIMS], c0[DC_MAX_DIMS];
     const int nd = p->ndim;
     row_coords(p, k.r0, c0);
+    /* Control inputs broadcast along the row are constant over a one-row
+     * chunk: the uniform kernel reads their element 0 and nothing is staged. */
     bool uniform = L->kernel_uniform != NULL;
+    bool known_uniform = uniform && k.rows == 1;
+    for (int a = 0; a < n_in && known_uniform; ++a)
+        known_uniform = !L->in[a].control || p->strides[a][nd - 1] == 0;
 
     for (int a = 0; a < na; ++a) {
         const int64_t *st = p->strides[a];
@@ -266,7 +271,7 @@ static void run_chunk(const dc_loop *L, const plan *p, chunk k, unsigned char *s
         const int64_t off0 = row_offset(p, st, c0) + k.c0 * sin;
         if (a < n_in) {
             const unsigned char *base = L->in[a].data;
-            if (direct) {
+            if (direct || (known_uniform && L->in[a].control)) {
                 in_ptr[a] = base + (size_t)off0 * p->esize;
             } else {
                 memcpy(coords, c0, sizeof coords);
@@ -277,11 +282,8 @@ static void run_chunk(const dc_loop *L, const plan *p, chunk k, unsigned char *s
                 }
                 in_ptr[a] = tile;
             }
-            if (uniform && L->in[a].control) {
-                if (sin == 0 && k.rows == 1)
-                    continue;
+            if (uniform && !known_uniform && L->in[a].control)
                 uniform = all_equal(p, in_ptr[a], k.n);
-            }
         } else {
             const dc_loop_out *o = &L->out[a - n_in];
             out_tiled[a] = !(direct && o->mode == DC_WRITE_ASSIGN && !p->reduces[a]);

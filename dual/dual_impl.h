@@ -22,9 +22,11 @@
 #define DC_D_CAT(a, b) DC_D_CAT_(a, b)
 #define DC_DFN(op) DC_D_CAT(DC_DUAL_T, op)
 #define DC_SCAL(fn) DC_D_CAT(DC_D_CAT(dc, fn), DC_DUAL_SFX)
-/* Tangent times local derivative: a zero tangent contributes zero even where
- * the derivative is infinite or NaN (sqrt at 0, log at 0), so a singularity
- * in one input never poisons the partials of the others. */
+/* Tangent times a local derivative that can be infinite or NaN for a finite
+ * input (sqrt and log at 0, pow, division by 0): a zero tangent contributes
+ * zero, so a singularity in one input never poisons the partials of the
+ * others. Derivatives that stay finite (exp, tanh, sigmoid, products) use the
+ * plain product, which costs less. */
 #define DC_TMUL(tangent, deriv) DC_SCAL(adj_mul)(tangent, deriv)
 
 typedef struct DC_DUAL_T {
@@ -37,7 +39,7 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(const)(DC_DUAL_S v)
 {
     DC_DUAL_T r;
     r.v = v;
-    for (int k = 0; k < DC_DUAL_N; ++k)
+    DC_UNROLL for (int k = 0; k < DC_DUAL_N; ++k)
         r.d[k] = (DC_DUAL_S)0;
     return r;
 }
@@ -47,7 +49,7 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(seed)(DC_DUAL_S v, int k)
 {
     DC_DUAL_T r;
     r.v = v;
-    for (int j = 0; j < DC_DUAL_N; ++j)
+    DC_UNROLL for (int j = 0; j < DC_DUAL_N; ++j)
         r.d[j] = j == k ? (DC_DUAL_S)1 : (DC_DUAL_S)0;
     return r;
 }
@@ -59,7 +61,17 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(chain)(DC_DUAL_T a, DC_DUAL_S y, DC_DUAL_S dy)
 {
     DC_DUAL_T r;
     r.v = y;
-    for (int k = 0; k < DC_DUAL_N; ++k)
+    DC_UNROLL for (int k = 0; k < DC_DUAL_N; ++k)
+        r.d[k] = dy * a.d[k];
+    return r;
+}
+
+/* chain for a derivative that may be infinite or NaN (see DC_TMUL). */
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(chain_singular)(DC_DUAL_T a, DC_DUAL_S y, DC_DUAL_S dy)
+{
+    DC_DUAL_T r;
+    r.v = y;
+    DC_UNROLL for (int k = 0; k < DC_DUAL_N; ++k)
         r.d[k] = DC_TMUL(a.d[k], dy);
     return r;
 }
@@ -70,7 +82,7 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(add)(DC_DUAL_T a, DC_DUAL_T b)
 {
     DC_DUAL_T r;
     r.v = a.v + b.v;
-    for (int k = 0; k < DC_DUAL_N; ++k)
+    DC_UNROLL for (int k = 0; k < DC_DUAL_N; ++k)
         r.d[k] = a.d[k] + b.d[k];
     return r;
 }
@@ -85,7 +97,7 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(sub)(DC_DUAL_T a, DC_DUAL_T b)
 {
     DC_DUAL_T r;
     r.v = a.v - b.v;
-    for (int k = 0; k < DC_DUAL_N; ++k)
+    DC_UNROLL for (int k = 0; k < DC_DUAL_N; ++k)
         r.d[k] = a.d[k] - b.d[k];
     return r;
 }
@@ -100,7 +112,7 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(neg)(DC_DUAL_T a)
 {
     DC_DUAL_T r;
     r.v = -a.v;
-    for (int k = 0; k < DC_DUAL_N; ++k)
+    DC_UNROLL for (int k = 0; k < DC_DUAL_N; ++k)
         r.d[k] = -a.d[k];
     return r;
 }
@@ -116,8 +128,8 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(mul)(DC_DUAL_T a, DC_DUAL_T b)
 {
     DC_DUAL_T r;
     r.v = a.v * b.v;
-    for (int k = 0; k < DC_DUAL_N; ++k)
-        r.d[k] = DC_TMUL(a.d[k], b.v) + DC_TMUL(b.d[k], a.v);
+    DC_UNROLL for (int k = 0; k < DC_DUAL_N; ++k)
+        r.d[k] = a.d[k] * b.v + a.v * b.d[k];
     return r;
 }
 
@@ -131,20 +143,20 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(div)(DC_DUAL_T a, DC_DUAL_T b)
     DC_DUAL_T r;
     r.v = a.v / b.v;
     const DC_DUAL_S inv = (DC_DUAL_S)1 / b.v;
-    for (int k = 0; k < DC_DUAL_N; ++k)
+    DC_UNROLL for (int k = 0; k < DC_DUAL_N; ++k)
         r.d[k] = DC_TMUL(a.d[k], inv) - DC_TMUL(b.d[k], r.v * inv);
     return r;
 }
 
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(divs)(DC_DUAL_T a, DC_DUAL_S s)
 {
-    return DC_DFN(chain)(a, a.v / s, (DC_DUAL_S)1 / s);
+    return DC_DFN(chain_singular)(a, a.v / s, (DC_DUAL_S)1 / s);
 }
 
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(sdiv)(DC_DUAL_S s, DC_DUAL_T b)
 {
     const DC_DUAL_S y = s / b.v;
-    return DC_DFN(chain)(b, y, -y / b.v);
+    return DC_DFN(chain_singular)(b, y, -y / b.v);
 }
 
 /* ---- elementary functions ---- */
@@ -157,12 +169,12 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(exp)(DC_DUAL_T a)
 
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(log)(DC_DUAL_T a)
 {
-    return DC_DFN(chain)(a, DC_SCAL(log)(a.v), (DC_DUAL_S)1 / a.v);
+    return DC_DFN(chain_singular)(a, DC_SCAL(log)(a.v), (DC_DUAL_S)1 / a.v);
 }
 
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(log1p)(DC_DUAL_T a)
 {
-    return DC_DFN(chain)(a, DC_SCAL(log1p)(a.v), (DC_DUAL_S)1 / ((DC_DUAL_S)1 + a.v));
+    return DC_DFN(chain_singular)(a, DC_SCAL(log1p)(a.v), (DC_DUAL_S)1 / ((DC_DUAL_S)1 + a.v));
 }
 
 /* the derivative is exp(x) itself: y + 1 would cancel for negative x */
@@ -174,7 +186,7 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(expm1)(DC_DUAL_T a)
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(sqrt)(DC_DUAL_T a)
 {
     const DC_DUAL_S y = DC_SCAL(sqrt)(a.v);
-    return DC_DFN(chain)(a, y, (DC_DUAL_S)0.5 / y);
+    return DC_DFN(chain_singular)(a, y, (DC_DUAL_S)0.5 / y);
 }
 
 /* a^p for a constant exponent p. */
@@ -182,7 +194,7 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(pows)(DC_DUAL_T a, DC_DUAL_S p)
 {
     const DC_DUAL_S y = DC_SCAL(pow)(a.v, p);
     const DC_DUAL_S dy = p == (DC_DUAL_S)0 ? (DC_DUAL_S)0 : p * DC_SCAL(pow)(a.v, p - (DC_DUAL_S)1);
-    return DC_DFN(chain)(a, y, dy);
+    return DC_DFN(chain_singular)(a, y, dy);
 }
 
 /* s^b for a constant base s; the partial y log s is taken as zero at s == 0
@@ -190,7 +202,7 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(pows)(DC_DUAL_T a, DC_DUAL_S p)
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(spow)(DC_DUAL_S s, DC_DUAL_T b)
 {
     const DC_DUAL_S y = DC_SCAL(pow)(s, b.v);
-    return DC_DFN(chain)(b, y, s == (DC_DUAL_S)0 ? (DC_DUAL_S)0 : y * DC_SCAL(log)(s));
+    return DC_DFN(chain_singular)(b, y, s == (DC_DUAL_S)0 ? (DC_DUAL_S)0 : y * DC_SCAL(log)(s));
 }
 
 /* a^b for two duals. The partial for the exponent is y*log(a), taken as zero
@@ -201,7 +213,7 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(pow)(DC_DUAL_T a, DC_DUAL_T b)
     r.v = DC_SCAL(pow)(a.v, b.v);
     const DC_DUAL_S da = b.v == (DC_DUAL_S)0 ? (DC_DUAL_S)0 : b.v * DC_SCAL(pow)(a.v, b.v - (DC_DUAL_S)1);
     const DC_DUAL_S db = a.v == (DC_DUAL_S)0 ? (DC_DUAL_S)0 : r.v * DC_SCAL(log)(a.v);
-    for (int k = 0; k < DC_DUAL_N; ++k)
+    DC_UNROLL for (int k = 0; k < DC_DUAL_N; ++k)
         r.d[k] = DC_TMUL(a.d[k], da) + DC_TMUL(b.d[k], db);
     return r;
 }

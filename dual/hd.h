@@ -31,6 +31,17 @@
 #define DC_INLINE static inline
 #endif
 
+/* Fully unrolls the loop that follows, for loops over a compile-time number
+ * of partials, inputs or outputs: unrolled, the dual structs become
+ * registers and the element loop around them vectorizes. */
+#if defined(__CUDACC__) || defined(__clang__)
+#define DC_UNROLL _Pragma("unroll")
+#elif defined(__GNUC__)
+#define DC_UNROLL _Pragma("GCC unroll 64")
+#else
+#define DC_UNROLL
+#endif
+
 #if defined(__cplusplus)
 #define DC_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
 #else
