@@ -55,6 +55,10 @@ struct dc_tensor {
     bool grad_valid;      /* grad holds a value; else it counts as zero */
     bool is_leaf;         /* not the output of a recorded node */
     bool is_grad;         /* the gradient buffer of another tensor */
+    bool grad_in_base;    /* grad is a view into slice_base's gradient */
+    dc_tensor *slice_base; /* for a recorded slice: the tensor it views ... */
+    int slice_axis;        /* ... along this axis ... */
+    int64_t slice_start;   /* ... from this element */
     char name[32];
 };
 

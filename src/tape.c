@@ -182,8 +182,34 @@ dc_node *dc_tape_record(dc_tape *tape, dc_op op, int n_in, dc_tensor *const *in,
     return node;
 }
 
+/* A recorded slice gets its gradient as a view into its base's gradient:
+ * every contribution to the slice lands where the slice's adjoint would have
+ * copied it, and that adjoint has nothing left to do. */
+static dc_status grad_in_base(dc_tape *tape, dc_tensor *t)
+{
+    dc_tensor *base = t->slice_base;
+    dc_status st = dc_grad_prepare_partial(tape, base);
+    if (st != DC_OK)
+        return st;
+    const dc_tensor *bg = base->grad;
+    void *data = (unsigned char *)bg->data + (size_t)(t->slice_start * bg->strides[t->slice_axis]) * dc_dtype_size(t->dtype);
+    dc_tensor *g = dc_tape_alloc_view(tape, bg, t->ndim, t->shape, bg->strides, data);
+    if (!g)
+        return DC_ERR_MEMORY;
+    g->is_grad = true;
+    t->grad = g;
+    t->grad_valid = true; /* it holds the base's values: zeros or earlier contributions */
+    t->grad_in_base = true;
+    return DC_OK;
+}
+
 dc_status dc_grad_prepare(dc_tape *tape, dc_tensor *t, dc_write_mode *mode)
 {
+    if (!t->grad && t->slice_base && t->slice_base->requires_grad) {
+        dc_status st = grad_in_base(tape, t);
+        if (st != DC_OK)
+            return st;
+    }
     if (!t->grad) {
         dc_tensor *g;
         if (t->tape) {

@@ -151,6 +151,9 @@ dc_tensor *dc_op_slice(dc_tape *tape, dc_tensor *x, int axis, int64_t start, int
         return NULL;
     node->ints[0] = a;
     node->scalar[0] = (double)start; /* exact below 2^53 */
+    y->slice_base = x;
+    y->slice_axis = a;
+    y->slice_start = start;
     return y;
 }
 
@@ -159,6 +162,8 @@ dc_status dc_slice_backward(dc_tape *tape, dc_node *node)
 {
     dc_tensor *x = node->in[0];
     const dc_tensor *y = node->out[0];
+    if (y->grad_in_base)
+        return DC_OK; /* the contributions were written into x's gradient */
     dc_status st = dc_grad_prepare_partial(tape, x);
     if (st != DC_OK)
         return st;

@@ -1,0 +1,438 @@
+/* The CUDA backend against the CPU: every primitive op and every broadcast
+ * function of the suite, run on both from the same random inputs, forward
+ * values and gradients compared by normalized mean squared error (<= 1e-7 in
+ * float32) with NaN and Inf in the same places; backward determinism; no
+ * cudaMalloc or cudaFree in a steady-state step. Exits 77 (skipped) when no
+ * CUDA device can be used. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support/test_support.h"
+
+DC_BFN_DECLARE(hmlstm_update_c);
+DC_BFN_DECLARE(polar_pair);
+DC_BFN_DECLARE(gated_scale);
+
+static dc_ctx *gpu, *cpu;
+
+#define MAX_IN 4
+
+/* One case: inputs of given shapes and value ranges, an op built from them. */
+typedef dc_tensor *(*build_fn)(dc_tape *tape, dc_tensor *const *x, const void *arg);
+
+typedef struct op_case {
+    const char *name;
+    build_fn build;
+    int n_in;
+    int ndim[MAX_IN];
+    int64_t shape[MAX_IN][3];
+    double lo[MAX_IN], hi[MAX_IN];
+    bool grad[MAX_IN];
+    const void *arg;
+} op_case;
+
+static dc_tensor *b_add(dc_tape *t, dc_tensor *const *x, const void *a) { (void)a; return dc_op_add(t, x[0], x[1]); }
+static dc_tensor *b_sub(dc_tape *t, dc_tensor *const *x, const void *a) { (void)a; return dc_op_sub(t, x[0], x[1]); }
+static dc_tensor *b_mul(dc_tape *t, dc_tensor *const *x, const void *a) { (void)a; return dc_op_mul(t, x[0], x[1]); }
+static dc_tensor *b_div(dc_tape *t, dc_tensor *const *x, const void *a) { (void)a; return dc_op_div(t, x[0], x[1]); }
+static dc_tensor *b_pow(dc_tape *t, dc_tensor *const *x, const void *a) { (void)a; return dc_op_pow(t, x[0], x[1]); }
+static dc_tensor *b_affine(dc_tape *t, dc_tensor *const *x, const void *a) { (void)a; return dc_op_affine(t, x[0], -1.5, 0.25); }
+static dc_tensor *b_neg(dc_tape *t, dc_tensor *const *x, const void *a) { (void)a; return dc_op_neg(t, x[0]); }
+static dc_tensor *b_exp(dc_tape *t, dc_tensor *const *x, const void *a) { (void)a; return dc_op_exp(t, x[0]); }
+static dc_tensor *b_log(dc_tape *t, dc_tensor *const *x, const void *a) { (void)a; return dc_op_log(t, x[0]); }
+static dc_tensor *b_tanh(dc_tape *t, dc_tensor *const *x, const void *a) { (void)a; return dc_op_tanh(t, x[0]); }
+static dc_tensor *b_sigmoid(dc_tape *t, dc_tensor *const *x, const void *a) { (void)a; return dc_op_sigmoid(t, x[0]); }
+static dc_tensor *b_relu(dc_tape *t, dc_tensor *const *x, const void *a) { (void)a; return dc_op_relu(t, x[0]); }
+static dc_tensor *b_hsig(dc_tape *t, dc_tensor *const *x, const void *a) { (void)a; return dc_op_hard_sigmoid(t, x[0], 2.5); }
+static dc_tensor *b_step(dc_tape *t, dc_tensor *const *x, const void *a) { (void)a; return dc_op_step_st(t, x[0], 0.1); }
+static dc_tensor *b_select(dc_tape *t, dc_tensor *const *x, const void *a)
+{
+    (void)a;
+    return dc_op_select(t, dc_op_step_st(t, x[0], 0.5), x[1], x[2]);
+}
+static dc_tensor *b_sum_all(dc_tape *t, dc_tensor *const *x, const void *a) { (void)a; return dc_op_sum(t, x[0], 0, NULL, false); }
+static dc_tensor *b_sum_rows(dc_tape *t, dc_tensor *const *x, const void *a)
+{
+    (void)a;
+    const int axes[1] = {0};
+    return dc_op_sum(t, x[0], 1, axes, true);
+}
+static dc_tensor *b_mean_cols(dc_tape *t, dc_tensor *const *x, const void *a)
+{
+    (void)a;
+    const int axes[1] = {-1};
+    return dc_op_mean(t, x[0], 1, axes, false);
+}
+static dc_tensor *b_matmul(dc_tape *t, dc_tensor *const *x, const void *a) { (void)a; return dc_op_matmul(t, x[0], x[1]); }
+static dc_tensor *b_matmul_t(dc_tape *t, dc_tensor *const *x, const void *a)
+{
+    (void)a;
+    return dc_op_matmul(t, dc_op_transpose(t, x[0], 0, 1), x[1]);
+}
+static dc_tensor *b_reshape(dc_tape *t, dc_tensor *const *x, const void *a)
+{
+    (void)a;
+    const int64_t s[2] = {-1, 6};
+    return dc_op_reshape(t, dc_op_transpose(t, x[0], 0, 1), 2, s);
+}
+static dc_tensor *b_slice_concat(dc_tape *t, dc_tensor *const *x, const void *a)
+{
+    (void)a;
+    dc_tensor *parts[2] = {dc_op_slice(t, x[0], 1, 2, 5), dc_op_slice(t, x[0], 1, 0, 2)};
+    return dc_op_concat(t, 2, parts, 1);
+}
+
+#define S2(a, b) {a, b, 0}
+#define S1(a) {a, 0, 0}
+
+static const op_case cases[] = {
+    {"add", b_add, 2, {2, 1}, {S2(33, 70), S1(70)}, {-2, -2}, {2, 2}, {true, true}, NULL},
+    {"add, column", b_add, 2, {2, 2}, {S2(33, 70), S2(33, 1)}, {-2, -2}, {2, 2}, {true, true}, NULL},
+    {"add, scalar", b_add, 2, {2, 0}, {S2(8, 9), S1(0)}, {-2, -2}, {2, 2}, {true, true}, NULL},
+    {"sub", b_sub, 2, {2, 2}, {S2(1, 70), S2(33, 70)}, {-2, -2}, {2, 2}, {true, true}, NULL},
+    {"mul", b_mul, 2, {2, 2}, {S2(33, 70), S2(33, 70)}, {-2, -2}, {2, 2}, {true, true}, NULL},
+    {"div", b_div, 2, {2, 1}, {S2(33, 70), S1(70)}, {-2, 0.5}, {2, 2}, {true, true}, NULL},
+    {"pow", b_pow, 2, {2, 2}, {S2(17, 40), S2(17, 40)}, {0.2, -2}, {3, 2}, {true, true}, NULL},
+    {"affine", b_affine, 1, {2}, {S2(33, 70)}, {-2}, {2}, {true}, NULL},
+    {"neg", b_neg, 1, {2}, {S2(33, 70)}, {-2}, {2}, {true}, NULL},
+    {"exp", b_exp, 1, {2}, {S2(33, 70)}, {-5}, {5}, {true}, NULL},
+    {"log", b_log, 1, {2}, {S2(33, 70)}, {0.1}, {5}, {true}, NULL},
+    {"tanh", b_tanh, 1, {2}, {S2(33, 70)}, {-6}, {6}, {true}, NULL},
+    {"sigmoid", b_sigmoid, 1, {2}, {S2(33, 70)}, {-8}, {8}, {true}, NULL},
+    {"relu", b_relu, 1, {2}, {S2(33, 70)}, {-2}, {2}, {true}, NULL},
+    {"hard_sigmoid", b_hsig, 1, {2}, {S2(33, 70)}, {-1}, {1}, {true}, NULL},
+    {"step_st", b_step, 1, {2}, {S2(33, 70)}, {-1}, {1}, {true}, NULL},
+    {"select", b_select, 3, {2, 2, 1}, {S2(33, 1), S2(33, 70), S1(70)}, {0, -2, -2}, {1, 2, 2}, {false, true, true},
+     NULL},
+    {"sum", b_sum_all, 1, {2}, {S2(300, 513)}, {-1}, {1}, {true}, NULL},
+    {"sum over rows", b_sum_rows, 1, {2}, {S2(300, 513)}, {-1}, {1}, {true}, NULL},
+    {"mean over columns", b_mean_cols, 1, {2}, {S2(300, 513)}, {-1}, {1}, {true}, NULL},
+    {"matmul", b_matmul, 2, {2, 2}, {S2(33, 40), S2(40, 27)}, {-1, -1}, {1, 1}, {true, true}, NULL},
+    {"matmul, transposed", b_matmul_t, 2, {2, 2}, {S2(40, 33), S2(40, 27)}, {-1, -1}, {1, 1}, {true, true}, NULL},
+    {"matmul, batched", b_matmul, 2, {3, 2}, {{4, 9, 8}, S2(8, 5)}, {-1, -1}, {1, 1}, {true, true}, NULL},
+    {"transpose + reshape", b_reshape, 1, {2}, {S2(4, 9)}, {-1}, {1}, {true}, NULL},
+    {"slice + concat", b_slice_concat, 1, {2}, {S2(16, 7)}, {-1}, {1}, {true}, NULL},
+};
+
+/* Host values for case input k, the same for both backends. */
+static float *host_input(const op_case *c, int k, int64_t *n, uint64_t seed)
+{
+    *n = 1;
+    for (int d = 0; d < c->ndim[k]; ++d)
+        *n *= c->shape[k][d];
+    float *v = malloc((size_t)(*n ? *n : 1) * sizeof *v);
+    uint64_t s = seed * 2654435761u + (uint64_t)k + 1;
+    for (int64_t i = 0; i < *n; ++i) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        v[i] = (float)(c->lo[k] + (c->hi[k] - c->lo[k]) * (double)(s >> 11) * 0x1.0p-53);
+    }
+    return v;
+}
+
+/* Normalized mean squared error of b against a reference a, after checking
+ * that NaN and Inf sit in the same places. */
+static double nmse(const float *a, const float *b, int64_t n, const char *what)
+{
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        if (isnan(a[i]) != isnan(b[i]) || isinf(a[i]) != isinf(b[i]) || (isinf(a[i]) && a[i] != b[i]))
+            fail_msg("%s: element %lld is %g on the CPU and %g on CUDA", what, (long long)i, a[i], b[i]);
+        if (!isfinite(a[i]))
+            continue;
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        den += (double)a[i] * a[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+/* Runs the case on ctx; returns the output values and each input's gradient
+ * (malloc'd, host memory), with a fixed random output adjoint. */
+static void run_case(dc_ctx *ctx, const op_case *c, float **out, int64_t *n_out, float **grads)
+{
+    dc_tensor *x[MAX_IN];
+    for (int k = 0; k < c->n_in; ++k) {
+        int64_t n;
+        float *v = host_input(c, k, &n, 7);
+        x[k] = dc_tensor_from_host(ctx, DC_F32, c->ndim[k], c->shape[k], v);
+        TEST_NONNULL(ctx, x[k]);
+        free(v);
+        TEST_OK(ctx, dc_tensor_set_requires_grad(x[k], c->grad[k]));
+    }
+    dc_tape *tape = dc_tape_new(ctx);
+    dc_tensor *y = c->build(tape, x, c->arg);
+    TEST_NONNULL(ctx, y);
+    *n_out = dc_tensor_numel(y);
+    *out = malloc((size_t)(*n_out ? *n_out : 1) * sizeof(float));
+    TEST_OK(ctx, dc_tensor_to_host(y, *out, (size_t)*n_out * sizeof(float)));
+    /* the adjoint: deterministic values in [-1, 1] */
+    float *adj = malloc((size_t)(*n_out ? *n_out : 1) * sizeof *adj);
+    for (int64_t i = 0; i < *n_out; ++i)
+        adj[i] = (float)sin(0.37 * (double)i + 0.1);
+    dc_tensor *g = dc_tape_tensor_new(tape, DC_F32, dc_tensor_ndim(y), dc_tensor_shape(y), adj);
+    free(adj);
+    TEST_OK(ctx, dc_backward_with(tape, y, g));
+    for (int k = 0; k < c->n_in; ++k) {
+        grads[k] = NULL;
+        const dc_tensor *gk = dc_tensor_grad(x[k]);
+        if (!c->grad[k] || !gk)
+            continue;
+        const int64_t n = dc_tensor_numel(x[k]);
+        grads[k] = malloc((size_t)(n ? n : 1) * sizeof(float));
+        TEST_OK(ctx, dc_tensor_to_host(gk, grads[k], (size_t)n * sizeof(float)));
+    }
+    dc_tape_free(tape);
+    for (int k = 0; k < c->n_in; ++k)
+        dc_tensor_free(x[k]);
+}
+
+static void test_ops_match_cpu(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        const op_case *c = &cases[i];
+        float *oc, *og, *gc[MAX_IN], *gg[MAX_IN];
+        int64_t nc, ng;
+        run_case(cpu, c, &oc, &nc, gc);
+        run_case(gpu, c, &og, &ng, gg);
+        assert_int_equal(nc, ng);
+        char what[96];
+        snprintf(what, sizeof what, "%s: output", c->name);
+        const double e = nmse(oc, og, nc, what);
+        if (!(e <= 1e-7))
+            fail_msg("%s: NMSE %.3g (limit 1e-7)", what, e);
+        for (int k = 0; k < c->n_in; ++k) {
+            if (!gc[k] != !gg[k])
+                fail_msg("%s: input %d has a gradient on one backend only", c->name, k);
+            if (!gc[k])
+                continue;
+            int64_t n = 1;
+            for (int d = 0; d < c->ndim[k]; ++d)
+                n *= c->shape[k][d];
+            snprintf(what, sizeof what, "%s: gradient of input %d", c->name, k);
+            const double eg = nmse(gc[k], gg[k], n, what);
+            if (!(eg <= 1e-7))
+                fail_msg("%s: NMSE %.3g (limit 1e-7)", what, eg);
+            free(gc[k]);
+            free(gg[k]);
+        }
+        free(oc);
+        free(og);
+    }
+}
+
+/* A broadcast function on both backends, both policies, with broadcast
+ * inputs. */
+typedef struct bfn_case {
+    const char *name;
+    const dc_bfn *fn;
+    int n_in;
+    int64_t shape[6][2];
+    double lo[6], hi[6];
+    bool binary[6]; /* 0/1 control values */
+} bfn_case;
+
+static void run_bfn(dc_ctx *ctx, const bfn_case *c, dc_partials_policy policy, float **outs, int64_t *n_out,
+                    float **grads)
+{
+    dc_tensor *x[6];
+    for (int k = 0; k < c->n_in; ++k) {
+        const int64_t n = c->shape[k][0] * c->shape[k][1];
+        float *v = malloc((size_t)n * sizeof *v);
+        uint64_t s = 99 + (uint64_t)k;
+        for (int64_t i = 0; i < n; ++i) {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            const double u = (double)(s >> 11) * 0x1.0p-53;
+            v[i] = c->binary[k] ? (float)(u < 0.5) : (float)(c->lo[k] + (c->hi[k] - c->lo[k]) * u);
+        }
+        x[k] = dc_tensor_from_host(ctx, DC_F32, 2, c->shape[k], v);
+        TEST_NONNULL(ctx, x[k]);
+        free(v);
+        TEST_OK(ctx, dc_tensor_set_requires_grad(x[k], !c->binary[k]));
+    }
+    dc_tape *tape = dc_tape_new(ctx);
+    dc_tensor *y[2] = {NULL, NULL};
+    TEST_OK(ctx, dc_broadcast_policy(tape, c->fn, c->n_in, x, c->fn->n_outputs, y, policy));
+    dc_tensor *loss = y[0];
+    for (int k = 1; k < c->fn->n_outputs; ++k)
+        loss = dc_op_add(tape, loss, dc_op_affine(tape, y[k], 0.5, 0.0));
+    *n_out = dc_tensor_numel(y[0]);
+    for (int k = 0; k < c->fn->n_outputs; ++k) {
+        outs[k] = malloc((size_t)*n_out * sizeof(float));
+        TEST_OK(ctx, dc_tensor_to_host(y[k], outs[k], (size_t)*n_out * sizeof(float)));
+    }
+    TEST_OK(ctx, dc_backward_with(tape, loss, dc_tape_scalar(tape, DC_F32, 1.0)));
+    for (int k = 0; k < c->n_in; ++k) {
+        grads[k] = NULL;
+        const dc_tensor *g = dc_tensor_grad(x[k]);
+        if (!g)
+            continue;
+        const int64_t n = dc_tensor_numel(x[k]);
+        grads[k] = malloc((size_t)n * sizeof(float));
+        TEST_OK(ctx, dc_tensor_to_host(g, grads[k], (size_t)n * sizeof(float)));
+    }
+    dc_tape_free(tape);
+    for (int k = 0; k < c->n_in; ++k)
+        dc_tensor_free(x[k]);
+}
+
+static void test_broadcast_functions_match_cpu(void **state)
+{
+    (void)state;
+    const bfn_case bcases[] = {
+        {"hmlstm_update_c, control per row", DC_BFN_REF(hmlstm_update_c), 6,
+         {{64, 1}, {64, 1}, {64, 300}, {64, 300}, {64, 300}, {64, 300}},
+         {0, 0, -2, -2, -2, -2}, {1, 1, 2, 2, 2, 2}, {true, true, false, false, false, false}},
+        {"hmlstm_update_c, control per column", DC_BFN_REF(hmlstm_update_c), 6,
+         {{1, 300}, {1, 300}, {64, 300}, {64, 300}, {64, 300}, {64, 300}},
+         {0, 0, -2, -2, -2, -2}, {1, 1, 2, 2, 2, 2}, {true, true, false, false, false, false}},
+        {"polar_pair, broadcast angle", DC_BFN_REF(polar_pair), 2, {{40, 50}, {1, 50}}, {-1, -3}, {2, 3},
+         {false, false}},
+        {"gated_scale, broadcast b", DC_BFN_REF(gated_scale), 3, {{40, 50}, {40, 1}, {1, 50}}, {-2, 0, -2}, {2, 1, 2},
+         {false, true, false}},
+    };
+    for (size_t i = 0; i < sizeof bcases / sizeof bcases[0]; ++i) {
+        for (int policy = 0; policy < 2; ++policy) {
+            const bfn_case *c = &bcases[i];
+            float *oc[2], *og[2], *gc[6], *gg[6];
+            int64_t nc, ng;
+            run_bfn(cpu, c, (dc_partials_policy)policy, oc, &nc, gc);
+            run_bfn(gpu, c, (dc_partials_policy)policy, og, &ng, gg);
+            char what[128];
+            for (int k = 0; k < c->fn->n_outputs; ++k) {
+                snprintf(what, sizeof what, "%s (%s): output %d", c->name, policy ? "recompute" : "store", k);
+                const double e = nmse(oc[k], og[k], nc, what);
+                if (!(e <= 1e-7))
+                    fail_msg("%s: NMSE %.3g", what, e);
+                free(oc[k]);
+                free(og[k]);
+            }
+            for (int k = 0; k < c->n_in; ++k) {
+                if (!gc[k] != !gg[k])
+                    fail_msg("%s: input %d has a gradient on one backend only", c->name, k);
+                if (!gc[k])
+                    continue;
+                snprintf(what, sizeof what, "%s (%s): gradient %d", c->name, policy ? "recompute" : "store", k);
+                const double e = nmse(gc[k], gg[k], c->shape[k][0] * c->shape[k][1], what);
+                if (!(e <= 1e-7))
+                    fail_msg("%s: NMSE %.3g", what, e);
+                free(gc[k]);
+                free(gg[k]);
+            }
+        }
+    }
+}
+
+/* The same backward twice gives bit-identical gradients, reductions
+ * included (a bias row broadcast over a batch, a scalar). */
+static void test_backward_is_deterministic(void **state)
+{
+    (void)state;
+    const int64_t xs[2] = {512, 1000}, bs[1] = {1000};
+    dc_tensor *x = dc_tensor_new(gpu, DC_F32, 2, xs), *b = dc_tensor_new(gpu, DC_F32, 1, bs);
+    dc_tensor *s = dc_tensor_new(gpu, DC_F32, 0, NULL);
+    TEST_OK(gpu, dc_tensor_fill_uniform(x, -1, 1));
+    TEST_OK(gpu, dc_tensor_fill_uniform(b, -1, 1));
+    TEST_OK(gpu, dc_tensor_fill(s, 0.3));
+    dc_tensor_set_requires_grad(b, true);
+    dc_tensor_set_requires_grad(s, true);
+    float *first = malloc(1000 * sizeof *first), *again = malloc(1000 * sizeof *again);
+    float s1 = 0, s2 = 0;
+    for (int run = 0; run < 2; ++run) {
+        dc_tensor_zero_grad(b);
+        dc_tensor_zero_grad(s);
+        dc_tape *tape = dc_tape_new(gpu);
+        dc_tensor *y = dc_op_tanh(tape, dc_op_mul(tape, dc_op_add(tape, x, b), s));
+        TEST_OK(gpu, dc_backward(tape, dc_op_sum(tape, y, 0, NULL, false)));
+        TEST_OK(gpu, dc_tensor_to_host(dc_tensor_grad(b), run ? again : first, 1000 * sizeof(float)));
+        TEST_OK(gpu, dc_tensor_to_host(dc_tensor_grad(s), run ? &s2 : &s1, sizeof(float)));
+        dc_tape_free(tape);
+    }
+    assert_memory_equal(first, again, 1000 * sizeof(float));
+    assert_memory_equal(&s1, &s2, sizeof(float));
+    free(first);
+    free(again);
+    dc_tensor_free(x);
+    dc_tensor_free(b);
+    dc_tensor_free(s);
+}
+
+/* After the first step, a step calls neither cudaMalloc nor cudaFree. */
+static void test_steady_state_allocates_nothing(void **state)
+{
+    (void)state;
+    const int64_t xs[2] = {64, 256}, ws[2] = {256, 128};
+    dc_tensor *x = dc_tensor_new(gpu, DC_F32, 2, xs), *w = dc_tensor_new(gpu, DC_F32, 2, ws);
+    TEST_OK(gpu, dc_tensor_fill_uniform(x, -1, 1));
+    TEST_OK(gpu, dc_tensor_fill_uniform(w, -0.1, 0.1));
+    dc_tensor_set_requires_grad(w, true);
+    dc_optimizer *opt = dc_optimizer_adam(gpu, 1, &w, NULL);
+    TEST_NONNULL(gpu, opt);
+    dc_tape *tape = dc_tape_new(gpu);
+    dc_device_memory_stats after_first = {0, 0, 0};
+    for (int step = 0; step < 5; ++step) {
+        dc_tape_reset(tape);
+        dc_tensor *y = dc_op_sigmoid(tape, dc_op_matmul(tape, x, w));
+        TEST_OK(gpu, dc_backward(tape, dc_op_mean(tape, y, 0, NULL, false)));
+        TEST_OK(gpu, dc_clip_grad_norm(gpu, 1, &w, 1.0, NULL));
+        TEST_OK(gpu, dc_optimizer_step(opt));
+        dc_optimizer_zero_grad(opt);
+        TEST_OK(gpu, dc_ctx_synchronize(gpu));
+        const dc_device_memory_stats m = dc_ctx_device_memory(gpu);
+        if (step == 0)
+            after_first = m;
+        else if (m.malloc_calls != after_first.malloc_calls || m.free_calls != after_first.free_calls)
+            fail_msg("step %d: cudaMalloc %llu -> %llu, cudaFree %llu -> %llu", step,
+                     (unsigned long long)after_first.malloc_calls, (unsigned long long)m.malloc_calls,
+                     (unsigned long long)after_first.free_calls, (unsigned long long)m.free_calls);
+    }
+    dc_tape_free(tape);
+    dc_optimizer_free(opt);
+    dc_tensor_free(x);
+    dc_tensor_free(w);
+}
+
+static void test_host_round_trip(void **state)
+{
+    (void)state;
+    const int64_t s[3] = {3, 5, 7};
+    double v[105], back[105];
+    for (int i = 0; i < 105; ++i)
+        v[i] = i * 0.25 - 3;
+    dc_tensor *t = dc_tensor_from_host(gpu, DC_F64, 3, s, v);
+    TEST_NONNULL(gpu, t);
+    TEST_OK(gpu, dc_tensor_to_host(t, back, sizeof back));
+    assert_memory_equal(v, back, sizeof v);
+    dc_tensor_free(t);
+}
+
+int main(void)
+{
+    dc_ctx_options o = dc_ctx_options_default();
+    o.backend = DC_BACKEND_CUDA;
+    o.seed = 1;
+    gpu = dc_ctx_new(&o, NULL);
+    if (!gpu) {
+        printf("test_cuda: skipped: no usable CUDA device: %s\n", dc_last_error(NULL));
+        return 77; /* CTest's skip code */
+    }
+    o.backend = DC_BACKEND_CPU;
+    cpu = dc_ctx_new(&o, NULL);
+    printf("test_cuda: %s against %s\n", dc_ctx_device_name(gpu), dc_ctx_device_name(cpu));
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ops_match_cpu),
+        cmocka_unit_test(test_broadcast_functions_match_cpu),
+        cmocka_unit_test(test_backward_is_deterministic),
+        cmocka_unit_test(test_steady_state_allocates_nothing),
+        cmocka_unit_test(test_host_round_trip),
+    };
+    const int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    dc_ctx_free(cpu);
+    dc_ctx_free(gpu);
+    return failed;
+}
