@@ -46,7 +46,7 @@
 #define DC_BFN_IS_WRT_AT(j) DC_BFN_ID(dc_bfn_is_wrt)[j]
 
 /* Loads element e of every input into x; with uniform control the control
- * inputs come from `uniform` instead, read once before the loop. */
+ * inputs come from `uniform` instead, read once per row. */
 #define DC_BFN_LOAD_INPUTS(x, in, e, uniform, use_uniform)                                         \
     DC_UNROLL for (int j = 0; j < DC_BFN_NIN; ++j)                                                 \
         x[j] = ((use_uniform) && !DC_BFN_IS_WRT_AT(j)) ? uniform[j] : in[j][e];
@@ -58,10 +58,33 @@
     for (int j = 0; j < (n_in); ++j)                                                               \
         in[j] = (const dc_real *)in_[j];                                                           \
     for (int j = 0; j < (n_out); ++j)                                                              \
-        out[j] = (dc_real *)out_[j];                                                               \
-    dc_real uniform[DC_BFN_NIN];                                                                   \
-    for (int j = 0; j < DC_BFN_NIN; ++j)                                                           \
-        uniform[j] = n > 0 ? in[j][0] : (dc_real)0;
+        out[j] = (dc_real *)out_[j];
+
+/* Every kernel: for each element, load the inputs, run the body, then
+ * `store` what this kind of kernel keeps of the outputs o. The uniform
+ * variant walks the chunk row by row (arg points at the row length) with
+ * each control input holding one value per row: within a row the control
+ * values are loop invariants. */
+#define DC_BFN_LOOP_KERNEL(kind, use_uniform, n_in_arrays, n_out_arrays, store)                    \
+    void DC_BFN_KERNEL(kind)(int64_t n, const void *const *in_, void *const *out_, const void *arg) \
+    {                                                                                              \
+        DC_BFN_SETUP(n_in_arrays, n_out_arrays)                                                    \
+        const int64_t row_len = ((use_uniform) && arg) ? *(const int64_t *)arg : n;                \
+        for (int64_t r0 = 0, row = 0; r0 < n; r0 += row_len, ++row) {                              \
+            dc_real uniform[DC_BFN_NIN];                                                           \
+            DC_UNROLL for (int j = 0; j < DC_BFN_NIN; ++j)                                         \
+                uniform[j] = ((use_uniform) && !DC_BFN_IS_WRT_AT(j)) ? in[j][row] : (dc_real)0;    \
+            const int64_t r1 = n - r0 < row_len ? n : r0 + row_len;                                \
+            DC_BFN_IVDEP                                                                           \
+            for (int64_t e = r0; e < r1; ++e) {                                                    \
+                dc_real x[DC_BFN_NIN];                                                             \
+                DC_BFN_LOAD_INPUTS(x, in, e, uniform, use_uniform)                                 \
+                dc_var o[DC_BFN_NOUT];                                                             \
+                DC_BFN_ID(dc_bfn_body)(x, o);                                                      \
+                store(e, o)                                                                        \
+            }                                                                                      \
+        }                                                                                          \
+    }
 
 #if !DC_BFN_DUAL_MODE
 
@@ -69,20 +92,11 @@
 #include "bfn_dsl_primal.h"
 #include DC_BFN_FILE
 
+/* the outputs' values */
+#define DC_BFN_STORE_PRIMAL(e, o)                                                                  \
+    DC_UNROLL for (int k = 0; k < DC_BFN_NOUT; ++k) out[k][e] = o[k];
 #define DC_BFN_PRIMAL_KERNEL(kind, use_uniform)                                                    \
-    void DC_BFN_KERNEL(kind)(int64_t n, const void *const *in_, void *const *out_, const void *arg) \
-    {                                                                                              \
-        DC_BFN_SETUP(DC_BFN_NIN, DC_BFN_NOUT)                                                      \
-        DC_BFN_IVDEP                                                                               \
-        for (int64_t e = 0; e < n; ++e) {                                                          \
-            dc_real x[DC_BFN_NIN];                                                                 \
-            DC_BFN_LOAD_INPUTS(x, in, e, uniform, use_uniform)                                     \
-            dc_var o[DC_BFN_NOUT];                                                                 \
-            DC_BFN_ID(dc_bfn_body)(x, o);                                                          \
-            DC_UNROLL for (int k = 0; k < DC_BFN_NOUT; ++k)                                        \
-                out[k][e] = o[k];                                                                  \
-        }                                                                                          \
-    }
+    DC_BFN_LOOP_KERNEL(kind, use_uniform, DC_BFN_NIN, DC_BFN_NOUT, DC_BFN_STORE_PRIMAL)
 
 void DC_BFN_KERNEL(_primal_varying)(int64_t n, const void *const *in_, void *const *out_, const void *arg);
 void DC_BFN_KERNEL(_primal_uniform)(int64_t n, const void *const *in_, void *const *out_, const void *arg);
@@ -109,43 +123,28 @@ DC_BFN_PRIMAL_KERNEL(_primal_uniform, 1)
 #include "bfn_dsl_dual.h"
 #include DC_BFN_FILE
 
+/* values, then partial (k, j) at DC_BFN_NOUT + k * DC_BFN_NWRT + j */
+#define DC_BFN_STORE_DUAL(e, o)                                                                    \
+    DC_UNROLL for (int k = 0; k < DC_BFN_NOUT; ++k)                                                \
+    {                                                                                              \
+        out[k][e] = o[k].v;                                                                        \
+        DC_UNROLL for (int j = 0; j < DC_BFN_NWRT; ++j)                                            \
+            out[DC_BFN_NOUT + k * DC_BFN_NWRT + j][e] = o[k].d[j];                                 \
+    }
 #define DC_BFN_DUAL_KERNEL(kind, use_uniform)                                                      \
-    void DC_BFN_KERNEL(kind)(int64_t n, const void *const *in_, void *const *out_, const void *arg) \
-    {                                                                                              \
-        DC_BFN_SETUP(DC_BFN_NIN, DC_BFN_NOUT * (1 + DC_BFN_NWRT))                                  \
-        DC_BFN_IVDEP                                                                               \
-        for (int64_t e = 0; e < n; ++e) {                                                          \
-            dc_real x[DC_BFN_NIN];                                                                 \
-            DC_BFN_LOAD_INPUTS(x, in, e, uniform, use_uniform)                                     \
-            dc_var o[DC_BFN_NOUT];                                                                 \
-            DC_BFN_ID(dc_bfn_body)(x, o);                                                          \
-            DC_UNROLL for (int k = 0; k < DC_BFN_NOUT; ++k) {                                      \
-                out[k][e] = o[k].v;                                                                \
-                DC_UNROLL for (int j = 0; j < DC_BFN_NWRT; ++j)                                    \
-                    out[DC_BFN_NOUT + k * DC_BFN_NWRT + j][e] = o[k].d[j];                         \
-            }                                                                                      \
-        }                                                                                          \
-    }
+    DC_BFN_LOOP_KERNEL(kind, use_uniform, DC_BFN_NIN, DC_BFN_NOUT * (1 + DC_BFN_NWRT), DC_BFN_STORE_DUAL)
 
-/* Recompute policy: the duals again, multiplied by the output adjoints. */
-#define DC_BFN_ADJOINT_KERNEL(kind, use_uniform)                                                   \
-    void DC_BFN_KERNEL(kind)(int64_t n, const void *const *in_, void *const *out_, const void *arg) \
+/* Recompute policy: the duals again, times the output adjoints (read after
+ * the inputs), summed over outputs: one contribution per differentiable input. */
+#define DC_BFN_STORE_ADJOINT(e, o)                                                                 \
+    DC_UNROLL for (int j = 0; j < DC_BFN_NWRT; ++j)                                                \
     {                                                                                              \
-        DC_BFN_SETUP(DC_BFN_NIN + DC_BFN_NOUT, DC_BFN_NWRT)                                        \
-        DC_BFN_IVDEP                                                                               \
-        for (int64_t e = 0; e < n; ++e) {                                                          \
-            dc_real x[DC_BFN_NIN];                                                                 \
-            DC_BFN_LOAD_INPUTS(x, in, e, uniform, use_uniform)                                     \
-            dc_var o[DC_BFN_NOUT];                                                                 \
-            DC_BFN_ID(dc_bfn_body)(x, o);                                                          \
-            DC_UNROLL for (int j = 0; j < DC_BFN_NWRT; ++j) {                                      \
-                dc_real g = DC_BFN_P_(adj_mul)(in[DC_BFN_NIN][e], o[0].d[j]);                      \
-                DC_UNROLL for (int k = 1; k < DC_BFN_NOUT; ++k)                                    \
-                    g += DC_BFN_P_(adj_mul)(in[DC_BFN_NIN + k][e], o[k].d[j]);                     \
-                out[j][e] = g;                                                                     \
-            }                                                                                      \
-        }                                                                                          \
+        dc_real g = DC_BFN_P_(adj_mul)(in[DC_BFN_NIN][e], o[0].d[j]);                              \
+        DC_UNROLL for (int k = 1; k < DC_BFN_NOUT; ++k) g += DC_BFN_P_(adj_mul)(in[DC_BFN_NIN + k][e], o[k].d[j]); \
+        out[j][e] = g;                                                                             \
     }
+#define DC_BFN_ADJOINT_KERNEL(kind, use_uniform)                                                   \
+    DC_BFN_LOOP_KERNEL(kind, use_uniform, DC_BFN_NIN + DC_BFN_NOUT, DC_BFN_NWRT, DC_BFN_STORE_ADJOINT)
 
 void DC_BFN_KERNEL(_dual_varying)(int64_t n, const void *const *in_, void *const *out_, const void *arg);
 void DC_BFN_KERNEL(_dual_uniform)(int64_t n, const void *const *in_, void *const *out_, const void *arg);

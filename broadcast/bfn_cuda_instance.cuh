@@ -89,89 +89,15 @@
 #define DC_BFN_NOUT_ DC_BFN_ID(dc_bfn_nout)
 #define DC_BFN_NWRT_ DC_BFN_ID(dc_bfn_nwrt)
 
-/* ------------------------------------------------------------------ float */
-
 #define DC_S float
 #define DC_SFX f32
-
-namespace DC_BFN_CUDA_NS
-{
-namespace f32_primal
-{
-#define DC_BFN_PASS _primal
-#include "bfn_dsl_primal.h"
-#include DC_BFN_FILE
-#include "bfn_cuda_kernels.cuh"
-#include "bfn_dsl_end.h"
-#undef DC_BFN_PASS
-} // namespace f32_primal
-
-namespace f32_dual
-{
-#define DC_BFN_PASS _count
-#include "bfn_dsl_primal.h"
-#include DC_BFN_FILE
-#include "bfn_dsl_end.h"
-#undef DC_BFN_PASS
-#define DC_BFN_DUAL dc_bfn_dual_f32
-#define DC_DUAL_T DC_BFN_DUAL
-#define DC_DUAL_S DC_S
-#define DC_DUAL_SFX DC_SFX
-#define DC_DUAL_N (dc_bfn_nwrt_count > 0 ? dc_bfn_nwrt_count : 1)
-#include "../dual/dual_impl.h"
-#define DC_BFN_PASS _dual
-#include "bfn_dsl_dual.h"
-#include DC_BFN_FILE
-#include "bfn_cuda_kernels.cuh"
-#include "bfn_dsl_end.h"
-#undef DC_BFN_PASS
-#undef DC_BFN_DUAL
-} // namespace f32_dual
-} // namespace
-
+#include "bfn_cuda_passes.cuh"
 #undef DC_S
 #undef DC_SFX
 
-/* ----------------------------------------------------------------- double */
-
 #define DC_S double
 #define DC_SFX f64
-
-namespace DC_BFN_CUDA_NS
-{
-namespace f64_primal
-{
-#define DC_BFN_PASS _primal
-#include "bfn_dsl_primal.h"
-#include DC_BFN_FILE
-#include "bfn_cuda_kernels.cuh"
-#include "bfn_dsl_end.h"
-#undef DC_BFN_PASS
-} // namespace f64_primal
-
-namespace f64_dual
-{
-#define DC_BFN_PASS _count
-#include "bfn_dsl_primal.h"
-#include DC_BFN_FILE
-#include "bfn_dsl_end.h"
-#undef DC_BFN_PASS
-#define DC_BFN_DUAL dc_bfn_dual_f64
-#define DC_DUAL_T DC_BFN_DUAL
-#define DC_DUAL_S DC_S
-#define DC_DUAL_SFX DC_SFX
-#define DC_DUAL_N (dc_bfn_nwrt_count > 0 ? dc_bfn_nwrt_count : 1)
-#include "../dual/dual_impl.h"
-#define DC_BFN_PASS _dual
-#include "bfn_dsl_dual.h"
-#include DC_BFN_FILE
-#include "bfn_cuda_kernels.cuh"
-#include "bfn_dsl_end.h"
-#undef DC_BFN_PASS
-#undef DC_BFN_DUAL
-} // namespace f64_dual
-} // namespace
-
+#include "bfn_cuda_passes.cuh"
 #undef DC_S
 #undef DC_SFX
 

@@ -67,26 +67,20 @@ static void make_plan(const dc_loop *L, plan *p)
         p->outer *= p->shape[d];
     p->esize = dc_dtype_size(L->dtype);
 
-    bool per_row_control = false;
     for (int a = 0; a < na; ++a) {
         bool dense = p->strides[a][nd - 1] == 1;
         for (int d = nd - 2; d >= 0 && dense; --d)
             dense = p->strides[a][d] == p->strides[a][d + 1] * p->shape[d + 1];
         p->contiguous[a] = dense;
         p->reduces[a] = false;
-        if (a < L->n_in) {
-            if (L->in[a].control && p->strides[a][nd - 1] == 0 && nd > 1)
-                per_row_control = true;
+        if (a < L->n_in)
             continue;
-        }
         for (int d = 0; d < nd; ++d)
             if (p->strides[a][d] == 0 && p->shape[d] > 1)
                 p->reduces[a] = true;
     }
 
-    /* A control value per row: chunks of one row keep it uniform, so the
-     * kernel that only computes the branch taken can run. */
-    if (p->inner >= CHUNK || (per_row_control && p->inner >= 64 && L->kernel_uniform)) {
+    if (p->inner >= CHUNK) {
         p->rows_per_chunk = 1;
         p->pieces_per_row = (p->inner + CHUNK - 1) / CHUNK;
         int64_t piece = (p->inner + p->pieces_per_row - 1) / p->pieces_per_row;
@@ -256,12 +250,14 @@ static void run_chunk(const dc_loop *L, const plan *p, chunk k, unsigned char *s
     int64_t coords[DC_MAX_DIMS], c0[DC_MAX_DIMS];
     const int nd = p->ndim;
     row_coords(p, k.r0, c0);
-    /* Control inputs broadcast along the row are constant over a one-row
-     * chunk: the uniform kernel reads their element 0 and nothing is staged. */
+    /* Control inputs broadcast along the row are constant over each row: the
+     * uniform kernel takes one value per row of them, and runs the chunk row
+     * by row. Other control inputs must be constant over the whole chunk. */
     bool uniform = L->kernel_uniform != NULL;
-    bool known_uniform = uniform && k.rows == 1;
-    for (int a = 0; a < n_in && known_uniform; ++a)
-        known_uniform = !L->in[a].control || p->strides[a][nd - 1] == 0;
+    bool per_row = uniform;
+    for (int a = 0; a < n_in && per_row; ++a)
+        per_row = !L->in[a].control || p->strides[a][nd - 1] == 0;
+    int64_t row_len = per_row ? k.len : k.n;
 
     for (int a = 0; a < na; ++a) {
         const int64_t *st = p->strides[a];
@@ -271,7 +267,21 @@ static void run_chunk(const dc_loop *L, const plan *p, chunk k, unsigned char *s
         const int64_t off0 = row_offset(p, st, c0) + k.c0 * sin;
         if (a < n_in) {
             const unsigned char *base = L->in[a].data;
-            if (direct || (known_uniform && L->in[a].control)) {
+            if (per_row && L->in[a].control) {
+                /* one value per row */
+                if (k.rows == 1) {
+                    in_ptr[a] = base + (size_t)off0 * p->esize;
+                } else {
+                    memcpy(coords, c0, sizeof coords);
+                    for (int64_t r = 0; r < k.rows; ++r) {
+                        stage(p, (unsigned char *)tile + (size_t)r * p->esize, base, row_offset(p, st, coords), 0, 1);
+                        next_row(p, coords);
+                    }
+                    in_ptr[a] = tile;
+                }
+                continue;
+            }
+            if (direct) {
                 in_ptr[a] = base + (size_t)off0 * p->esize;
             } else {
                 memcpy(coords, c0, sizeof coords);
@@ -282,7 +292,7 @@ static void run_chunk(const dc_loop *L, const plan *p, chunk k, unsigned char *s
                 }
                 in_ptr[a] = tile;
             }
-            if (uniform && !known_uniform && L->in[a].control)
+            if (uniform && !per_row && L->in[a].control)
                 uniform = all_equal(p, in_ptr[a], k.n);
         } else {
             const dc_loop_out *o = &L->out[a - n_in];
@@ -291,7 +301,10 @@ static void run_chunk(const dc_loop *L, const plan *p, chunk k, unsigned char *s
         }
     }
 
-    (uniform ? L->kernel_uniform : L->kernel)(k.n, in_ptr, out_ptr, L->arg);
+    if (uniform)
+        L->kernel_uniform(k.n, in_ptr, out_ptr, &row_len);
+    else
+        L->kernel(k.n, in_ptr, out_ptr, L->arg);
 
     for (int a = n_in; a < na; ++a) {
         const dc_loop_out *o = &L->out[a - n_in];

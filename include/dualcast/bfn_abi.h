@@ -13,7 +13,7 @@ extern "C" {
 
 /* Bumped whenever the layout below changes; dc_broadcast() refuses a
  * function compiled against another version. */
-#define DC_BFN_ABI_VERSION 1
+#define DC_BFN_ABI_VERSION 2
 
 #define DC_BFN_MAX_INPUTS 24  /* inputs of one function, control included */
 #define DC_BFN_MAX_OUTPUTS 8  /* outputs of one function */
@@ -27,8 +27,9 @@ extern "C" {
  *   adjoint: in = inputs, adjoints;   out = one gradient contribution per
  *                                           differentiable input:
  *                                           sum over k of adj_k * partial (k, j)
- * The [DC_BFN_UNIFORM] variant may assume every control input holds the same
- * value over the chunk and reads it from element 0. */
+ * The [DC_BFN_UNIFORM] variant takes the chunk as rows of *(const int64_t *)arg
+ * elements (the whole chunk when arg is NULL) and each control input as one
+ * value per row, constant over its row. */
 typedef void (*dc_bfn_cpu_kernel)(int64_t n, const void *const *in, void *const *out, const void *arg);
 
 enum { DC_BFN_VARYING = 0, DC_BFN_UNIFORM = 1 };

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "cuda_state.h"
+#include "block_reduce.cuh"
 
 extern "C" {
 #include "../../broadcast/coalesce.h"
@@ -30,41 +30,36 @@ extern "C" {
 #undef KS
 #undef KSFX
 
+using dc_cuda::block_reduce;
+using dc_cuda::kBlock;
+
 namespace {
 
-constexpr int kBlock = 256;
-
+/* formulas<T>::apply runs kernel `id`'s formula (a switch every thread of a
+ * launch takes the same way). */
 template <typename T> struct formulas;
-template <> struct formulas<float> {
-    static __device__ __forceinline__ void apply(int id, const float *x, float *y, float s, float t)
-    {
-        switch (id) {
-#define CASE(ID, name, NI, NO)                                                                     \
+#define DC_FORMULA_CASE_F32(ID, name, NI, NO)                                                     \
     case DC_K_##ID:                                                                                \
         dc_kf_##name##_f32(x, y, s, t);                                                            \
         break;
-            DC_KERNEL_LIST(CASE)
-#undef CASE
-        default: break;
-        }
-    }
-    static __device__ __forceinline__ float adj_mul(float a, float b) { return dc_adj_mul_f32(a, b); }
-};
-template <> struct formulas<double> {
-    static __device__ __forceinline__ void apply(int id, const double *x, double *y, double s, double t)
-    {
-        switch (id) {
-#define CASE(ID, name, NI, NO)                                                                     \
+#define DC_FORMULA_CASE_F64(ID, name, NI, NO)                                                     \
     case DC_K_##ID:                                                                                \
         dc_kf_##name##_f64(x, y, s, t);                                                            \
         break;
-            DC_KERNEL_LIST(CASE)
-#undef CASE
-        default: break;
-        }
-    }
-    static __device__ __forceinline__ double adj_mul(double a, double b) { return dc_adj_mul_f64(a, b); }
-};
+#define DC_FORMULAS(T, CASE, sfx)                                                                  \
+    template <> struct formulas<T> {                                                               \
+        static __device__ __forceinline__ void apply(int id, const T *x, T *y, T s, T t)           \
+        {                                                                                          \
+            switch (id) {                                                                          \
+                DC_KERNEL_LIST(CASE)                                                               \
+            default:                                                                               \
+                break;                                                                             \
+            }                                                                                      \
+        }                                                                                          \
+        static __device__ __forceinline__ T adj_mul(T a, T b) { return dc_adj_mul_##sfx(a, b); }    \
+    };
+DC_FORMULAS(float, DC_FORMULA_CASE_F32, f32)
+DC_FORMULAS(double, DC_FORMULA_CASE_F64, f64)
 
 /* The iteration after coalescing, and where each input is read. */
 struct ew_params {
@@ -186,28 +181,15 @@ template <typename T> __global__ void route_by_block(route_params p)
             split(r, p.n_red_axes, p.red_shape, p.red_src, NULL, &ro, NULL);
             s += (double)((const T *)p.src)[src0 + ro];
         }
-        part[threadIdx.x] = s;
-        __syncthreads();
-        for (int w = blockDim.x / 2; w > 0; w /= 2) {
-            if ((int)threadIdx.x < w)
-                part[threadIdx.x] += part[threadIdx.x + w];
-            __syncthreads();
-        }
+        s = block_reduce(s, part, false);
         if (threadIdx.x == 0) {
             T *o = (T *)p.dst + dst;
-            *o = p.add ? (T)((double)*o + part[0]) : (T)part[0];
+            *o = p.add ? (T)((double)*o + s) : (T)s;
         }
-        __syncthreads();
     }
 }
 
-unsigned blocks_for(const dc_ctx *ctx, int64_t n)
-{
-    int64_t b = (n + kBlock - 1) / kBlock;
-    if (b > ctx->cuda->max_blocks)
-        b = ctx->cuda->max_blocks;
-    return (unsigned)(b > 0 ? b : 1);
-}
+unsigned blocks_for(const dc_ctx *ctx, int64_t n) { return dc_cuda::grid_for(ctx, n); }
 
 /* Where a loop output goes: straight into it (dense in the iteration shape)
  * or into a temporary that is routed afterwards. */

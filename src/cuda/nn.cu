@@ -2,22 +2,16 @@
  * scatter-add adjoint split by column so each sum runs in id order),
  * cross entropy (one block per row), Adam and SGD updates, and the squared
  * norm for gradient clipping (a fixed-order tree). */
-#include "cuda_state.h"
+#include "block_reduce.cuh"
 #include "nn_cuda.h"
 
 #include "../../dual/scalar_math.h"
 
+using dc_cuda::block_reduce;
+using dc_cuda::grid_for;
+using dc_cuda::kBlock;
+
 namespace {
-
-constexpr int kBlock = 256;
-
-unsigned grid_for(const dc_ctx *ctx, int64_t n)
-{
-    int64_t b = (n + kBlock - 1) / kBlock;
-    if (b > ctx->cuda->max_blocks)
-        b = ctx->cuda->max_blocks;
-    return (unsigned)(b > 0 ? b : 1);
-}
 
 template <typename T>
 __global__ void gather_rows(const T *table, int64_t rs, int64_t cs, const int64_t *rows, int64_t n, int64_t width,
@@ -52,27 +46,13 @@ __global__ void ce_rows(const T *logits, int64_t c, const int64_t *target, doubl
     double m = -INFINITY;
     for (int64_t k = threadIdx.x; k < c; k += blockDim.x)
         m = fmax(m, (double)l[k]);
-    part[threadIdx.x] = m;
-    __syncthreads();
-    for (int w = blockDim.x / 2; w > 0; w /= 2) {
-        if ((int)threadIdx.x < w)
-            part[threadIdx.x] = fmax(part[threadIdx.x], part[threadIdx.x + w]);
-        __syncthreads();
-    }
-    m = part[0];
-    __syncthreads();
+    m = block_reduce(m, part, true);
     double s = 0;
     for (int64_t k = threadIdx.x; k < c; k += blockDim.x)
         s += (double)dexp((T)((double)l[k] - m));
-    part[threadIdx.x] = s;
-    __syncthreads();
-    for (int w = blockDim.x / 2; w > 0; w /= 2) {
-        if ((int)threadIdx.x < w)
-            part[threadIdx.x] += part[threadIdx.x + w];
-        __syncthreads();
-    }
+    s = block_reduce(s, part, false);
     if (threadIdx.x == 0) {
-        lse[r] = m + log(part[0]);
+        lse[r] = m + log(s);
         loss[r] = lse[r] - (double)l[target[r]];
     }
 }
@@ -84,15 +64,9 @@ template <typename T> __global__ void mean_of(const double *v, int64_t n, T *out
     double s = 0;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
         s += v[i];
-    part[threadIdx.x] = s;
-    __syncthreads();
-    for (int w = blockDim.x / 2; w > 0; w /= 2) {
-        if ((int)threadIdx.x < w)
-            part[threadIdx.x] += part[threadIdx.x + w];
-        __syncthreads();
-    }
+    s = block_reduce(s, part, false);
     if (threadIdx.x == 0)
-        *out = (T)(n ? part[0] / (double)n : NAN);
+        *out = (T)(n ? s / (double)n : NAN);
 }
 
 template <typename T>
@@ -132,15 +106,9 @@ template <typename T> __global__ void sum_squares(const T *x, int64_t n, double 
     double s = 0;
     for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x)
         s += (double)x[e] * (double)x[e];
-    part[threadIdx.x] = s;
-    __syncthreads();
-    for (int w = blockDim.x / 2; w > 0; w /= 2) {
-        if ((int)threadIdx.x < w)
-            part[threadIdx.x] += part[threadIdx.x + w];
-        __syncthreads();
-    }
+    s = block_reduce(s, part, false);
     if (threadIdx.x == 0)
-        part_out[blockIdx.x] = part[0];
+        part_out[blockIdx.x] = s;
 }
 
 template <typename T> __global__ void scale_by(T *x, int64_t n, T s)
