@@ -276,6 +276,41 @@ static void test_same_seed_same_loss(void **state)
         fail_msg("30 steps on one batch took the loss from %g to %g", fit[0], fit[29]);
 }
 
+/* Training steps after the first allocate nothing: the tape's arena keeps
+ * its blocks, and its reserved bytes stay the same from step to step. */
+static void test_training_step_reuses_memory(void **state)
+{
+    (void)state;
+    fixture f;
+    make_fixture(&f, DC_F32, true, 3, 16, 4, 12, 9);
+    dc_optimizer *adam = dc_optimizer_adam(f.ctx, f.m->n_params, f.m->params, NULL);
+    TEST_NONNULL(f.ctx, adam);
+    dc_tape *tape = dc_tape_new(f.ctx);
+    size_t reserved = 0, peak = 0;
+    for (int step = 0; step < 6; ++step) {
+        dc_tape_reset(tape);
+        hm_forward_result r;
+        TEST_OK(f.ctx, hm_forward(tape, f.m, f.s, HM_CELL_MIXED, f.ids, f.targets, f.slope, false, NULL, &r));
+        TEST_OK(f.ctx, dc_backward(tape, r.loss));
+        TEST_OK(f.ctx, dc_clip_grad_norm(f.ctx, f.m->n_params, f.m->params, 1.0, NULL));
+        TEST_OK(f.ctx, dc_optimizer_step(adam));
+        dc_optimizer_zero_grad(adam);
+        TEST_OK(f.ctx, hm_state_update(f.s, &r));
+        if (step == 1) {
+            reserved = dc_tape_reserved_bytes(tape);
+            peak = dc_tape_peak_bytes(tape);
+        } else if (step > 1) {
+            if (dc_tape_reserved_bytes(tape) != reserved || dc_tape_peak_bytes(tape) != peak)
+                fail_msg("step %d: reserved %zu bytes (was %zu), peak %zu (was %zu)", step,
+                         dc_tape_reserved_bytes(tape), reserved, dc_tape_peak_bytes(tape), peak);
+        }
+    }
+    assert_true(peak > 0);
+    dc_tape_free(tape);
+    dc_optimizer_free(adam);
+    free_fixture(&f);
+}
+
 static void test_corpus(void **state)
 {
     (void)state;
@@ -311,7 +346,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_gradcheck_f64), cmocka_unit_test(test_mixed_equals_pure_f32),
         cmocka_unit_test(test_checkpoint_round_trip), cmocka_unit_test(test_same_seed_same_loss),
-        cmocka_unit_test(test_corpus),
+        cmocka_unit_test(test_training_step_reuses_memory), cmocka_unit_test(test_corpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
