@@ -336,15 +336,18 @@ static void sample_text(run *r, const char *prompt, int n, double slope)
     dc_tape_set_recording(tape, false);
     uint64_t rng = 0x9e3779b97f4a7c15ull ^ r->opt.seed;
     float logits[256];
-    const int v = r->corpus.vocab;
-    int next = -1;
+    const int v = r->corpus.vocab, plen = (int)strlen(prompt);
+    int next = 0;
     printf("%s", prompt);
-    for (int i = 0; prompt[i] || i < (int)strlen(prompt) + n; ++i) {
-        int sym = prompt[i] && i < (int)strlen(prompt) ? r->corpus.index[(unsigned char)prompt[i]] : next;
-        if (sym < 0)
-            sym = 0;
-        if (!prompt[i] || i >= (int)strlen(prompt))
+    /* the prompt's characters are fed in, then each drawn one */
+    for (int i = 0; i < plen + n; ++i) {
+        int sym = next;
+        if (i < plen) {
+            sym = r->corpus.index[(unsigned char)prompt[i]];
+            sym = sym < 0 ? 0 : sym; /* a character the corpus lacks */
+        } else {
             putchar(r->corpus.symbol[sym]);
+        }
         dc_tape_reset(tape);
         hm_forward_result res;
         if (dc_tensor_set(id, 0, sym) != DC_OK ||
@@ -353,8 +356,6 @@ static void sample_text(run *r, const char *prompt, int n, double slope)
             hm_state_update(s, &res) != DC_OK)
             die(r, "sampling");
         next = draw(logits, v, r->opt.temperature, &rng);
-        if (i >= (int)strlen(prompt) + n - 1)
-            break;
     }
     putchar('\n');
     dc_tape_free(tape);

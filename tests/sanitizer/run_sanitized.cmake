@@ -16,7 +16,7 @@ function(step what)
 endfunction()
 
 step("configure" ${CMAKE_COMMAND} -S "${DC_SOURCE_DIR}" -B "${WORK_DIR}" -DDC_SANITIZE=ON -DDC_CUDA=OFF
-     -DDC_BUILD_BENCH=OFF -DDC_BUILD_DEMO=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDC_SANITIZER_SUITE=OFF)
+     -DDC_BUILD_BENCH=OFF -DDC_BUILD_DEMO=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDC_SANITIZER_SUITE=OFF)
 step("build" ${CMAKE_COMMAND} --build "${WORK_DIR}" --parallel 2)
 # leaks are errors too; the consumer project builds its own, unsanitized copy
 set(ENV{ASAN_OPTIONS} "detect_leaks=1:abort_on_error=0")
