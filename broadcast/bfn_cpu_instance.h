@@ -135,12 +135,18 @@ DC_BFN_PRIMAL_KERNEL(_primal_uniform, 1)
     DC_BFN_LOOP_KERNEL(kind, use_uniform, DC_BFN_NIN, DC_BFN_NOUT * (1 + DC_BFN_NWRT), DC_BFN_STORE_DUAL)
 
 /* Recompute policy: the duals again, times the output adjoints (read after
- * the inputs), summed over outputs: one contribution per differentiable input. */
+ * the inputs), summed over outputs: one contribution per differentiable input.
+ * A partial that is zero by construction adds nothing, whatever the adjoint. */
+#define DC_BFN_ADJ_TERM(adj, partial) (DC_KNOWN_ZERO(partial) ? (partial) : DC_BFN_P_(adj_mul)(adj, partial))
 #define DC_BFN_STORE_ADJOINT(e, o)                                                                 \
     DC_UNROLL for (int j = 0; j < DC_BFN_NWRT; ++j)                                                \
     {                                                                                              \
-        dc_real g = DC_BFN_P_(adj_mul)(in[DC_BFN_NIN][e], o[0].d[j]);                              \
-        DC_UNROLL for (int k = 1; k < DC_BFN_NOUT; ++k) g += DC_BFN_P_(adj_mul)(in[DC_BFN_NIN + k][e], o[k].d[j]); \
+        dc_real g = DC_BFN_ADJ_TERM(in[DC_BFN_NIN][e], o[0].d[j]);                                  \
+        DC_UNROLL for (int k = 1; k < DC_BFN_NOUT; ++k)                                            \
+        {                                                                                          \
+            const dc_real t = DC_BFN_ADJ_TERM(in[DC_BFN_NIN + k][e], o[k].d[j]);                   \
+            g = DC_TADD(g, t);                                                                     \
+        }                                                                                          \
         out[j][e] = g;                                                                             \
     }
 #define DC_BFN_ADJOINT_KERNEL(kind, use_uniform)                                                   \

@@ -17,6 +17,7 @@
  * No include guard: included once per instantiation. */
 
 #include "scalar_math.h"
+#include "tangent_ops.h"
 
 #define DC_D_CAT_(a, b) a##_##b
 #define DC_D_CAT(a, b) DC_D_CAT_(a, b)
@@ -27,7 +28,7 @@
  * zero, so a singularity in one input never poisons the partials of the
  * others. Derivatives that stay finite (exp, tanh, sigmoid, products) use the
  * plain product, which costs less. */
-#define DC_TMUL(tangent, deriv) DC_SCAL(adj_mul)(tangent, deriv)
+#define DC_TMUL(tangent, deriv) (DC_KNOWN_ZERO(tangent) ? (tangent) : DC_SCAL(adj_mul)(tangent, deriv))
 
 typedef struct DC_DUAL_T {
     DC_DUAL_S v;
@@ -56,13 +57,15 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(seed)(DC_DUAL_S v, int k)
 
 DC_INLINE DC_HD DC_DUAL_S DC_DFN(val)(DC_DUAL_T a) { return a.v; }
 
-/* value y = f(a.v) with local derivative dy: partials scale by dy. */
+/* value y = f(a.v) with local derivative dy: partials scale by dy. Partials
+ * that are zero by construction cost nothing here nor in the operations
+ * below (dual/tangent_ops.h). */
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(chain)(DC_DUAL_T a, DC_DUAL_S y, DC_DUAL_S dy)
 {
     DC_DUAL_T r;
     r.v = y;
     DC_UNROLL for (int k = 0; k < DC_DUAL_N; ++k)
-        r.d[k] = dy * a.d[k];
+        r.d[k] = DC_TSCALE(a.d[k], dy);
     return r;
 }
 
@@ -83,7 +86,7 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(add)(DC_DUAL_T a, DC_DUAL_T b)
     DC_DUAL_T r;
     r.v = a.v + b.v;
     DC_UNROLL for (int k = 0; k < DC_DUAL_N; ++k)
-        r.d[k] = a.d[k] + b.d[k];
+        r.d[k] = DC_TADD(a.d[k], b.d[k]);
     return r;
 }
 
@@ -98,7 +101,7 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(sub)(DC_DUAL_T a, DC_DUAL_T b)
     DC_DUAL_T r;
     r.v = a.v - b.v;
     DC_UNROLL for (int k = 0; k < DC_DUAL_N; ++k)
-        r.d[k] = a.d[k] - b.d[k];
+        r.d[k] = DC_TSUB(a.d[k], b.d[k]);
     return r;
 }
 
@@ -113,7 +116,7 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(neg)(DC_DUAL_T a)
     DC_DUAL_T r;
     r.v = -a.v;
     DC_UNROLL for (int k = 0; k < DC_DUAL_N; ++k)
-        r.d[k] = -a.d[k];
+        r.d[k] = DC_TNEG(a.d[k]);
     return r;
 }
 
@@ -129,7 +132,7 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(mul)(DC_DUAL_T a, DC_DUAL_T b)
     DC_DUAL_T r;
     r.v = a.v * b.v;
     DC_UNROLL for (int k = 0; k < DC_DUAL_N; ++k)
-        r.d[k] = a.d[k] * b.v + a.v * b.d[k];
+        r.d[k] = DC_TADD(DC_TSCALE(a.d[k], b.v), DC_TSCALE(b.d[k], a.v));
     return r;
 }
 
@@ -144,7 +147,11 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(div)(DC_DUAL_T a, DC_DUAL_T b)
     r.v = a.v / b.v;
     const DC_DUAL_S inv = (DC_DUAL_S)1 / b.v;
     DC_UNROLL for (int k = 0; k < DC_DUAL_N; ++k)
-        r.d[k] = DC_TMUL(a.d[k], inv) - DC_TMUL(b.d[k], r.v * inv);
+    {
+        /* named, so that DC_KNOWN_ZERO sees values, not calls */
+        const DC_DUAL_S ta = DC_TMUL(a.d[k], inv), tb = DC_TMUL(b.d[k], r.v * inv);
+        r.d[k] = DC_TSUB(ta, tb);
+    }
     return r;
 }
 
@@ -214,7 +221,10 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(pow)(DC_DUAL_T a, DC_DUAL_T b)
     const DC_DUAL_S da = b.v == (DC_DUAL_S)0 ? (DC_DUAL_S)0 : b.v * DC_SCAL(pow)(a.v, b.v - (DC_DUAL_S)1);
     const DC_DUAL_S db = a.v == (DC_DUAL_S)0 ? (DC_DUAL_S)0 : r.v * DC_SCAL(log)(a.v);
     DC_UNROLL for (int k = 0; k < DC_DUAL_N; ++k)
-        r.d[k] = DC_TMUL(a.d[k], da) + DC_TMUL(b.d[k], db);
+    {
+        const DC_DUAL_S ta = DC_TMUL(a.d[k], da), tb = DC_TMUL(b.d[k], db);
+        r.d[k] = DC_TADD(ta, tb);
+    }
     return r;
 }
 

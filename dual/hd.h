@@ -42,6 +42,17 @@
 #define DC_UNROLL
 #endif
 
+/* True where the compiler can prove, once the code is inlined, that x is
+ * zero; false where it cannot, and always false without optimization and in
+ * nvcc's device pass, which has no such test. Never evaluates x at run time:
+ * the dual-number math uses it to drop partials that are zero by
+ * construction at no cost to the others. */
+#if defined(__GNUC__) && !defined(__CUDA_ARCH__)
+#define DC_KNOWN_ZERO(x) (__builtin_constant_p(x) && (x) == 0)
+#else
+#define DC_KNOWN_ZERO(x) 0
+#endif
+
 #if defined(__cplusplus)
 #define DC_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
 #else
