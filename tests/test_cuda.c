@@ -235,50 +235,69 @@ typedef struct bfn_case {
     bool binary[6]; /* 0/1 control values */
 } bfn_case;
 
-static void run_bfn(dc_ctx *ctx, const bfn_case *c, dc_partials_policy policy, float **outs, int64_t *n_out,
-                    float **grads)
+/* A tensor's values as floats (malloc'd), whatever its dtype. */
+static float *tensor_floats(dc_ctx *ctx, const dc_tensor *t, int64_t skip)
 {
-    dc_tensor *x[6];
+    const int64_t n = dc_tensor_numel(t);
+    double *d = malloc((size_t)(n ? n : 1) * sizeof *d);
+    float *f = malloc((size_t)(n ? n : 1) * sizeof *f);
+    if (dc_tensor_dtype(t) == DC_F64) {
+        TEST_OK(ctx, dc_tensor_to_host(t, d, (size_t)n * sizeof *d));
+        for (int64_t i = 0; i < n; ++i)
+            f[i] = (float)d[i];
+    } else {
+        TEST_OK(ctx, dc_tensor_to_host(t, f, (size_t)n * sizeof *f));
+    }
+    free(d);
+    memmove(f, f + skip, (size_t)(n - skip) * sizeof *f);
+    return f;
+}
+
+/* Runs the case on ctx in dtype; outputs and gradients come back as float.
+ * Every input is a view of a leaf one element longer (offset 1) or of the
+ * same length (offset 0): offset 1 leaves no input 16-byte aligned. */
+static void run_bfn(dc_ctx *ctx, const bfn_case *c, dc_dtype dtype, int64_t offset, dc_partials_policy policy,
+                    float **outs, int64_t *n_out, float **grads)
+{
+    dc_tensor *leaf[6], *x[6];
+    dc_tape *tape = dc_tape_new(ctx);
     for (int k = 0; k < c->n_in; ++k) {
-        const int64_t n = c->shape[k][0] * c->shape[k][1];
-        float *v = malloc((size_t)n * sizeof *v);
+        const int64_t n = c->shape[k][0] * c->shape[k][1], flat = n + offset;
+        double *v = calloc((size_t)flat, sizeof *v);
+        float *vf = calloc((size_t)flat, sizeof *vf);
         uint64_t s = 99 + (uint64_t)k;
         for (int64_t i = 0; i < n; ++i) {
             s ^= s << 13;
             s ^= s >> 7;
             s ^= s << 17;
             const double u = (double)(s >> 11) * 0x1.0p-53;
-            v[i] = c->binary[k] ? (float)(u < 0.5) : (float)(c->lo[k] + (c->hi[k] - c->lo[k]) * u);
+            vf[offset + i] = c->binary[k] ? (float)(u < 0.5) : (float)(c->lo[k] + (c->hi[k] - c->lo[k]) * u);
+            v[offset + i] = vf[offset + i]; /* the same values in either dtype */
         }
-        x[k] = dc_tensor_from_host(ctx, DC_F32, 2, c->shape[k], v);
-        TEST_NONNULL(ctx, x[k]);
+        leaf[k] = dc_tensor_from_host(ctx, dtype, 1, &flat, dtype == DC_F64 ? (const void *)v : (const void *)vf);
+        TEST_NONNULL(ctx, leaf[k]);
         free(v);
-        TEST_OK(ctx, dc_tensor_set_requires_grad(x[k], !c->binary[k]));
+        free(vf);
+        TEST_OK(ctx, dc_tensor_set_requires_grad(leaf[k], !c->binary[k]));
+        x[k] = dc_op_reshape(tape, dc_op_slice(tape, leaf[k], 0, offset, n), 2, c->shape[k]);
+        TEST_NONNULL(ctx, x[k]);
     }
-    dc_tape *tape = dc_tape_new(ctx);
     dc_tensor *y[2] = {NULL, NULL};
     TEST_OK(ctx, dc_broadcast_policy(tape, c->fn, c->n_in, x, c->fn->n_outputs, y, policy));
     dc_tensor *loss = y[0];
     for (int k = 1; k < c->fn->n_outputs; ++k)
         loss = dc_op_add(tape, loss, dc_op_affine(tape, y[k], 0.5, 0.0));
     *n_out = dc_tensor_numel(y[0]);
-    for (int k = 0; k < c->fn->n_outputs; ++k) {
-        outs[k] = malloc((size_t)*n_out * sizeof(float));
-        TEST_OK(ctx, dc_tensor_to_host(y[k], outs[k], (size_t)*n_out * sizeof(float)));
-    }
-    TEST_OK(ctx, dc_backward_with(tape, loss, dc_tape_scalar(tape, DC_F32, 1.0)));
+    for (int k = 0; k < c->fn->n_outputs; ++k)
+        outs[k] = tensor_floats(ctx, y[k], 0);
+    TEST_OK(ctx, dc_backward_with(tape, loss, dc_tape_scalar(tape, dtype, 1.0)));
     for (int k = 0; k < c->n_in; ++k) {
-        grads[k] = NULL;
-        const dc_tensor *g = dc_tensor_grad(x[k]);
-        if (!g)
-            continue;
-        const int64_t n = dc_tensor_numel(x[k]);
-        grads[k] = malloc((size_t)n * sizeof(float));
-        TEST_OK(ctx, dc_tensor_to_host(g, grads[k], (size_t)n * sizeof(float)));
+        const dc_tensor *g = dc_tensor_grad(leaf[k]);
+        grads[k] = g ? tensor_floats(ctx, g, offset) : NULL;
     }
     dc_tape_free(tape);
     for (int k = 0; k < c->n_in; ++k)
-        dc_tensor_free(x[k]);
+        dc_tensor_free(leaf[k]);
 }
 
 static void test_broadcast_functions_match_cpu(void **state)
@@ -295,34 +314,52 @@ static void test_broadcast_functions_match_cpu(void **state)
          {false, false}},
         {"gated_scale, broadcast b", DC_BFN_REF(gated_scale), 3, {{40, 50}, {40, 1}, {1, 50}}, {-2, 0, -2}, {2, 1, 2},
          {false, true, false}},
+        /* gradients summed along rows (a per-row column), and over every
+         * element in two stages (a scalar) */
+        {"polar_pair, angle per row", DC_BFN_REF(polar_pair), 2, {{600, 64}, {600, 1}}, {-1, -3}, {2, 3},
+         {false, false}},
+        {"polar_pair, scalar angle", DC_BFN_REF(polar_pair), 2, {{300, 400}, {1, 1}}, {-1, -3}, {2, 3},
+         {false, false}},
     };
+    /* float32 aligned (the 16-byte path where the layout allows it),
+     * float32 misaligned (the strided path), float64 (16 bytes: 2 lanes) */
+    const struct {
+        dc_dtype dtype;
+        int64_t offset;
+        const char *name;
+    } layouts[] = {{DC_F32, 0, "f32"}, {DC_F32, 1, "f32, misaligned"}, {DC_F64, 0, "f64"}};
     for (size_t i = 0; i < sizeof bcases / sizeof bcases[0]; ++i) {
-        for (int policy = 0; policy < 2; ++policy) {
-            const bfn_case *c = &bcases[i];
-            float *oc[2], *og[2], *gc[6], *gg[6];
-            int64_t nc, ng;
-            run_bfn(cpu, c, (dc_partials_policy)policy, oc, &nc, gc);
-            run_bfn(gpu, c, (dc_partials_policy)policy, og, &ng, gg);
-            char what[128];
-            for (int k = 0; k < c->fn->n_outputs; ++k) {
-                snprintf(what, sizeof what, "%s (%s): output %d", c->name, policy ? "recompute" : "store", k);
-                const double e = nmse(oc[k], og[k], nc, what);
-                if (!(e <= 1e-7))
-                    fail_msg("%s: NMSE %.3g", what, e);
-                free(oc[k]);
-                free(og[k]);
-            }
-            for (int k = 0; k < c->n_in; ++k) {
-                if (!gc[k] != !gg[k])
-                    fail_msg("%s: input %d has a gradient on one backend only", c->name, k);
-                if (!gc[k])
-                    continue;
-                snprintf(what, sizeof what, "%s (%s): gradient %d", c->name, policy ? "recompute" : "store", k);
-                const double e = nmse(gc[k], gg[k], c->shape[k][0] * c->shape[k][1], what);
-                if (!(e <= 1e-7))
-                    fail_msg("%s: NMSE %.3g", what, e);
-                free(gc[k]);
-                free(gg[k]);
+        for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; ++l) {
+            for (int policy = 0; policy < 2; ++policy) {
+                const bfn_case *c = &bcases[i];
+                float *oc[2], *og[2], *gc[6], *gg[6];
+                int64_t nc, ng;
+                run_bfn(cpu, c, layouts[l].dtype, layouts[l].offset, (dc_partials_policy)policy, oc, &nc, gc);
+                run_bfn(gpu, c, layouts[l].dtype, layouts[l].offset, (dc_partials_policy)policy, og, &ng, gg);
+                assert_int_equal(nc, ng);
+                char what[160];
+                for (int k = 0; k < c->fn->n_outputs; ++k) {
+                    snprintf(what, sizeof what, "%s (%s, %s): output %d", c->name, layouts[l].name,
+                             policy ? "recompute" : "store", k);
+                    const double e = nmse(oc[k], og[k], nc, what);
+                    if (!(e <= 1e-7))
+                        fail_msg("%s: NMSE %.3g", what, e);
+                    free(oc[k]);
+                    free(og[k]);
+                }
+                for (int k = 0; k < c->n_in; ++k) {
+                    if (!gc[k] != !gg[k])
+                        fail_msg("%s: input %d has a gradient on one backend only", c->name, k);
+                    if (!gc[k])
+                        continue;
+                    snprintf(what, sizeof what, "%s (%s, %s): gradient %d", c->name, layouts[l].name,
+                             policy ? "recompute" : "store", k);
+                    const double e = nmse(gc[k], gg[k], c->shape[k][0] * c->shape[k][1], what);
+                    if (!(e <= 1e-7))
+                        fail_msg("%s: NMSE %.3g", what, e);
+                    free(gc[k]);
+                    free(gg[k]);
+                }
             }
         }
     }
@@ -357,6 +394,28 @@ static void test_backward_is_deterministic(void **state)
     assert_memory_equal(&s1, &s2, sizeof(float));
     free(first);
     free(again);
+
+    /* a broadcast function's store-policy backward, reducing straight from
+     * the partials: per row and over everything */
+    const bfn_case bc[] = {
+        {"per row", DC_BFN_REF(polar_pair), 2, {{600, 64}, {600, 1}}, {-1, -3}, {2, 3}, {false, false}},
+        {"scalar", DC_BFN_REF(polar_pair), 2, {{300, 400}, {1, 1}}, {-1, -3}, {2, 3}, {false, false}},
+    };
+    for (size_t i = 0; i < sizeof bc / sizeof bc[0]; ++i) {
+        float *o1[2], *o2[2], *g1[6], *g2[6];
+        int64_t n1, n2;
+        run_bfn(gpu, &bc[i], DC_F32, 0, DC_PARTIALS_STORE, o1, &n1, g1);
+        run_bfn(gpu, &bc[i], DC_F32, 0, DC_PARTIALS_STORE, o2, &n2, g2);
+        for (int k = 0; k < 2; ++k) {
+            const int64_t n = bc[i].shape[k][0] * bc[i].shape[k][1];
+            if (memcmp(g1[k], g2[k], (size_t)n * sizeof(float)) != 0)
+                fail_msg("polar_pair, %s: gradient %d differs between two identical runs", bc[i].name, k);
+            free(g1[k]);
+            free(g2[k]);
+            free(o1[k]);
+            free(o2[k]);
+        }
+    }
     dc_tensor_free(x);
     dc_tensor_free(b);
     dc_tensor_free(s);

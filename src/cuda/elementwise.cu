@@ -73,17 +73,23 @@ struct ew_params {
     double s, t;
 };
 
-template <typename T> __global__ void ew_kernel(ew_params p)
+template <typename T, typename Index> __global__ void ew_kernel(ew_params p)
 {
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < p.numel;
-         e += (int64_t)gridDim.x * blockDim.x) {
+    const Index n = (Index)p.numel, step = (Index)gridDim.x * blockDim.x;
+    for (Index e = (Index)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += step) {
         int64_t off[DC_KERNEL_MAX_IN] = {0, 0, 0, 0};
-        int64_t rest = e;
-        for (int d = p.ndim - 1; d >= 0; --d) {
-            const int64_t c = rest % p.shape[d];
-            rest /= p.shape[d];
+        if (p.ndim == 1) {
             for (int j = 0; j < p.n_in; ++j)
-                off[j] += c * p.in_st[j][d];
+                off[j] = (int64_t)e * p.in_st[j][0];
+        } else {
+            Index rest = e;
+            for (int d = p.ndim - 1; d >= 0; --d) {
+                const Index extent = (Index)p.shape[d];
+                const Index c = rest % extent;
+                rest /= extent;
+                for (int j = 0; j < p.n_in; ++j)
+                    off[j] += (int64_t)c * p.in_st[j][d];
+            }
         }
         T x[DC_KERNEL_MAX_IN], y[DC_KERNEL_MAX_OUT];
         for (int j = 0; j < p.n_in; ++j)
@@ -96,6 +102,15 @@ template <typename T> __global__ void ew_kernel(ew_params p)
     }
 }
 
+/* Launches kernel<T, Index> with 32-bit indices whenever the count allows. */
+#define DC_LAUNCH_BY_INDEX(kernel, T, n, grid, stream, args)                                       \
+    do {                                                                                           \
+        if ((n) <= (int64_t)INT32_MAX)                                                             \
+            kernel<T, uint32_t><<<(grid), kBlock, 0, (stream)>>>(args);                            \
+        else                                                                                       \
+            kernel<T, int64_t><<<(grid), kBlock, 0, (stream)>>>(args);                             \
+    } while (0)
+
 /* The store policy's backward: gx_j = sum_k g_k * P_(k,j), all contiguous. */
 struct partials_params {
     int64_t numel;
@@ -106,36 +121,70 @@ struct partials_params {
     int add[DC_BFN_MAX_INPUTS];
 };
 
-template <typename T> __global__ void partials_kernel(partials_params p)
+template <typename T, typename Index> __global__ void partials_kernel(partials_params p)
 {
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < p.numel;
-         e += (int64_t)gridDim.x * blockDim.x) {
+    const Index n = (Index)p.numel, step = (Index)gridDim.x * blockDim.x;
+    for (Index e = (Index)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += step) {
         for (int j = 0; j < p.nw; ++j) {
+            T *o = (T *)p.out[j];
+            if (!o)
+                continue;
             T s = formulas<T>::adj_mul(((const T *)p.g[0])[e], ((const T *)p.partial[j])[e]);
             for (int k = 1; k < p.m; ++k)
                 s += formulas<T>::adj_mul(((const T *)p.g[k])[e], ((const T *)p.partial[k * p.nw + j])[e]);
-            T *o = (T *)p.out[j];
             o[e] = p.add[j] ? o[e] + s : s;
         }
     }
 }
 
-/* Route: out[kept] (=|+=) sum over reduced of src[kept, reduced], with src
- * contiguous in the iteration shape. kept and reduced index spaces are
- * row-major over their axes. */
+/* Where a routed value comes from, at index i of the iteration shape
+ * (row-major): a contiguous array, or (the store policy's backward) the sum
+ * over outputs of adjoint times partial, formed as it is reduced. */
+template <typename T> struct array_source {
+    const T *a;
+    __device__ __forceinline__ double at(int64_t i) const { return (double)a[i]; }
+};
+
+template <typename T> struct partials_source {
+    int m;
+    const T *g[DC_BFN_MAX_OUTPUTS];
+    const T *partial[DC_BFN_MAX_OUTPUTS];
+    __device__ __forceinline__ double at(int64_t i) const
+    {
+        T s = formulas<T>::adj_mul(g[0][i], partial[0][i]);
+        for (int k = 1; k < m; ++k)
+            s += formulas<T>::adj_mul(g[k][i], partial[k][i]);
+        return (double)s;
+    }
+};
+
+/* Route: out[kept] (=|+=) sum over reduced of src[kept, reduced]. kept and
+ * reduced index spaces are row-major over their axes. Sums run in double and
+ * in an order fixed by the shapes and the grid (no atomics): the same inputs
+ * give the same bits on every run. */
 struct route_params {
     int n_kept_axes, n_red_axes;
     int64_t kept_shape[DC_MAX_DIMS], kept_src[DC_MAX_DIMS], kept_dst[DC_MAX_DIMS];
     int64_t red_shape[DC_MAX_DIMS], red_src[DC_MAX_DIMS];
     int64_t n_kept, n_red;
-    const void *src;
+    int64_t chunk;   /* two-stage reduction: reduced elements per block */
+    int n_chunks;    /* blocks per kept element (1: one stage) */
+    double *partial; /* two-stage reduction: [n_kept][n_chunks] */
     void *dst;
     int add;
 };
 
+/* Offsets of index i (row-major over n axes of `shape`) along two stride
+ * sets; one axis needs no division. */
 __device__ __forceinline__ void split(int64_t i, int n, const int64_t *shape, const int64_t *st_a, const int64_t *st_b,
                                       int64_t *a, int64_t *b)
 {
+    if (n == 1) {
+        *a = i * st_a[0];
+        if (b)
+            *b = i * st_b[0];
+        return;
+    }
     *a = 0;
     if (b)
         *b = 0;
@@ -148,9 +197,16 @@ __device__ __forceinline__ void split(int64_t i, int n, const int64_t *shape, co
     }
 }
 
+template <typename T> __device__ __forceinline__ void route_store(const route_params &p, int64_t dst, double s)
+{
+    T *o = (T *)p.dst + dst;
+    *o = p.add ? (T)((double)*o + s) : (T)s;
+}
+
 /* One thread per output element, summing in order: reads of neighbouring
- * threads are neighbours when the innermost axis is kept. */
-template <typename T> __global__ void route_by_thread(route_params p)
+ * threads are neighbours when the innermost axis is kept (a bias row summed
+ * over a batch). */
+template <typename T, class Src> __global__ void route_by_thread(route_params p, Src src)
 {
     for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < p.n_kept;
          k += (int64_t)gridDim.x * blockDim.x) {
@@ -160,32 +216,52 @@ template <typename T> __global__ void route_by_thread(route_params p)
         for (int64_t r = 0; r < p.n_red; ++r) {
             int64_t ro;
             split(r, p.n_red_axes, p.red_shape, p.red_src, NULL, &ro, NULL);
-            s += (double)((const T *)p.src)[src0 + ro];
+            s += src.at(src0 + ro);
         }
-        T *o = (T *)p.dst + dst;
-        *o = p.add ? (T)((double)*o + s) : (T)s;
+        route_store<T>(p, dst, s);
     }
 }
 
-/* One block per output element: threads stride the reduced elements, then a
- * tree in shared memory; the order is fixed by the block size. */
-template <typename T> __global__ void route_by_block(route_params p)
+/* Blocks (kept element, chunk of its reduced elements): threads stride the
+ * chunk, then a tree in shared memory whose order the block size fixes (a
+ * per-row control column summed along its row). With one chunk per kept
+ * element the block writes the result; with more, its partial sum, which
+ * route_chunks adds up in chunk order (a scalar summed over everything). */
+template <typename T, class Src> __global__ void route_by_block(route_params p, Src src)
 {
     __shared__ double part[kBlock];
-    for (int64_t k = blockIdx.x; k < p.n_kept; k += gridDim.x) {
+    const int64_t n_items = p.n_kept * p.n_chunks;
+    for (int64_t item = blockIdx.x; item < n_items; item += gridDim.x) {
+        const int64_t k = item / p.n_chunks, chunk = item - k * p.n_chunks;
         int64_t src0, dst;
         split(k, p.n_kept_axes, p.kept_shape, p.kept_src, p.kept_dst, &src0, &dst);
+        const int64_t r0 = chunk * p.chunk, r1 = r0 + p.chunk < p.n_red ? r0 + p.chunk : p.n_red;
         double s = 0;
-        for (int64_t r = threadIdx.x; r < p.n_red; r += blockDim.x) {
+        for (int64_t r = r0 + threadIdx.x; r < r1; r += blockDim.x) {
             int64_t ro;
             split(r, p.n_red_axes, p.red_shape, p.red_src, NULL, &ro, NULL);
-            s += (double)((const T *)p.src)[src0 + ro];
+            s += src.at(src0 + ro);
         }
         s = block_reduce(s, part, false);
         if (threadIdx.x == 0) {
-            T *o = (T *)p.dst + dst;
-            *o = p.add ? (T)((double)*o + s) : (T)s;
+            if (p.n_chunks == 1)
+                route_store<T>(p, dst, s);
+            else
+                p.partial[item] = s;
         }
+    }
+}
+
+template <typename T> __global__ void route_chunks(route_params p)
+{
+    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < p.n_kept;
+         k += (int64_t)gridDim.x * blockDim.x) {
+        int64_t src0, dst;
+        split(k, p.n_kept_axes, p.kept_shape, p.kept_src, p.kept_dst, &src0, &dst);
+        double s = 0;
+        for (int c = 0; c < p.n_chunks; ++c)
+            s += p.partial[k * p.n_chunks + c];
+        route_store<T>(p, dst, s);
     }
 }
 
@@ -232,8 +308,9 @@ dc_status plan_outputs(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *sha
     return DC_OK;
 }
 
-/* Sums temp over the axes where out's stride is 0 into out (or adds). */
-dc_status route(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *shape, const void *temp, const dc_loop_out *out)
+/* Sums src over the axes where out's stride is 0 into out (or adds to it). */
+template <typename T, class Src>
+dc_status route(dc_ctx *ctx, int ndim, const int64_t *shape, const Src &src, const dc_loop_out *out)
 {
     int64_t contiguous[DC_MAX_DIMS];
     int64_t s = 1;
@@ -260,24 +337,53 @@ dc_status route(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *shape, con
             p.n_red *= cshape[d];
         }
     }
-    p.src = temp;
     p.dst = out->data;
     p.add = out->mode == DC_WRITE_ACCUMULATE;
+    p.n_chunks = 1;
+    p.chunk = p.n_red;
     const bool inner_reduced = p.n_red_axes > 0 && (p.n_kept_axes == 0 || cst[1][nd - 1] == 0);
     cudaStream_t st = ctx->cuda->stream;
-    if (inner_reduced) {
-        const unsigned grid = (unsigned)(p.n_kept < 65535 ? p.n_kept : 65535);
-        if (dtype == DC_F32)
-            route_by_block<float><<<grid, kBlock, 0, st>>>(p);
-        else
-            route_by_block<double><<<grid, kBlock, 0, st>>>(p);
-    } else {
-        if (dtype == DC_F32)
-            route_by_thread<float><<<blocks_for(ctx, p.n_kept), kBlock, 0, st>>>(p);
-        else
-            route_by_thread<double><<<blocks_for(ctx, p.n_kept), kBlock, 0, st>>>(p);
+    if (!inner_reduced) {
+        route_by_thread<T, Src><<<blocks_for(ctx, p.n_kept), kBlock, 0, st>>>(p, src);
+        return dc_cuda_check(ctx, cudaGetLastError(), "route kernel");
     }
-    return dc_cuda_check(ctx, cudaGetLastError(), "route kernel");
+    /* Few kept elements with long sums: split each sum into chunks of at
+     * least 8 elements per thread so that the whole device takes part. */
+    const int64_t blocks = ctx->cuda->max_blocks;
+    if (p.n_kept < blocks && p.n_red > 16 * (int64_t)kBlock) {
+        int64_t chunks = blocks / p.n_kept;
+        const int64_t most = (p.n_red + 8 * kBlock - 1) / (8 * kBlock);
+        if (chunks > most)
+            chunks = most;
+        if (chunks > 1) {
+            p.chunk = (p.n_red + chunks - 1) / chunks;
+            p.n_chunks = (int)((p.n_red + p.chunk - 1) / p.chunk);
+        }
+    }
+    if (p.n_chunks > 1) {
+        p.partial = (double *)dc_cuda_alloc(ctx, (size_t)(p.n_kept * p.n_chunks) * sizeof(double));
+        if (!p.partial)
+            return DC_ERR_MEMORY;
+    }
+    const int64_t items = p.n_kept * p.n_chunks;
+    const unsigned grid = (unsigned)(items < 65535 ? items : 65535);
+    route_by_block<T, Src><<<grid, kBlock, 0, st>>>(p, src);
+    dc_status status = dc_cuda_check(ctx, cudaGetLastError(), "route kernel");
+    if (status == DC_OK && p.n_chunks > 1) {
+        route_chunks<T><<<blocks_for(ctx, p.n_kept), kBlock, 0, st>>>(p);
+        status = dc_cuda_check(ctx, cudaGetLastError(), "route kernel");
+    }
+    if (p.partial)
+        dc_cuda_free(ctx, p.partial);
+    return status;
+}
+
+dc_status route_array(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *shape, const void *temp,
+                      const dc_loop_out *out)
+{
+    if (dtype == DC_F32)
+        return route<float>(ctx, ndim, shape, array_source<float>{(const float *)temp}, out);
+    return route<double>(ctx, ndim, shape, array_source<double>{(const double *)temp}, out);
 }
 
 /* After the main kernel: route every temporary, then give it back. */
@@ -288,7 +394,7 @@ dc_status finish_outputs(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *s
         if (!plan[k].temp)
             continue;
         if (st == DC_OK && out[k].mode != DC_WRITE_DISCARD)
-            st = route(ctx, dtype, ndim, shape, plan[k].temp, &out[k]);
+            st = route_array(ctx, dtype, ndim, shape, plan[k].temp, &out[k]);
         dc_cuda_free(ctx, plan[k].temp);
     }
     return st;
@@ -323,6 +429,70 @@ const void *contiguous_input(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_
     return *temp;
 }
 
+/* The store policy's backward: gradient j = sum_k adjoint_k * partial (k, j).
+ * A gradient dense in the iteration shape is written by one elementwise pass;
+ * one broadcast along some axes is summed over them straight from the
+ * partials and adjoints, in the same kernel (no temporary). */
+dc_status partials_backward(dc_ctx *ctx, const dc_partials_arg *a, dc_dtype dtype, int ndim, const int64_t *shape,
+                            int64_t numel, const dc_loop_in *in, int n_out, const dc_loop_out *out)
+{
+    partials_params p;
+    memset(&p, 0, sizeof p);
+    p.numel = numel;
+    p.m = a->n_out;
+    p.nw = a->n_wrt;
+    if (p.nw != n_out || p.m > DC_BFN_MAX_OUTPUTS)
+        return dc_error(ctx, DC_ERR_ARG, "partials backward: %d outputs for %d gradients", n_out, p.nw);
+    if (numel == 0)
+        return DC_OK;
+    void *adj_temp[DC_BFN_MAX_OUTPUTS] = {NULL};
+    dc_status st = DC_OK;
+    for (int k = 0; k < p.m && st == DC_OK; ++k)
+        if (!(p.g[k] = contiguous_input(ctx, dtype, ndim, shape, &in[k], &adj_temp[k])))
+            st = DC_ERR_MEMORY;
+    for (int q = 0; q < p.m * p.nw; ++q)
+        p.partial[q] = in[p.m + q].data;
+    bool any_dense = false;
+    for (int j = 0; j < p.nw; ++j) {
+        const bool dense = out[j].mode != DC_WRITE_DISCARD && dense_in(ndim, shape, out[j].strides);
+        p.out[j] = dense ? out[j].data : NULL; /* NULL: routed below, or discarded */
+        p.add[j] = out[j].mode == DC_WRITE_ACCUMULATE;
+        any_dense = any_dense || dense;
+    }
+    cudaStream_t stream = ctx->cuda->stream;
+    if (st == DC_OK && any_dense) {
+        if (dtype == DC_F32)
+            DC_LAUNCH_BY_INDEX(partials_kernel, float, numel, blocks_for(ctx, numel), stream, p);
+        else
+            DC_LAUNCH_BY_INDEX(partials_kernel, double, numel, blocks_for(ctx, numel), stream, p);
+        st = dc_cuda_check(ctx, cudaGetLastError(), "partials kernel");
+    }
+    for (int j = 0; j < p.nw && st == DC_OK; ++j) {
+        if (p.out[j] || out[j].mode == DC_WRITE_DISCARD)
+            continue;
+        if (dtype == DC_F32) {
+            partials_source<float> src;
+            src.m = p.m;
+            for (int k = 0; k < p.m; ++k) {
+                src.g[k] = (const float *)p.g[k];
+                src.partial[k] = (const float *)p.partial[k * p.nw + j];
+            }
+            st = route<float>(ctx, ndim, shape, src, &out[j]);
+        } else {
+            partials_source<double> src;
+            src.m = p.m;
+            for (int k = 0; k < p.m; ++k) {
+                src.g[k] = (const double *)p.g[k];
+                src.partial[k] = (const double *)p.partial[k * p.nw + j];
+            }
+            st = route<double>(ctx, ndim, shape, src, &out[j]);
+        }
+    }
+    for (int k = 0; k < p.m; ++k)
+        dc_cuda_free(ctx, adj_temp[k]);
+    return st;
+}
+
 } // namespace
 
 extern "C" dc_status dc_cuda_run_kernel(dc_ctx *ctx, dc_kernel_id id, const void *arg, dc_dtype dtype, int ndim,
@@ -332,43 +502,16 @@ extern "C" dc_status dc_cuda_run_kernel(dc_ctx *ctx, dc_kernel_id id, const void
     int64_t numel = 1;
     for (int d = 0; d < ndim; ++d)
         numel *= shape[d];
-    output_plan plan[DC_BFN_MAX_INPUTS];
     if (n_out > DC_BFN_MAX_INPUTS)
         return dc_error(ctx, DC_ERR_ARG, "%s: %d outputs exceed the CUDA loop's %d", dc_kernel_name(id), n_out,
                         DC_BFN_MAX_INPUTS);
+    if (id == DC_K_PARTIALS_BWD)
+        return partials_backward(ctx, (const dc_partials_arg *)arg, dtype, ndim, shape, numel, in, n_out, out);
+    output_plan plan[DC_BFN_MAX_INPUTS];
     dc_status st = plan_outputs(ctx, dtype, ndim, shape, n_out, out, plan);
     if (st != DC_OK || numel == 0)
         return finish_outputs(ctx, dtype, ndim, shape, n_out, out, plan, st);
     cudaStream_t stream = ctx->cuda->stream;
-
-    if (id == DC_K_PARTIALS_BWD) {
-        const dc_partials_arg *a = (const dc_partials_arg *)arg;
-        partials_params p;
-        memset(&p, 0, sizeof p);
-        p.numel = numel;
-        p.m = a->n_out;
-        p.nw = a->n_wrt;
-        void *adj_temp[DC_BFN_MAX_OUTPUTS] = {NULL};
-        for (int k = 0; k < p.m && st == DC_OK; ++k)
-            if (!(p.g[k] = contiguous_input(ctx, dtype, ndim, shape, &in[k], &adj_temp[k])))
-                st = DC_ERR_MEMORY;
-        for (int q = 0; q < p.m * p.nw; ++q)
-            p.partial[q] = in[p.m + q].data;
-        for (int j = 0; j < p.nw; ++j) {
-            p.out[j] = plan[j].direct ? plan[j].direct : plan[j].temp;
-            p.add[j] = plan[j].add;
-        }
-        if (st == DC_OK) {
-            if (dtype == DC_F32)
-                partials_kernel<float><<<blocks_for(ctx, numel), kBlock, 0, stream>>>(p);
-            else
-                partials_kernel<double><<<blocks_for(ctx, numel), kBlock, 0, stream>>>(p);
-            st = dc_cuda_check(ctx, cudaGetLastError(), "partials kernel");
-        }
-        for (int k = 0; k < p.m; ++k)
-            dc_cuda_free(ctx, adj_temp[k]);
-        return finish_outputs(ctx, dtype, ndim, shape, n_out, out, plan, st);
-    }
 
     if (n_in > DC_KERNEL_MAX_IN || n_out > DC_KERNEL_MAX_OUT)
         return finish_outputs(ctx, dtype, ndim, shape, n_out, out, plan,
@@ -398,9 +541,9 @@ extern "C" dc_status dc_cuda_run_kernel(dc_ctx *ctx, dc_kernel_id id, const void
         p.t = ((const dc_affine_arg *)arg)->t;
     }
     if (dtype == DC_F32)
-        ew_kernel<float><<<blocks_for(ctx, numel), kBlock, 0, stream>>>(p);
+        DC_LAUNCH_BY_INDEX(ew_kernel, float, numel, blocks_for(ctx, numel), stream, p);
     else
-        ew_kernel<double><<<blocks_for(ctx, numel), kBlock, 0, stream>>>(p);
+        DC_LAUNCH_BY_INDEX(ew_kernel, double, numel, blocks_for(ctx, numel), stream, p);
     st = dc_cuda_check(ctx, cudaGetLastError(), dc_kernel_name(id));
     return finish_outputs(ctx, dtype, ndim, shape, n_out, out, plan, st);
 }
@@ -420,17 +563,28 @@ extern "C" dc_status dc_cuda_run_bfn(dc_ctx *ctx, dc_bfn_cuda_launcher launcher,
     dc_bfn_cuda_launch L;
     memset(&L, 0, sizeof L);
     L.numel = numel;
-    L.ndim = ndim > 0 ? ndim : 1;
-    L.shape[0] = 1;
-    for (int d = 0; d < ndim; ++d)
-        L.shape[d] = shape[d];
+    /* Coalesced with the row-major layout of the arrays written (every
+     * output, partial and adjoint), so that element e stays element e. */
+    int64_t contiguous[DC_MAX_DIMS];
+    int64_t step = 1;
+    for (int d = ndim - 1; d >= 0; --d) {
+        contiguous[d] = step;
+        step *= shape[d];
+    }
+    const int64_t *arrays[DC_BFN_MAX_INPUTS + 1];
+    arrays[0] = contiguous;
+    for (int j = 0; j < n_in; ++j)
+        arrays[1 + j] = in[j].strides;
+    int64_t cstrides[DC_BFN_MAX_INPUTS + 1][DC_MAX_DIMS];
+    int cndim;
+    dc_coalesce(ndim, shape, 1 + n_in, arrays, &cndim, L.shape, cstrides);
+    L.ndim = cndim;
     L.block = kBlock;
     L.max_blocks = ctx->cuda->max_blocks;
     L.stream = ctx->cuda->stream;
     for (int j = 0; j < n_in; ++j) {
         L.in[j] = in[j].data;
-        for (int d = 0; d < ndim; ++d)
-            L.in_strides[j][d] = in[j].strides[d];
+        memcpy(L.in_strides[j], cstrides[1 + j], sizeof L.in_strides[j]);
     }
     for (int k = 0; k < n_adj && st == DC_OK; ++k)
         if (!(L.adj[k] = contiguous_input(ctx, dtype, ndim, shape, &adj[k], &adj_temp[k])))
