@@ -80,6 +80,13 @@ typedef struct dc_device_memory_stats {
 } dc_device_memory_stats;
 dc_device_memory_stats dc_ctx_device_memory(const dc_ctx *ctx);
 
+/* The CUDA stream the context queues all its device work on, as a
+ * cudaStream_t cast to void *; NULL on the CPU backend (and in a build
+ * without CUDA). Work a caller queues on it, such as CUDA events around a
+ * step or its own kernels, runs in order with the context's. The context owns
+ * the stream: do not destroy it; it is valid until dc_ctx_free. */
+void *dc_ctx_cuda_stream(const dc_ctx *ctx);
+
 #ifdef __cplusplus
 }
 #endif

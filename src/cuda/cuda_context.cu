@@ -178,6 +178,11 @@ dc_device_memory_stats dc_cuda_memory_stats(const dc_ctx *ctx)
     return st;
 }
 
+void *dc_ctx_cuda_stream(const dc_ctx *ctx)
+{
+    return ctx && ctx->cuda ? (void *)ctx->cuda->stream : NULL;
+}
+
 dc_status dc_cuda_init(dc_ctx *ctx)
 {
     int count = 0;

@@ -51,6 +51,12 @@ dc_status dc_cuda_synchronize(dc_ctx *ctx)
     return DC_OK;
 }
 
+void *dc_ctx_cuda_stream(const dc_ctx *ctx)
+{
+    (void)ctx;
+    return NULL;
+}
+
 dc_device_memory_stats dc_cuda_memory_stats(const dc_ctx *ctx)
 {
     (void)ctx;

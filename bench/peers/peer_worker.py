@@ -1,0 +1,302 @@
+"""A peer's side of the comparison: PyTorch or JAX answering the commands of
+bench/bench_peer_worker.c (see there) on standard input and output, one reply
+line per command, so that compare.py runs every variant once per round.
+
+    python peer_worker.py VARIANT
+
+VARIANT:
+  torch-eager     PyTorch eager autograd (torch.autograd.grad)
+  torch-compile   torch.compile of the forward function, autograd backward
+  jax-jit         jax.jit of the forward and backward together: the output
+                  and the gradients (jax.vjp) of the c-update and the primitive
+                  ops, jax.value_and_grad of the HM-LSTM loss
+  jax-jit-grad    jax.jit(jax.grad(sum of the output)): the gradients only
+  jax-jit-split   forward (jax.jit of jax.vjp) and backward (jax.jit of the
+                  returned function) as two calls, timed separately
+
+Inputs come from the .npy files the dualcast worker wrote; the all-ones
+output adjoint is made here (and passed as an argument, so no compiler can
+fold it away). Memory: peak resident set size above the resident size after
+warm-up, garbage collection and malloc_trim ("memstart"), with only the
+inputs alive.
+"""
+
+import ctypes
+import gc
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+import peer_models
+
+VARIANTS = ("torch-eager", "torch-compile", "jax-jit", "jax-jit-grad", "jax-jit-split")
+
+
+def status_bytes(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    return -1
+
+
+def reset_peak_rss():
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except OSError:
+        pass
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def load(directory, name):
+    return np.load(os.path.join(directory, name + ".npy"))
+
+
+def save(directory, name, value):
+    np.save(os.path.join(directory, name + ".npy"), np.asarray(value, dtype=np.float32))
+
+
+class TorchPeer:
+    """PyTorch eager autograd, or torch.compile of the forward function."""
+
+    def __init__(self, compiled):
+        import torch
+
+        self.torch = torch
+        self.compiled = compiled
+        torch.set_num_threads(os.cpu_count() or 1)
+        self.ops = peer_models.TorchOps(torch)
+        self.problem = None
+
+    def _fn(self, fn):
+        if not self.compiled:
+            return fn
+        self.torch._dynamo.reset()
+        return self.torch.compile(fn, dynamic=False)
+
+    def _leaf(self, array):
+        return self.torch.from_numpy(np.ascontiguousarray(array)).requires_grad_(True)
+
+    def setup_cupdate(self, directory):
+        t = self.torch
+        z, zb = t.from_numpy(load(directory, "z")), t.from_numpy(load(directory, "zb"))
+        xs = [self._leaf(load(directory, n)) for n in "cfig"]
+        ones = t.ones_like(xs[0])
+        ops = self.ops
+        fn = self._fn(lambda z_, zb_, c, f, i, g: peer_models.cupdate(ops, z_, zb_, c, f, i, g))
+        self.names = ["c", "f", "i", "g"]
+        self.leaves = xs
+        self.forward = lambda: fn(z, zb, *xs)
+        self.adjoint = ones
+
+    def setup_prim(self, op, directory):
+        t = self.torch
+        a = self._leaf(load(directory, "a"))
+        xs = [a] if op == "sum" else [a, self._leaf(load(directory, "b"))]
+        ops = self.ops
+        fn = self._fn(lambda *args: peer_models.prim(ops, op, args[0], args[1] if len(args) > 1 else None))
+        self.names = ["a", "b"][: len(xs)]
+        self.leaves = xs
+        self.forward = lambda: fn(*xs)
+        self.adjoint = t.ones(()) if op == "sum" else t.ones_like(a)
+
+    def setup_hmlstm(self, directory):
+        t = self.torch
+        with open(os.path.join(directory, "meta.json")) as f:
+            cfg = json.load(f)
+        params = {n: self._leaf(load(directory, n)) for n in cfg["params"]}
+        ids = t.from_numpy(load(directory, "ids").astype(np.int64))
+        targets = t.from_numpy(load(directory, "targets").astype(np.int64))
+        state = {}
+        for l in range(1, cfg["layers"] + 1):
+            for k in "hcz":
+                state[f"{k}{l}"] = t.from_numpy(load(directory, f"{k}{l}"))
+        ops = self.ops
+        fn = self._fn(lambda p, i, tg, s: peer_models.hmlstm_loss(ops, p, i, tg, s, cfg))
+        self.names = list(cfg["params"])
+        self.leaves = [params[n] for n in self.names]
+        self.forward = lambda: fn(params, ids, targets, state)
+        self.adjoint = None
+
+    def run(self):
+        t0 = time.perf_counter()
+        out = self.forward()
+        t1 = time.perf_counter()
+        grads = self.torch.autograd.grad(out, self.leaves, self.adjoint)
+        t2 = time.perf_counter()
+        return (t2 - t0, t1 - t0, t2 - t1), out, grads
+
+    def write(self, directory, out, grads):
+        save(directory, "loss" if self.adjoint is None else "out", out.detach().numpy())
+        for name, g in zip(self.names, grads):
+            save(directory, name, g.numpy())
+
+
+class JaxPeer:
+    """jax.jit of the forward and backward passes (see VARIANTS)."""
+
+    def __init__(self, mode):
+        import jax
+
+        self.jax = jax
+        self.jnp = jax.numpy
+        self.mode = mode  # "fused", "grad" or "split"
+        self.ops = peer_models.JaxOps(jax)
+
+    def _vjp_functions(self, fn, n_diff):
+        """fn(*diff, *rest) -> output; returns the runner for self.mode."""
+        jax = self.jax
+        if self.mode == "grad":
+            step = jax.jit(jax.grad(lambda *a: fn(*a).sum(), argnums=tuple(range(n_diff))))
+            return lambda diff, rest, ct: (None, step(*diff, *rest))
+
+        def fwd(diff, rest):
+            return jax.vjp(lambda *d: fn(*d, *rest), *diff)
+
+        if self.mode == "fused":
+            both = jax.jit(lambda diff, rest, ct: (lambda o, back: (o, back(ct)))(*fwd(diff, rest)))
+            return lambda diff, rest, ct: both(diff, rest, ct)
+        fwd_jit = jax.jit(fwd)
+        bwd_jit = jax.jit(lambda back, ct: back(ct))
+        self.split = (fwd_jit, bwd_jit)
+        return None
+
+    def setup_cupdate(self, directory):
+        jnp = self.jnp
+        rest = (jnp.asarray(load(directory, "z")), jnp.asarray(load(directory, "zb")))
+        diff = tuple(jnp.asarray(load(directory, n)) for n in "cfig")
+        ops = self.ops
+        self._prepare(lambda c, f, i, g, z, zb: peer_models.cupdate(ops, z, zb, c, f, i, g), diff, rest,
+                      jnp.ones_like(diff[0]), ["c", "f", "i", "g"], "out")
+
+    def setup_prim(self, op, directory):
+        jnp = self.jnp
+        a = jnp.asarray(load(directory, "a"))
+        diff = (a,) if op == "sum" else (a, jnp.asarray(load(directory, "b")))
+        ops = self.ops
+        self._prepare(lambda *d: peer_models.prim(ops, op, d[0], d[1] if len(d) > 1 else None), diff, (),
+                      jnp.ones(()) if op == "sum" else jnp.ones_like(a), ["a", "b"][: len(diff)], "out")
+
+    def setup_hmlstm(self, directory):
+        jax, jnp = self.jax, self.jnp
+        with open(os.path.join(directory, "meta.json")) as f:
+            cfg = json.load(f)
+        self.names = list(cfg["params"])
+        self.params = {n: jnp.asarray(load(directory, n)) for n in self.names}
+        ids = jnp.asarray(load(directory, "ids").astype(np.int32))
+        targets = jnp.asarray(load(directory, "targets").astype(np.int32))
+        state = {}
+        for l in range(1, cfg["layers"] + 1):
+            for k in "hcz":
+                state[f"{k}{l}"] = jnp.asarray(load(directory, f"{k}{l}"))
+        ops = self.ops
+        step = jax.jit(jax.value_and_grad(lambda p, i, tg, s: peer_models.hmlstm_loss(ops, p, i, tg, s, cfg)))
+        self.out_name = "loss"
+
+        def run():
+            t0 = time.perf_counter()
+            loss, grads = jax.block_until_ready(step(self.params, ids, targets, state))
+            t = time.perf_counter() - t0
+            return (t, None, None), loss, [grads[n] for n in self.names]
+
+        self.run = run
+
+    def _prepare(self, fn, diff, rest, ct, names, out_name):
+        jax = self.jax
+        self.names, self.out_name = names, out_name
+        runner = self._vjp_functions(fn, len(diff))
+        if runner is not None:
+            def run():
+                t0 = time.perf_counter()
+                out, grads = jax.block_until_ready(runner(diff, rest, ct))
+                t = time.perf_counter() - t0
+                return (t, None, None), out, grads
+        else:
+            fwd_jit, bwd_jit = self.split
+
+            def run():
+                t0 = time.perf_counter()
+                out, back = jax.block_until_ready(fwd_jit(diff, rest))
+                t1 = time.perf_counter()
+                grads = jax.block_until_ready(bwd_jit(back, ct))
+                t2 = time.perf_counter()
+                return (t2 - t0, t1 - t0, t2 - t1), out, grads
+        self.run = run
+
+    def write(self, directory, out, grads):
+        if out is not None:
+            save(directory, self.out_name, np.asarray(out))
+        for name, g in zip(self.names, grads):
+            save(directory, name, np.asarray(g))
+
+
+def make_peer(variant):
+    if variant in ("torch-eager", "torch-compile"):
+        return TorchPeer(variant == "torch-compile")
+    return JaxPeer({"jax-jit": "fused", "jax-jit-grad": "grad", "jax-jit-split": "split"}[variant])
+
+
+def serve(variant):
+    peer = make_peer(variant)
+    rss_base = None
+    ready = False
+
+    def reply(text):
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+    for line in sys.stdin:
+        words = line.split()
+        if not words:
+            continue
+        cmd = words[0]
+        try:
+            if cmd == "quit":
+                break
+            if cmd in ("cupdate", "prim", "hmlstm"):
+                ready = False
+                if cmd == "cupdate":
+                    peer.setup_cupdate(words[3])
+                elif cmd == "prim":
+                    peer.setup_prim(words[1], words[3])
+                else:
+                    peer.setup_hmlstm(words[1])
+                peer.run()  # compiles; the driver's warm-up rounds follow
+                ready = True
+                reply("ok")
+            elif cmd == "run":
+                if not ready:
+                    raise RuntimeError("no problem set up")
+                (total, fwd, bwd), _, _ = peer.run()
+                reply(f"ok {total:.9g} {fwd if fwd is not None else -1:.9g} {bwd if bwd is not None else -1:.9g}")
+            elif cmd == "grads":
+                _, out, grads = peer.run()
+                peer.write(words[1], out, grads)
+                reply("ok")
+            elif cmd == "memstart":
+                reset_peak_rss()
+                rss_base = status_bytes("VmRSS")
+                reply("ok")
+            elif cmd == "mem":
+                peak = status_bytes("VmHWM") - rss_base if rss_base is not None else -1
+                reply(f"ok {peak} -1")
+            else:
+                reply(f"error unknown command {cmd}")
+        except Exception as e:  # reported to the driver, which shows it in the table
+            first = str(e).strip().splitlines()
+            reply(f"error {type(e).__name__}: {first[0] if first else ''}"[:400])
+            print(f"{variant}: {cmd} failed", file=sys.stderr)
+            import traceback
+
+            traceback.print_exc(file=sys.stderr)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] not in VARIANTS:
+        sys.exit("usage: peer_worker.py " + "|".join(VARIANTS))
+    serve(sys.argv[1])
