@@ -31,6 +31,7 @@
 #include <dualcast.h>
 
 #include "bench_common.h"
+#include "cupdate_problem.h"
 #include "cupdate_fused.h"
 #include "cupdate_fused_cuda.h"
 #include "gpu_timing.h"
@@ -136,14 +137,6 @@ static void *checked_malloc(size_t bytes)
 }
 
 /* ---- the variants ---------------------------------------------------------- */
-
-static dc_tensor *cupdate_pure(dc_tape *tape, dc_tensor *z, dc_tensor *zb, dc_tensor *const *x)
-{
-    dc_tensor *c = x[0], *f = x[1], *i = x[2], *g = x[3];
-    dc_tensor *flush = dc_op_mul(tape, dc_op_sigmoid(tape, i), dc_op_tanh(tape, g));
-    dc_tensor *update = dc_op_add(tape, dc_op_mul(tape, dc_op_sigmoid(tape, f), c), flush);
-    return dc_op_select(tape, z, flush, dc_op_select(tape, zb, update, c));
-}
 
 /* prod_j (x_j > 0.5 ? x_j : -x_j) from primitive ops, as a reverse-mode
  * system without a fused node runs it: both sides of each select exist. */
@@ -337,11 +330,7 @@ static void make_cupdate(bench *b, problem *p, int64_t dims, bool per_row)
     p->n_wrt = 4;
     const int64_t n = dims * dims;
     float *vz = checked_malloc((size_t)dims * sizeof *vz), *vzb = checked_malloc((size_t)dims * sizeof *vzb);
-    srand(7);
-    for (int64_t r = 0; r < dims; ++r) {
-        vz[r] = r == 0 ? 1.0f : r < 3 ? 0.0f : (float)(rand() % 2);
-        vzb[r] = r == 1 ? 0.0f : r == 2 ? 1.0f : (float)(rand() % 2);
-    }
+    cupdate_control_values(dims, vz, vzb);
     p->z = device_tensor(b, per_row ? dims : 1, per_row ? 1 : dims, vz);
     p->zb = device_tensor(b, per_row ? dims : 1, per_row ? 1 : dims, vzb);
     float *x[4];

@@ -16,6 +16,7 @@
 #include <dualcast.h>
 
 #include "bench_common.h"
+#include "cupdate_problem.h"
 #include "cupdate_fused.h"
 
 DC_BFN_DECLARE(hmlstm_update_c);
@@ -36,14 +37,6 @@ typedef struct problem {
     float *raw_out, *raw_grad[4];
 } problem;
 
-static dc_tensor *cupdate_pure(dc_tape *tape, dc_tensor *z, dc_tensor *zb, dc_tensor *const *x)
-{
-    dc_tensor *c = x[0], *f = x[1], *i = x[2], *g = x[3];
-    dc_tensor *flush = dc_op_mul(tape, dc_op_sigmoid(tape, i), dc_op_tanh(tape, g));
-    dc_tensor *update = dc_op_add(tape, dc_op_mul(tape, dc_op_sigmoid(tape, f), c), flush);
-    return dc_op_select(tape, z, flush, dc_op_select(tape, zb, update, c));
-}
-
 static void die(dc_ctx *ctx, const char *what)
 {
     fprintf(stderr, "bench_cupdate: %s: %s\n", what, dc_last_error(ctx));
@@ -58,11 +51,7 @@ static void make_problem(problem *p, dc_ctx *ctx, int64_t dims, bool per_row)
     p->ctx = ctx;
     int64_t shape[2] = {dims, dims}, cshape[2] = {per_row ? dims : 1, per_row ? 1 : dims};
     float *vz = malloc((size_t)dims * sizeof *vz), *vzb = malloc((size_t)dims * sizeof *vzb);
-    srand(7);
-    for (int64_t r = 0; r < dims; ++r) {
-        vz[r] = r == 0 ? 1.0f : r < 3 ? 0.0f : (float)(rand() % 2);
-        vzb[r] = r == 1 ? 0.0f : r == 2 ? 1.0f : (float)(rand() % 2);
-    }
+    cupdate_control_values(dims, vz, vzb);
     p->z = dc_tensor_from_host(ctx, DC_F32, 2, cshape, vz);
     p->zb = dc_tensor_from_host(ctx, DC_F32, 2, cshape, vzb);
     free(vz);

@@ -38,6 +38,7 @@
 #include <dualcast.h>
 
 #include "bench_common.h"
+#include "cupdate_problem.h"
 #include "hmlstm_problem.h"
 #include "peer_io.h"
 
@@ -127,11 +128,7 @@ static int setup_cupdate(worker *w, int64_t dims, bool per_row, const char *dir,
         free(tmp);
         return -1;
     }
-    srand(7);
-    for (int64_t r = 0; r < dims; ++r) {
-        vz[r] = r == 0 ? 1.0f : r < 3 ? 0.0f : (float)(rand() % 2);
-        vzb[r] = r == 1 ? 0.0f : r == 2 ? 1.0f : (float)(rand() % 2);
-    }
+    cupdate_control_values(dims, vz, vzb);
     w->z = leaf(w, cshape, vz, false);
     w->zb = leaf(w, cshape, vzb, false);
     for (int k = 0; k < 4; ++k) {
@@ -192,14 +189,6 @@ static int setup_hmlstm(worker *w, const char *dir, bool write)
     w->hm_ready = true;
     w->kind = K_HMLSTM;
     return write && hm_problem_write_inputs(&w->hm, dir) != DC_OK ? -1 : 0;
-}
-
-static dc_tensor *cupdate_pure(dc_tape *tape, dc_tensor *z, dc_tensor *zb, dc_tensor *const *x)
-{
-    dc_tensor *c = x[0], *f = x[1], *i = x[2], *g = x[3];
-    dc_tensor *flush = dc_op_mul(tape, dc_op_sigmoid(tape, i), dc_op_tanh(tape, g));
-    dc_tensor *update = dc_op_add(tape, dc_op_mul(tape, dc_op_sigmoid(tape, f), c), flush);
-    return dc_op_select(tape, z, flush, dc_op_select(tape, zb, update, c));
 }
 
 static dc_tensor *prim_forward(worker *w)

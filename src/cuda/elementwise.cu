@@ -429,6 +429,21 @@ const void *contiguous_input(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_
     return *temp;
 }
 
+/* Gradient j of the store policy's backward, summed into `out` over the
+ * axes along which it is broadcast. */
+template <typename T>
+dc_status route_partials(dc_ctx *ctx, const partials_params &p, int j, int ndim, const int64_t *shape,
+                         const dc_loop_out *out)
+{
+    partials_source<T> src;
+    src.m = p.m;
+    for (int k = 0; k < p.m; ++k) {
+        src.g[k] = (const T *)p.g[k];
+        src.partial[k] = (const T *)p.partial[k * p.nw + j];
+    }
+    return route<T>(ctx, ndim, shape, src, out);
+}
+
 /* The store policy's backward: gradient j = sum_k adjoint_k * partial (k, j).
  * A gradient dense in the iteration shape is written by one elementwise pass;
  * one broadcast along some axes is summed over them straight from the
@@ -470,23 +485,8 @@ dc_status partials_backward(dc_ctx *ctx, const dc_partials_arg *a, dc_dtype dtyp
     for (int j = 0; j < p.nw && st == DC_OK; ++j) {
         if (p.out[j] || out[j].mode == DC_WRITE_DISCARD)
             continue;
-        if (dtype == DC_F32) {
-            partials_source<float> src;
-            src.m = p.m;
-            for (int k = 0; k < p.m; ++k) {
-                src.g[k] = (const float *)p.g[k];
-                src.partial[k] = (const float *)p.partial[k * p.nw + j];
-            }
-            st = route<float>(ctx, ndim, shape, src, &out[j]);
-        } else {
-            partials_source<double> src;
-            src.m = p.m;
-            for (int k = 0; k < p.m; ++k) {
-                src.g[k] = (const double *)p.g[k];
-                src.partial[k] = (const double *)p.partial[k * p.nw + j];
-            }
-            st = route<double>(ctx, ndim, shape, src, &out[j]);
-        }
+        st = dtype == DC_F32 ? route_partials<float>(ctx, p, j, ndim, shape, &out[j])
+                             : route_partials<double>(ctx, p, j, ndim, shape, &out[j]);
     }
     for (int k = 0; k < p.m; ++k)
         dc_cuda_free(ctx, adj_temp[k]);
