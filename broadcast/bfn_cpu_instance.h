@@ -105,23 +105,7 @@ DC_BFN_PRIMAL_KERNEL(_primal_uniform, 1)
 
 #else /* DC_BFN_DUAL_MODE */
 
-/* Counting pass: the body compiled on plain numbers, for its constants. */
-#define DC_BFN_PASS _count
-#include "bfn_dsl_primal.h"
-#include DC_BFN_FILE
-#include "bfn_dsl_end.h"
-#undef DC_BFN_PASS
-
-#define DC_BFN_DUAL DC_PP_CAT(dc_bfn_dual_, DC_SFX)
-#define DC_DUAL_T DC_BFN_DUAL
-#define DC_DUAL_S DC_S
-#define DC_DUAL_SFX DC_SFX
-#define DC_DUAL_N (dc_bfn_nwrt_count > 0 ? dc_bfn_nwrt_count : 1)
-#include "../dual/dual_impl.h"
-
-#define DC_BFN_PASS _dual
-#include "bfn_dsl_dual.h"
-#include DC_BFN_FILE
+#include "bfn_dual_begin.h"
 
 /* values, then partial (k, j) at DC_BFN_NOUT + k * DC_BFN_NWRT + j */
 #define DC_BFN_STORE_DUAL(e, o)                                                                    \
