@@ -2,19 +2,34 @@
  * primal kernels or as dual and adjoint kernels. A generated translation unit
  * defines, then includes this file:
  *
- *   DC_BFN_NAME        the function's name (must match its DC_BFN)
- *   DC_BFN_FILE        the body's file, as a string
- *   DC_BFN_BITS        32 or 64
- *   DC_BFN_DUAL_MODE   0: primal kernels; 1: dual and adjoint kernels
- *   DC_BFN_DESCRIPTOR  (optional) also define the dc_bfn descriptor
- *   DC_BFN_WITH_CUDA   (optional) the descriptor points at CUDA launchers
+ *   DC_BFN_NAME              the function's name (must match its DC_BFN)
+ *   DC_BFN_FILE              the body's file, as a string
+ *   DC_BFN_BITS              32 or 64
+ *   DC_BFN_DUAL_MODE         0: primal kernels; 1: dual and adjoint kernels
+ *   DC_BFN_INSTANCE_VARYING  0: the uniform kernels (control values constant
+ *                            along a row); 1: the varying ones (any control)
+ *   DC_BFN_DESCRIPTOR        (optional) also define the dc_bfn descriptor
+ *   DC_BFN_WITH_CUDA         (optional) the descriptor points at CUDA launchers
  *
  * Every kernel is one loop over contiguous elements. Built with
  * -fno-trapping-math, gcc if-converts the body's branches and vectorizes the
  * loop; in the uniform variants the control inputs are loop invariants, so gcc
  * instead unswitches the loop on them (a copy per path, each vectorized) and
  * only the branch taken is computed. See cmake/DualcastBroadcastFn.cmake for
- * the flags. */
+ * the flags.
+ *
+ * The two variants live in separate translation units because they want the
+ * math compiled differently: in the varying kernels the math chooses values
+ * with bit operations instead of conditionals, so that what two branches of
+ * the body share is computed once (see dc_select_f32 in dual/math_f32.h);
+ * the uniform kernels keep the conditionals, which cost one blend each. */
+
+#if !defined(DC_BFN_INSTANCE_VARYING) || (DC_BFN_INSTANCE_VARYING != 0 && DC_BFN_INSTANCE_VARYING != 1)
+#error "DC_BFN_INSTANCE_VARYING must be 0 or 1"
+#endif
+#if DC_BFN_INSTANCE_VARYING
+#define DC_SELECT_BITWISE 1
+#endif
 
 #include <stdint.h>
 
@@ -98,10 +113,13 @@
 #define DC_BFN_PRIMAL_KERNEL(kind, use_uniform)                                                    \
     DC_BFN_LOOP_KERNEL(kind, use_uniform, DC_BFN_NIN, DC_BFN_NOUT, DC_BFN_STORE_PRIMAL)
 
+#if DC_BFN_INSTANCE_VARYING
 void DC_BFN_KERNEL(_primal_varying)(int64_t n, const void *const *in_, void *const *out_, const void *arg);
-void DC_BFN_KERNEL(_primal_uniform)(int64_t n, const void *const *in_, void *const *out_, const void *arg);
 DC_BFN_PRIMAL_KERNEL(_primal_varying, 0)
+#else
+void DC_BFN_KERNEL(_primal_uniform)(int64_t n, const void *const *in_, void *const *out_, const void *arg);
 DC_BFN_PRIMAL_KERNEL(_primal_uniform, 1)
+#endif
 
 #else /* DC_BFN_DUAL_MODE */
 
@@ -136,14 +154,17 @@ DC_BFN_PRIMAL_KERNEL(_primal_uniform, 1)
 #define DC_BFN_ADJOINT_KERNEL(kind, use_uniform)                                                   \
     DC_BFN_LOOP_KERNEL(kind, use_uniform, DC_BFN_NIN + DC_BFN_NOUT, DC_BFN_NWRT, DC_BFN_STORE_ADJOINT)
 
+#if DC_BFN_INSTANCE_VARYING
 void DC_BFN_KERNEL(_dual_varying)(int64_t n, const void *const *in_, void *const *out_, const void *arg);
-void DC_BFN_KERNEL(_dual_uniform)(int64_t n, const void *const *in_, void *const *out_, const void *arg);
 void DC_BFN_KERNEL(_adjoint_varying)(int64_t n, const void *const *in_, void *const *out_, const void *arg);
-void DC_BFN_KERNEL(_adjoint_uniform)(int64_t n, const void *const *in_, void *const *out_, const void *arg);
 DC_BFN_DUAL_KERNEL(_dual_varying, 0)
-DC_BFN_DUAL_KERNEL(_dual_uniform, 1)
 DC_BFN_ADJOINT_KERNEL(_adjoint_varying, 0)
+#else
+void DC_BFN_KERNEL(_dual_uniform)(int64_t n, const void *const *in_, void *const *out_, const void *arg);
+void DC_BFN_KERNEL(_adjoint_uniform)(int64_t n, const void *const *in_, void *const *out_, const void *arg);
+DC_BFN_DUAL_KERNEL(_dual_uniform, 1)
 DC_BFN_ADJOINT_KERNEL(_adjoint_uniform, 1)
+#endif
 
 #endif /* DC_BFN_DUAL_MODE */
 

@@ -285,26 +285,37 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(hard_sigmoid)(DC_DUAL_T a, DC_DUAL_S slope)
     return DC_DFN(chain)(a, DC_SCAL(hard_sigmoid)(a.v, slope), DC_SCAL(hard_sigmoid_dx)(a.v, slope));
 }
 
+/* cond ? a : b, value and partials, through the scalar math's select (see
+ * dc_select_f32). */
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(pick)(int cond, DC_DUAL_T a, DC_DUAL_T b)
+{
+    DC_DUAL_T r;
+    r.v = DC_SCAL(select)(cond, a.v, b.v);
+    DC_UNROLL for (int k = 0; k < DC_DUAL_N; ++k)
+        r.d[k] = DC_SCAL(select)(cond, a.d[k], b.d[k]);
+    return r;
+}
+
 /* min and max pick one operand whole, value and partials; a tie takes the
  * first, a NaN in either is propagated. */
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(min)(DC_DUAL_T a, DC_DUAL_T b)
 {
-    return DC_SCAL(min_takes_first)(a.v, b.v) ? a : b;
+    return DC_DFN(pick)(DC_SCAL(min_takes_first)(a.v, b.v), a, b);
 }
 
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(max)(DC_DUAL_T a, DC_DUAL_T b)
 {
-    return DC_SCAL(max_takes_first)(a.v, b.v) ? a : b;
+    return DC_DFN(pick)(DC_SCAL(max_takes_first)(a.v, b.v), a, b);
 }
 
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(mins)(DC_DUAL_T a, DC_DUAL_S s)
 {
-    return DC_SCAL(min_takes_first)(a.v, s) ? a : DC_DFN(const)(s);
+    return DC_DFN(pick)(DC_SCAL(min_takes_first)(a.v, s), a, DC_DFN(const)(s));
 }
 
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(maxs)(DC_DUAL_T a, DC_DUAL_S s)
 {
-    return DC_SCAL(max_takes_first)(a.v, s) ? a : DC_DFN(const)(s);
+    return DC_DFN(pick)(DC_SCAL(max_takes_first)(a.v, s), a, DC_DFN(const)(s));
 }
 
 #undef DC_D_CAT_

@@ -12,35 +12,35 @@
  * sigmoid(-100) is 3.7e-44 in float and its derivative is finite. */
 DC_INLINE DC_HD DC_MS DC_SFN(sigmoid)(DC_MS x)
 {
-    const DC_MS e = DC_SFN(exp)(-DC_SFN(abs_raw)(x));
+    const DC_MS e = DC_SFN(exp_nonpos)(-DC_SFN(abs_raw)(x));
     const DC_MS r = (DC_MS)1 / ((DC_MS)1 + e);
-    return x >= (DC_MS)0 ? r : e * r;
+    return DC_SFN(select)(x >= (DC_MS)0, r, e * r);
 }
 
 /* The logistic function and its derivative e / (1 + e)^2 from the same
  * e = exp(-|x|): y(1 - y) would round to zero for large |x|. */
 DC_INLINE DC_HD DC_MS DC_SFN(sigmoid_vd)(DC_MS x, DC_MS *dx)
 {
-    const DC_MS e = DC_SFN(exp)(-DC_SFN(abs_raw)(x));
+    const DC_MS e = DC_SFN(exp_nonpos)(-DC_SFN(abs_raw)(x));
     const DC_MS r = (DC_MS)1 / ((DC_MS)1 + e);
     *dx = e * r * r;
-    return x >= (DC_MS)0 ? r : e * r;
+    return DC_SFN(select)(x >= (DC_MS)0, r, e * r);
 }
 
 /* log(1 + exp(x)) without overflow: softplus(100) = 100. */
 DC_INLINE DC_HD DC_MS DC_SFN(softplus)(DC_MS x)
 {
-    const DC_MS pos = x > (DC_MS)0 ? x : (DC_MS)0;
-    return pos + DC_SFN(log1p)(DC_SFN(exp)(-DC_SFN(abs_raw)(x)));
+    const DC_MS pos = DC_SFN(select)(x > (DC_MS)0, x, (DC_MS)0);
+    return pos + DC_SFN(log1p)(DC_SFN(exp_nonpos)(-DC_SFN(abs_raw)(x)));
 }
 
 /* max(x, 0); a NaN stays NaN */
-DC_INLINE DC_HD DC_MS DC_SFN(relu)(DC_MS x) { return (x > (DC_MS)0 || x != x) ? x : (DC_MS)0; }
+DC_INLINE DC_HD DC_MS DC_SFN(relu)(DC_MS x) { return DC_SFN(select)(x > (DC_MS)0 || x != x, x, (DC_MS)0); }
 
 /* Minimum and maximum that propagate a NaN from either argument; on a tie
  * the first argument is taken (and gets the derivative). */
-DC_INLINE DC_HD DC_MS DC_SFN(min)(DC_MS a, DC_MS b) { return (a <= b || a != a) ? a : b; }
-DC_INLINE DC_HD DC_MS DC_SFN(max)(DC_MS a, DC_MS b) { return (a >= b || a != a) ? a : b; }
+DC_INLINE DC_HD DC_MS DC_SFN(min)(DC_MS a, DC_MS b) { return DC_SFN(select)(a <= b || a != a, a, b); }
+DC_INLINE DC_HD DC_MS DC_SFN(max)(DC_MS a, DC_MS b) { return DC_SFN(select)(a >= b || a != a, a, b); }
 DC_INLINE DC_HD int DC_SFN(min_takes_first)(DC_MS a, DC_MS b) { return a <= b || a != a; }
 DC_INLINE DC_HD int DC_SFN(max_takes_first)(DC_MS a, DC_MS b) { return a >= b || a != a; }
 
@@ -48,23 +48,23 @@ DC_INLINE DC_HD int DC_SFN(max_takes_first)(DC_MS a, DC_MS b) { return a >= b ||
 DC_INLINE DC_HD DC_MS DC_SFN(hard_sigmoid)(DC_MS x, DC_MS slope)
 {
     const DC_MS y = (slope * x + (DC_MS)1) * (DC_MS)0.5;
-    const DC_MS lo = y < (DC_MS)0 ? (DC_MS)0 : y;
-    return lo > (DC_MS)1 ? (DC_MS)1 : lo;
+    const DC_MS lo = DC_SFN(select)(y < (DC_MS)0, (DC_MS)0, y);
+    return DC_SFN(select)(lo > (DC_MS)1, (DC_MS)1, lo);
 }
 
 /* Derivatives. The _dy forms take the function's output, which both forward
  * and reverse mode have at hand, instead of recomputing it. */
 DC_INLINE DC_HD DC_MS DC_SFN(sigmoid_dy)(DC_MS y) { return y * ((DC_MS)1 - y); }
 DC_INLINE DC_HD DC_MS DC_SFN(tanh_dy)(DC_MS y) { return (DC_MS)1 - y * y; }
-DC_INLINE DC_HD DC_MS DC_SFN(relu_dx)(DC_MS x) { return x > (DC_MS)0 ? (DC_MS)1 : (DC_MS)0; }
+DC_INLINE DC_HD DC_MS DC_SFN(relu_dx)(DC_MS x) { return DC_SFN(select)(x > (DC_MS)0, (DC_MS)1, (DC_MS)0); }
 DC_INLINE DC_HD DC_MS DC_SFN(abs_dx)(DC_MS x)
 {
-    return x > (DC_MS)0 ? (DC_MS)1 : (x < (DC_MS)0 ? (DC_MS)-1 : (DC_MS)0);
+    return DC_SFN(select)(x > (DC_MS)0, (DC_MS)1, DC_SFN(select)(x < (DC_MS)0, (DC_MS)-1, (DC_MS)0));
 }
 DC_INLINE DC_HD DC_MS DC_SFN(hard_sigmoid_dx)(DC_MS x, DC_MS slope)
 {
     const DC_MS u = slope * x + (DC_MS)1;
-    return (u > (DC_MS)0 && u < (DC_MS)2) ? slope * (DC_MS)0.5 : (DC_MS)0;
+    return DC_SFN(select)(u > (DC_MS)0 && u < (DC_MS)2, slope * (DC_MS)0.5, (DC_MS)0);
 }
 /* 2/sqrt(pi) exp(-x^2), with x^2 split exactly into hi + lo (Dekker): the
  * rounding error of x * x, magnified by x^2 in the exponential, would cost
@@ -76,7 +76,7 @@ DC_INLINE DC_HD DC_MS DC_SFN(erf_dx)(DC_MS x)
     const DC_MS xh = c - (c - x), xl = x - xh;
     const DC_MS hi = x * x;
     const DC_MS lo = ((xh * xh - hi) + (DC_MS)2 * xh * xl) + xl * xl;
-    return (DC_MS)1.12837916709551257390 * DC_SFN(exp)(-hi) * ((DC_MS)1 - lo);
+    return (DC_MS)1.12837916709551257390 * DC_SFN(exp_nonpos)(-hi) * ((DC_MS)1 - lo);
 }
 
 /* Product of an adjoint and a local partial derivative, in which a zero
@@ -85,7 +85,7 @@ DC_INLINE DC_HD DC_MS DC_SFN(erf_dx)(DC_MS x)
  * a branch of a broadcast body that was not executed) out of the gradient. */
 DC_INLINE DC_HD DC_MS DC_SFN(adj_mul)(DC_MS adj, DC_MS partial)
 {
-    return adj == (DC_MS)0 ? (DC_MS)0 : adj * partial;
+    return DC_SFN(select)(adj == (DC_MS)0, (DC_MS)0, adj * partial);
 }
 
 #undef DC_SFN

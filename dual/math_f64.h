@@ -9,7 +9,13 @@
 
 #include "hd.h"
 
+/* cond ? a : b. Always the plain conditional: the double-precision loops
+ * call the C library and stay scalar, so the bitwise form of dc_select_f32
+ * would buy nothing. */
+DC_INLINE DC_HD double dc_select_f64(int cond, double a, double b) { return cond ? a : b; }
 DC_INLINE DC_HD double dc_exp_f64(double x) { return exp(x); }
+/* exp(x) for x <= 0 (the float version is cheaper there) */
+DC_INLINE DC_HD double dc_exp_nonpos_f64(double x) { return exp(x); }
 DC_INLINE DC_HD double dc_log_f64(double x) { return log(x); }
 DC_INLINE DC_HD double dc_expm1_f64(double x) { return expm1(x); }
 DC_INLINE DC_HD double dc_log1p_f64(double x) { return log1p(x); }
