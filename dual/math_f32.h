@@ -108,10 +108,17 @@ DC_INLINE DC_HD float dc_round_small_f32(float x)
  * degree-6 polynomial (relative error 2e-9; at most 1.5 ulp in all). Without
  * FMA, Cody-Waite reduction by ln 2 in two parts and the Cephes polynomial
  * for e^r. This is the part the two exponentials below share: it returns
- * 2^r (or e^r) and n, for x already clamped to [-105, 88.8]. */
-DC_INLINE DC_HD float dc_exp_reduced_f32(float xc, int32_t *n_out)
+ * 2^r (or e^r) and n, for x already clamped to [-105, 88.8] or NaN. A NaN
+ * comes out as a NaN polynomial (and a meaningless n), so the callers need
+ * no test for it. */
+DC_INLINE DC_HD float dc_exp_reduced_f32(float xc, uint32_t *n_out)
 {
-    const float n = dc_round_small_f32(xc * 1.44269504088896341f);
+    /* Rounding by adding 1.5 * 2^23 leaves n in the low bits of t: read it
+     * from there rather than converting a float to an integer, which C
+     * leaves undefined for a NaN. */
+    const float magic = 12582912.0f;
+    const float t = xc * 1.44269504088896341f + magic;
+    const float n = t - magic;
 #if defined(__FMA__)
     float r = __builtin_fmaf(xc, 1.44269502162933349609375f, -n);
     r = __builtin_fmaf(xc, 1.925963033500011079e-08f, r);
@@ -133,38 +140,40 @@ DC_INLINE DC_HD float dc_exp_reduced_f32(float xc, int32_t *n_out)
     p = dc_madd_f32(p, r, 5.0000001201E-1f);
     p = p * r * r + r + 1.0f;
 #endif
-    *n_out = (int32_t)n;
+    *n_out = (uint32_t)dc_f32_bits(t) - (uint32_t)dc_f32_bits(magic);
     return p;
 }
 
+/* 2^k for k + 127 in [1, 254], built from its bits; unsigned, because k is
+ * meaningless for a NaN argument (whose result is NaN anyway). */
+DC_INLINE DC_HD float dc_pow2_bits_f32(uint32_t k) { return dc_f32_from_bits((int32_t)((k + 127u) << 23)); }
+
 DC_INLINE DC_HD float dc_exp_f32(float x)
 {
-    /* Beyond these bounds the result is inf or rounds to zero; a NaN fails
-     * both comparisons and is put back at the end. */
-    float xc = dc_select_f32(x > -105.0f, x, -105.0f);
-    xc = dc_select_f32(xc < 88.8f, xc, 88.8f);
-    int32_t n;
+    /* Beyond these bounds the result is inf or rounds to zero; a NaN passes
+     * both tests and propagates. */
+    float xc = dc_select_f32(x < -105.0f, -105.0f, x);
+    xc = dc_select_f32(xc > 88.8f, 88.8f, xc);
+    uint32_t n;
     const float p = dc_exp_reduced_f32(xc, &n);
     /* n lies in [-152, 128]: split 2^n in two factors so both stay normal and
      * the product rounds correctly into the subnormal range or to inf. */
-    const int32_t n1 = n >> 1;
-    const int32_t n2 = n - n1;
-    const float y = p * dc_f32_from_bits((n1 + 127) << 23) * dc_f32_from_bits((n2 + 127) << 23);
-    return dc_select_f32(x != x, x, y);
+    const uint32_t n1 = (uint32_t)((int32_t)n >> 1);
+    const uint32_t n2 = n - n1;
+    return p * dc_pow2_bits_f32(n1) * dc_pow2_bits_f32(n2);
 }
 
 /* exp(x) for x <= 0 or NaN, the exponential inside sigmoid, tanh and
- * softplus (of -|x|) and in the derivative of erf (of -x^2): one bound to clamp and one scaling factor instead of
- * two, 6 fewer vector instructions. Wrong for x > 0. */
+ * softplus (of -|x|) and in the derivative of erf (of -x^2): one bound to
+ * clamp and one scaling factor instead of two. Wrong for x > 0. */
 DC_INLINE DC_HD float dc_exp_nonpos_f32(float x)
 {
-    const float xc = dc_select_f32(x > -105.0f, x, -105.0f);
-    int32_t n;
+    const float xc = dc_select_f32(x < -105.0f, -105.0f, x);
+    uint32_t n;
     const float p = dc_exp_reduced_f32(xc, &n);
     /* n lies in [-152, 0]: p 2^(n + 64) is exact and normal, and the product
      * with 2^-64 rounds once, correctly, into the subnormal range. */
-    const float y = p * dc_f32_from_bits((n + 64 + 127) << 23) * dc_f32_from_bits((127 - 64) << 23);
-    return dc_select_f32(x != x, x, y);
+    return p * dc_pow2_bits_f32(n + 64u) * dc_pow2_bits_f32(0u - 64u);
 }
 
 DC_INLINE DC_HD float dc_log_f32(float x)
@@ -242,9 +251,10 @@ DC_INLINE DC_HD float dc_tanh_vd_f32(float x, float *dx)
     p = dc_madd_f32(p, z, 1.33314422036E-1f);
     p = dc_madd_f32(p, z, -3.33332819422E-1f);
     const float small = p * z * ax + ax;
+    /* a NaN x gives a NaN e and a NaN small: no test needed */
     const float a = dc_select_f32(ax < 0.625f, small, (1.0f - e) * q);
     *dx = 4.0f * e * q * q;
-    return copysignf(dc_select_f32(x != x, x, a), x);
+    return copysignf(a, x);
 }
 
 DC_INLINE DC_HD float dc_tanh_f32(float x)
