@@ -6,9 +6,25 @@
 
 /* the functions of dual/scalar_math.h that choose between values */
 typedef enum bitwise_fn {
-    BW_EXP, BW_EXP_NONPOS, BW_LOG, BW_EXPM1, BW_LOG1P, BW_TANH, BW_TANH_DX, BW_ERF, BW_SIN, BW_COS,
-    BW_SIGMOID, BW_SIGMOID_DX, BW_SOFTPLUS, BW_RELU, BW_MIN_ONE, BW_HARD_SIGMOID, BW_ABS_DX,
-    BW_ADJ_MUL_TWO, BW_COUNT
+    BW_EXP,
+    BW_EXP_NONPOS,
+    BW_LOG,
+    BW_EXPM1,
+    BW_LOG1P,
+    BW_TANH,
+    BW_TANH_DX,
+    BW_ERF,
+    BW_SIN,
+    BW_COS,
+    BW_SIGMOID,
+    BW_SIGMOID_DX,
+    BW_SOFTPLUS,
+    BW_RELU,
+    BW_MIN_ONE,
+    BW_HARD_SIGMOID,
+    BW_ABS_DX,
+    BW_ADJ_MUL_INF,
+    BW_COUNT
 } bitwise_fn;
 
 /* fn of x, with the bitwise select */
