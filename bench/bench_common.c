@@ -26,6 +26,45 @@ double bench_median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+void bench_samples_init(bench_samples *s, int cap)
+{
+    s->n = 0;
+    s->cap = cap;
+    s->fwd = malloc((size_t)cap * sizeof(double));
+    s->bwd = malloc((size_t)cap * sizeof(double));
+    s->total = malloc((size_t)cap * sizeof(double));
+    if (!s->fwd || !s->bwd || !s->total) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+}
+
+void bench_samples_add(bench_samples *s, double fwd, double bwd)
+{
+    if (s->n >= s->cap)
+        return;
+    s->fwd[s->n] = fwd;
+    s->bwd[s->n] = bwd;
+    s->total[s->n] = fwd + bwd;
+    s->n++;
+}
+
+void bench_samples_medians(bench_samples *s, double *fwd, double *bwd, double *total)
+{
+    *fwd = bench_median(s->fwd, s->n);
+    *bwd = bench_median(s->bwd, s->n);
+    *total = bench_median(s->total, s->n);
+}
+
+void bench_samples_free(bench_samples *s)
+{
+    free(s->fwd);
+    free(s->bwd);
+    free(s->total);
+    s->fwd = s->bwd = s->total = NULL;
+    s->n = s->cap = 0;
+}
+
 const char *bench_cpu_name(void)
 {
     static char name[256];

@@ -12,6 +12,20 @@ double bench_now(void);
 /* Median of n values (sorts them in place). */
 double bench_median(double *v, int n);
 
+/* Forward and backward times of one variant, one pair per timed round. */
+typedef struct bench_samples {
+    double *fwd, *bwd, *total; /* seconds; total = fwd + bwd */
+    int n, cap;
+} bench_samples;
+
+/* Room for `cap` rounds; exits with a message when out of memory. */
+void bench_samples_init(bench_samples *s, int cap);
+/* Records one round (ignored beyond the capacity). */
+void bench_samples_add(bench_samples *s, double fwd, double bwd);
+/* Medians of the rounds recorded (sorts the samples in place). */
+void bench_samples_medians(bench_samples *s, double *fwd, double *bwd, double *total);
+void bench_samples_free(bench_samples *s);
+
 /* A one-line description of the CPU ("AMD EPYC ..., 2 threads"). */
 const char *bench_cpu_name(void);
 

@@ -408,14 +408,12 @@ static void measure(bench *b, problem *p, result *res)
     const int64_t n = p->rows * p->cols;
     float *mine = checked_malloc((size_t)n * sizeof(float)), *theirs = checked_malloc((size_t)n * sizeof(float));
     dc_tape *tapes[V_COUNT];
-    double *tf[V_COUNT], *tb[V_COUNT], *tt[V_COUNT];
+    bench_samples t[V_COUNT];
     for (int v = 0; v < V_COUNT; ++v) {
         tapes[v] = dc_tape_new(b->ctx);
         if (!tapes[v])
             die(b->ctx, "tape");
-        tf[v] = checked_malloc((size_t)reps * sizeof(double));
-        tb[v] = checked_malloc((size_t)reps * sizeof(double));
-        tt[v] = checked_malloc((size_t)reps * sizeof(double));
+        bench_samples_init(&t[v], reps);
         res[v].grad_diff = 0;
     }
     for (int r = -b->opt.warmup; r < reps; ++r) {
@@ -427,9 +425,7 @@ static void measure(bench *b, problem *p, result *res)
             run_once(b, p, tapes[v], v, &f, &bw);
             if (r < 0)
                 continue;
-            tf[v][r] = f;
-            tb[v][r] = bw;
-            tt[v][r] = f + bw;
+            bench_samples_add(&t[v], f, bw);
             if (r == reps - 1)
                 res[v].grad_diff =
                     v == V_FUSED ? fused_diff_vs_cpu(b, p, mine) : grad_diff_vs_fused(b, p, mine, theirs);
@@ -438,13 +434,9 @@ static void measure(bench *b, problem *p, result *res)
     b->hold_timeouts += gpu_timer_take_hold_timeouts(b->timer);
     for (int v = 0; v < V_COUNT; ++v) {
         res[v].peak_mib = v == V_FUSED ? 0.0 : (double)dc_tape_peak_bytes(tapes[v]) / (1 << 20);
-        res[v].fwd = bench_median(tf[v], reps);
-        res[v].bwd = bench_median(tb[v], reps);
-        res[v].total = bench_median(tt[v], reps);
+        bench_samples_medians(&t[v], &res[v].fwd, &res[v].bwd, &res[v].total);
         dc_tape_free(tapes[v]);
-        free(tf[v]);
-        free(tb[v]);
-        free(tt[v]);
+        bench_samples_free(&t[v]);
     }
     free(mine);
     free(theirs);

@@ -160,14 +160,12 @@ static void measure_all(problem *p, dc_ctx *ctx, int reps, result *res)
      * the reference the others are compared with */
     const int order[V_COUNT] = {V_FUSED, V_STORE, V_RECOMPUTE, V_PURE};
     dc_tape *tapes[V_COUNT];
-    double *tf[V_COUNT], *tb[V_COUNT], *tt[V_COUNT];
+    bench_samples t[V_COUNT];
     for (int v = 0; v < V_COUNT; ++v) {
         tapes[v] = dc_tape_new(ctx);
-        tf[v] = malloc((size_t)reps * sizeof(double));
-        tb[v] = malloc((size_t)reps * sizeof(double));
-        tt[v] = malloc((size_t)reps * sizeof(double));
-        if (!tapes[v] || !tf[v] || !tb[v] || !tt[v])
+        if (!tapes[v])
             die(ctx, "out of memory");
+        bench_samples_init(&t[v], reps);
         res[v].grad_diff = 0;
     }
     for (int r = -1; r < reps; ++r) { /* round -1 warms up: arenas, pages, caches */
@@ -177,22 +175,15 @@ static void measure_all(problem *p, dc_ctx *ctx, int reps, result *res)
             run_once(p, tapes[v], v, &f, &b);
             if (v != V_FUSED)
                 res[v].grad_diff = fmax(res[v].grad_diff, max_grad_diff(p));
-            if (r >= 0) {
-                tf[v][r] = f;
-                tb[v][r] = b;
-                tt[v][r] = f + b;
-            }
+            if (r >= 0)
+                bench_samples_add(&t[v], f, b);
         }
     }
     for (int v = 0; v < V_COUNT; ++v) {
         res[v].peak_mib = v == V_FUSED ? 0.0 : (double)dc_tape_peak_bytes(tapes[v]) / (1 << 20);
-        res[v].fwd = bench_median(tf[v], reps);
-        res[v].bwd = bench_median(tb[v], reps);
-        res[v].total = bench_median(tt[v], reps);
+        bench_samples_medians(&t[v], &res[v].fwd, &res[v].bwd, &res[v].total);
         dc_tape_free(tapes[v]);
-        free(tf[v]);
-        free(tb[v]);
-        free(tt[v]);
+        bench_samples_free(&t[v]);
     }
 }
 

@@ -110,13 +110,13 @@ int main(int argc, char **argv)
         }
         dc_tensor *adj = dc_tensor_new(ctx, DC_F32, 2, s);
         dc_tensor_fill_uniform(adj, -1, 1);
-        double *tf[N_VARIANTS], *tb[N_VARIANTS], *tt[N_VARIANTS];
+        bench_samples t[N_VARIANTS];
         dc_tape *tapes[N_VARIANTS];
         for (int v = 0; v < N_VARIANTS; ++v) {
-            tf[v] = malloc((size_t)reps * sizeof(double));
-            tb[v] = malloc((size_t)reps * sizeof(double));
-            tt[v] = malloc((size_t)reps * sizeof(double));
+            bench_samples_init(&t[v], reps);
             tapes[v] = dc_tape_new(ctx);
+            if (!tapes[v])
+                die(ctx, "tape");
         }
         for (int r = -20; r < reps; ++r) { /* warm-up rounds, then every variant once per round */
             for (int v = 0; v < N_VARIANTS; ++v) {
@@ -137,23 +137,18 @@ int main(int argc, char **argv)
                 if (dc_backward_with(tapes[v], sum, adj) != DC_OK || dc_ctx_synchronize(ctx) != DC_OK)
                     die(ctx, "backward");
                 const double t2 = bench_now();
-                if (r >= 0) {
-                    tf[v][r] = t1 - t0;
-                    tb[v][r] = t2 - t1;
-                    tt[v][r] = t2 - t0;
-                }
+                if (r >= 0)
+                    bench_samples_add(&t[v], t1 - t0, t2 - t1);
             }
         }
-        double total[N_VARIANTS];
+        double fwd[N_VARIANTS], bwd[N_VARIANTS], total[N_VARIANTS];
         for (int v = 0; v < N_VARIANTS; ++v)
-            total[v] = bench_median(tt[v], reps);
+            bench_samples_medians(&t[v], &fwd[v], &bwd[v], &total[v]);
         for (int v = 0; v < N_VARIANTS; ++v) {
             printf("| %lld x %lld | %s | %.1f | %.1f | %.1f | %.2fx | %.0f |\n", (long long)batch, (long long)hidden[hi],
-                   names[v], 1e6 * bench_median(tf[v], reps), 1e6 * bench_median(tb[v], reps), 1e6 * total[v],
-                   total[PURE] / total[v], (double)dc_tape_peak_bytes(tapes[v]) / 1024);
-            free(tf[v]);
-            free(tb[v]);
-            free(tt[v]);
+                   names[v], 1e6 * fwd[v], 1e6 * bwd[v], 1e6 * total[v], total[PURE] / total[v],
+                   (double)dc_tape_peak_bytes(tapes[v]) / 1024);
+            bench_samples_free(&t[v]);
             dc_tape_free(tapes[v]);
         }
         for (int k = 0; k < 6; ++k)

@@ -231,6 +231,24 @@ static void test_checkpoint_round_trip(void **state)
     free_fixture(&b);
 }
 
+/* One training step as the demo takes it: forward with the mixed cell,
+ * backward, clipping, Adam; the loss in *loss when loss is not NULL, and the
+ * state carried to the next step when carry is set. */
+static void train_step(fixture *f, dc_tape *tape, dc_optimizer *adam, bool carry, double *loss)
+{
+    dc_tape_reset(tape);
+    hm_forward_result r;
+    TEST_OK(f->ctx, hm_forward(tape, f->m, f->s, HM_CELL_MIXED, f->ids, f->targets, f->slope, false, NULL, &r));
+    TEST_OK(f->ctx, dc_backward(tape, r.loss));
+    TEST_OK(f->ctx, dc_clip_grad_norm(f->ctx, f->m->n_params, f->m->params, 1.0, NULL));
+    TEST_OK(f->ctx, dc_optimizer_step(adam));
+    dc_optimizer_zero_grad(adam);
+    if (loss)
+        TEST_OK(f->ctx, dc_tensor_item(r.loss, loss));
+    if (carry)
+        TEST_OK(f->ctx, hm_state_update(f->s, &r));
+}
+
 /* Adam steps from the same seed give the same losses, bit for bit. With
  * carry, the state flows from one step to the next as in training. */
 static void train_steps(uint64_t seed, int steps, bool carry, double lr, double *losses)
@@ -242,18 +260,8 @@ static void train_steps(uint64_t seed, int steps, bool carry, double lr, double 
     dc_optimizer *adam = dc_optimizer_adam(f.ctx, f.m->n_params, f.m->params, &o);
     TEST_NONNULL(f.ctx, adam);
     dc_tape *tape = dc_tape_new(f.ctx);
-    for (int step = 0; step < steps; ++step) {
-        dc_tape_reset(tape);
-        hm_forward_result r;
-        TEST_OK(f.ctx, hm_forward(tape, f.m, f.s, HM_CELL_MIXED, f.ids, f.targets, f.slope, false, NULL, &r));
-        TEST_OK(f.ctx, dc_backward(tape, r.loss));
-        TEST_OK(f.ctx, dc_clip_grad_norm(f.ctx, f.m->n_params, f.m->params, 1.0, NULL));
-        TEST_OK(f.ctx, dc_optimizer_step(adam));
-        dc_optimizer_zero_grad(adam);
-        TEST_OK(f.ctx, dc_tensor_item(r.loss, &losses[step]));
-        if (carry)
-            TEST_OK(f.ctx, hm_state_update(f.s, &r));
-    }
+    for (int step = 0; step < steps; ++step)
+        train_step(&f, tape, adam, carry, &losses[step]);
     dc_tape_free(tape);
     dc_optimizer_free(adam);
     free_fixture(&f);
@@ -288,14 +296,7 @@ static void test_training_step_reuses_memory(void **state)
     dc_tape *tape = dc_tape_new(f.ctx);
     size_t reserved = 0, peak = 0;
     for (int step = 0; step < 6; ++step) {
-        dc_tape_reset(tape);
-        hm_forward_result r;
-        TEST_OK(f.ctx, hm_forward(tape, f.m, f.s, HM_CELL_MIXED, f.ids, f.targets, f.slope, false, NULL, &r));
-        TEST_OK(f.ctx, dc_backward(tape, r.loss));
-        TEST_OK(f.ctx, dc_clip_grad_norm(f.ctx, f.m->n_params, f.m->params, 1.0, NULL));
-        TEST_OK(f.ctx, dc_optimizer_step(adam));
-        dc_optimizer_zero_grad(adam);
-        TEST_OK(f.ctx, hm_state_update(f.s, &r));
+        train_step(&f, tape, adam, true, NULL);
         if (step == 1) {
             reserved = dc_tape_reserved_bytes(tape);
             peak = dc_tape_peak_bytes(tape);
