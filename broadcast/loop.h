@@ -50,6 +50,10 @@ typedef struct dc_loop {
     dc_chunk_fn kernel;
     dc_chunk_fn kernel_uniform; /* optional: every control input constant over the chunk */
     const void *arg;
+    /* The kernel's arithmetic, not its memory traffic, sets its time (a
+     * broadcast function's body): the loop is split across threads as soon
+     * as it has two chunks. */
+    bool heavy;
 } dc_loop;
 
 /* Runs the loop on the CPU threads of ctx. Errors: DC_ERR_MEMORY (scratch),

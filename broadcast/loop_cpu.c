@@ -13,8 +13,13 @@
  * runs, and a chunk is long enough to amortize the per-chunk bookkeeping. */
 #define CHUNK 2048
 #define TILE (CHUNK + 64)
-/* Below this many elements a loop runs on the calling thread alone. */
-#define PARALLEL_MIN 32768
+/* A loop runs on the calling thread alone unless splitting it pays for
+ * starting the other threads (microseconds): when it moves at least
+ * PARALLEL_MIN_BYTES, or when its kernel is heavy and it has two chunks. */
+#define PARALLEL_MIN_BYTES (256 * 1024)
+/* The per-thread sums of a reduction are combined in parallel from this many
+ * elements on. */
+#define COMBINE_PARALLEL_MIN 32768
 
 void dc_loop_in_tensor(dc_loop_in *in, const dc_tensor *t, int ndim, const int64_t *shape)
 {
@@ -343,7 +348,7 @@ static void combine_sums(dc_ctx *ctx, const dc_loop *L, const plan *p, int a, in
         if (p->strides[a][d] != 0)
             kept[nk++] = d;
     const int64_t size = p->buf_size[a];
-#pragma omp parallel for num_threads(n_threads) if (size * n_threads > PARALLEL_MIN) schedule(static)
+#pragma omp parallel for num_threads(n_threads) if (size * n_threads > COMBINE_PARALLEL_MIN) schedule(static)
     for (int64_t i = 0; i < size; ++i) {
         double total = 0.0;
         for (int t = 0; t < n_threads; ++t)
@@ -412,7 +417,8 @@ dc_status dc_loop_run_cpu(dc_ctx *ctx, const dc_loop *L)
     make_plan(L, &p);
 
     int n_threads = ctx->num_threads;
-    if (numel < PARALLEL_MIN || p.n_chunks < 2)
+    const bool worth_splitting = L->heavy || numel * p.n_arrays * (int64_t)p.esize >= PARALLEL_MIN_BYTES;
+    if (!worth_splitting || p.n_chunks < 2)
         n_threads = 1;
     if (n_threads > p.n_chunks)
         n_threads = (int)p.n_chunks;

@@ -192,12 +192,87 @@ static void test_cupdate_branches_f32(void **state)
     dc_ctx_free(ctx);
 }
 
+/* A context with a given number of CPU threads. */
+static dc_ctx *ctx_with_threads(int threads)
+{
+    dc_ctx_options o = dc_ctx_options_default();
+    o.backend = DC_BACKEND_CPU;
+    o.num_threads = threads;
+    dc_status st;
+    dc_ctx *ctx = dc_ctx_new(&o, &st);
+    if (!ctx)
+        fail_msg("dc_ctx_new: %s", dc_last_error(NULL));
+    assert_int_equal(dc_ctx_num_threads(ctx), threads);
+    return ctx;
+}
+
+/* The loss, its gradients and the output on a context with `threads`
+ * threads: c per column, f full, i per row, g a scalar, so that three of the
+ * four gradients are sums over broadcast axes. */
+static void cupdate_on_threads(int threads, dc_partials_policy policy, double **grads, double **out)
+{
+    dc_ctx *ctx = ctx_with_threads(threads);
+    srand(11);
+    const int64_t rows = 37, cols = 300;
+    cupdate_case k = {0};
+    make_control(ctx, DC_F64, true, rows, &k.z, &k.zb);
+    const int64_t full[2] = {rows, cols}, col[2] = {1, cols}, row[2] = {rows, 1};
+    k.w = test_random(ctx, DC_F64, 2, full, -1.0, 1.0);
+    k.policy = policy;
+    dc_tensor *x[4] = {test_random(ctx, DC_F64, 2, col, -2.0, 2.0), test_random(ctx, DC_F64, 2, full, -2.0, 2.0),
+                       test_random(ctx, DC_F64, 2, row, -2.0, 2.0), test_random(ctx, DC_F64, 0, NULL, -2.0, 2.0)};
+    for (int i = 0; i < 4; ++i)
+        dc_tensor_set_requires_grad(x[i], true);
+    dc_tape *tape = dc_tape_new(ctx);
+    dc_tensor *in[6] = {k.z, k.zb, x[0], x[1], x[2], x[3]};
+    dc_tensor *c_next = NULL;
+    TEST_OK(ctx, dc_broadcast_policy(tape, DC_BFN_REF(hmlstm_update_c), 6, in, 1, &c_next, policy));
+    *out = test_values(c_next);
+    dc_tensor *loss = dc_op_sum(tape, dc_op_mul(tape, c_next, k.w), 0, NULL, false);
+    TEST_NONNULL(ctx, loss);
+    TEST_OK(ctx, dc_backward(tape, loss));
+    for (int i = 0; i < 4; ++i) {
+        TEST_NONNULL(ctx, dc_tensor_grad(x[i]));
+        grads[i] = test_values(dc_tensor_grad(x[i]));
+        dc_tensor_free(x[i]);
+    }
+    dc_tape_free(tape);
+    dc_tensor_free(k.z);
+    dc_tensor_free(k.zb);
+    dc_tensor_free(k.w);
+    dc_ctx_free(ctx);
+}
+
+/* A broadcast function's loops are split across threads from two chunks on
+ * (37 x 300 elements: six chunks): four threads give the outputs of one, and
+ * the gradients up to the order of the per-thread sums. */
+static void test_cupdate_threads_agree(void **state)
+{
+    (void)state;
+    const int64_t n[4] = {300, 37 * 300, 37, 1};
+    for (int policy = 0; policy < 2; ++policy) {
+        double *g1[4], *g4[4], *o1, *o4;
+        cupdate_on_threads(1, (dc_partials_policy)policy, g1, &o1);
+        cupdate_on_threads(4, (dc_partials_policy)policy, g4, &o4);
+        if (memcmp(o1, o4, 37 * 300 * sizeof *o1) != 0)
+            fail_msg("%s policy: the output differs between 1 and 4 threads", policy ? "recompute" : "store");
+        for (int i = 0; i < 4; ++i) {
+            test_assert_close(g4[i], g1[i], n[i], 0, 1e-13, "gradient, 4 threads against 1");
+            free(g1[i]);
+            free(g4[i]);
+        }
+        free(o1);
+        free(o4);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cupdate_gradcheck),
         cmocka_unit_test(test_cupdate_matches_pure_reverse),
         cmocka_unit_test(test_cupdate_branches_f32),
+        cmocka_unit_test(test_cupdate_threads_agree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -89,6 +89,7 @@ static dc_status run(dc_ctx *ctx, const dc_bfn *fn, run_kind kind, int ndim, con
     loop.out = out;
     loop.kernel = kernels[DC_BFN_VARYING];
     loop.kernel_uniform = kernels[DC_BFN_UNIFORM];
+    loop.heavy = true;
     return dc_loop_run_cpu(ctx, &loop);
 }
 
