@@ -52,7 +52,7 @@ static void usage(FILE *f)
             "  --clip X            gradient norm clipping (1.0)\n"
             "  --seed N            random seed (1)\n"
             "  --cell mixed|pure   cell used for training (mixed)\n"
-            "  --policy store|recompute  partials policy of the mixed cell (store)\n"
+            "  --policy store|recompute  partials policy of the mixed cell (recompute)\n"
             "  --val-every N       validate every N steps (250)\n"
             "  --val-batches N     batches per validation (16)\n"
             "  --checkpoint PATH   where to save the parameters (hmlstm_demo.ckpt; '' for none)\n"
@@ -98,7 +98,7 @@ static bool parse_double(const char *s, double lo, double hi, double *out)
 static int parse_args(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
-    o->model = (hm_config){3, 128, 64, 128, 0, DC_F32, true, DC_PARTIALS_STORE};
+    o->model = (hm_config){3, 128, 64, 128, 0, DC_F32, true, DC_PARTIALS_RECOMPUTE};
     o->batch = 32;
     o->seq = 64;
     o->minutes = 7;
