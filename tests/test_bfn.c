@@ -207,13 +207,13 @@ static dc_ctx *ctx_with_threads(int threads)
 }
 
 /* The loss, its gradients and the output on a context with `threads`
- * threads: c per column, f full, i per row, g a scalar, so that three of the
- * four gradients are sums over broadcast axes. */
-static void cupdate_on_threads(int threads, dc_partials_policy policy, double **grads, double **out)
+ * threads, over rows x 300: c per column, f full, i per row, g a scalar, so
+ * that three of the four gradients are sums over broadcast axes. */
+static void cupdate_on_threads(int threads, dc_partials_policy policy, int64_t rows, double **grads, double **out)
 {
     dc_ctx *ctx = ctx_with_threads(threads);
     srand(11);
-    const int64_t rows = 37, cols = 300;
+    const int64_t cols = 300;
     cupdate_case k = {0};
     make_control(ctx, DC_F64, true, rows, &k.z, &k.zb);
     const int64_t full[2] = {rows, cols}, col[2] = {1, cols}, row[2] = {rows, 1};
@@ -243,26 +243,80 @@ static void cupdate_on_threads(int threads, dc_partials_policy policy, double **
     dc_ctx_free(ctx);
 }
 
-/* A broadcast function's loops are split across threads from two chunks on
- * (37 x 300 elements: six chunks): four threads give the outputs of one, and
- * the gradients up to the order of the per-thread sums. */
+/* A broadcast function's loops are split over the threads from two chunks
+ * on (a chunk is at most 2048 elements). Four threads give the outputs of
+ * one, and the gradients up to the order of the per-thread sums. 9 x 300
+ * (two chunks, under 256 KiB per loop) is split only because the loops are
+ * a broadcast function's; 37 x 300 (seven chunks) would be anyway. */
 static void test_cupdate_threads_agree(void **state)
 {
     (void)state;
-    const int64_t n[4] = {300, 37 * 300, 37, 1};
-    for (int policy = 0; policy < 2; ++policy) {
-        double *g1[4], *g4[4], *o1, *o4;
-        cupdate_on_threads(1, (dc_partials_policy)policy, g1, &o1);
-        cupdate_on_threads(4, (dc_partials_policy)policy, g4, &o4);
-        if (memcmp(o1, o4, 37 * 300 * sizeof *o1) != 0)
-            fail_msg("%s policy: the output differs between 1 and 4 threads", policy ? "recompute" : "store");
-        for (int i = 0; i < 4; ++i) {
-            test_assert_close(g4[i], g1[i], n[i], 0, 1e-13, "gradient, 4 threads against 1");
-            free(g1[i]);
-            free(g4[i]);
+    const int64_t all_rows[2] = {9, 37};
+    for (int r = 0; r < 2; ++r) {
+        const int64_t rows = all_rows[r];
+        const int64_t n[4] = {300, rows * 300, rows, 1};
+        for (int policy = 0; policy < 2; ++policy) {
+            double *g1[4], *g4[4], *o1, *o4;
+            cupdate_on_threads(1, (dc_partials_policy)policy, rows, g1, &o1);
+            cupdate_on_threads(4, (dc_partials_policy)policy, rows, g4, &o4);
+            if (memcmp(o1, o4, (size_t)(rows * 300) * sizeof *o1) != 0)
+                fail_msg("%lld rows, %s policy: the output differs between 1 and 4 threads", (long long)rows,
+                         policy ? "recompute" : "store");
+            for (int i = 0; i < 4; ++i) {
+                test_assert_close(g4[i], g1[i], n[i], 1e-12, 1e-12, "gradient, 4 threads against 1");
+                free(g1[i]);
+                free(g4[i]);
+            }
+            free(o1);
+            free(o4);
         }
-        free(o1);
-        free(o4);
+    }
+}
+
+/* The gradient of x through two overlapping slices of it, c = x[n/2 : 3n/2]
+ * and f = x[0 : n], n = 16384 (eight chunks): both gradients are views into
+ * x's, and with two threads each element of x[n/2 : n] would be added to by
+ * both threads at the same moment of their halves, through c in the first
+ * and through f in the second. Two threads must give what one gives. */
+static void overlap_grad(int threads, dc_partials_policy policy, double **grad)
+{
+    dc_ctx *ctx = ctx_with_threads(threads);
+    srand(5);
+    const int64_t n = 16384, xn[1] = {n + n / 2}, en[1] = {n};
+    dc_tensor *x = test_random(ctx, DC_F64, 1, xn, -2.0, 2.0);
+    dc_tensor *i = test_random(ctx, DC_F64, 1, en, -2.0, 2.0), *g = test_random(ctx, DC_F64, 1, en, -2.0, 2.0);
+    dc_tensor *w = test_random(ctx, DC_F64, 1, en, -1.0, 1.0);
+    const double zero = 0.0, one = 1.0;
+    dc_tensor *z = test_tensor(ctx, DC_F64, 0, NULL, &zero), *zb = test_tensor(ctx, DC_F64, 0, NULL, &one);
+    dc_tensor_set_requires_grad(x, true);
+    dc_tape *tape = dc_tape_new(ctx);
+    dc_tensor *in[6] = {z, zb, dc_op_slice(tape, x, 0, n / 2, n), dc_op_slice(tape, x, 0, 0, n), i, g};
+    dc_tensor *c_next = NULL;
+    TEST_OK(ctx, dc_broadcast_policy(tape, DC_BFN_REF(hmlstm_update_c), 6, in, 1, &c_next, policy));
+    dc_tensor *loss = dc_op_sum(tape, dc_op_mul(tape, c_next, w), 0, NULL, false);
+    TEST_NONNULL(ctx, loss);
+    TEST_OK(ctx, dc_backward(tape, loss));
+    TEST_NONNULL(ctx, dc_tensor_grad(x));
+    *grad = test_values(dc_tensor_grad(x));
+    dc_tape_free(tape);
+    dc_tensor *own[6] = {x, i, g, w, z, zb};
+    for (int k = 0; k < 6; ++k)
+        dc_tensor_free(own[k]);
+    dc_ctx_free(ctx);
+}
+
+static void test_overlapping_gradients_threads(void **state)
+{
+    (void)state;
+    for (int policy = 0; policy < 2; ++policy) {
+        for (int round = 0; round < 5; ++round) {
+            double *g1, *g2;
+            overlap_grad(1, (dc_partials_policy)policy, &g1);
+            overlap_grad(2, (dc_partials_policy)policy, &g2);
+            test_assert_close(g2, g1, 16384 + 8192, 0, 0, "gradient through overlapping slices, 2 threads against 1");
+            free(g1);
+            free(g2);
+        }
     }
 }
 
@@ -273,6 +327,7 @@ int main(void)
         cmocka_unit_test(test_cupdate_matches_pure_reverse),
         cmocka_unit_test(test_cupdate_branches_f32),
         cmocka_unit_test(test_cupdate_threads_agree),
+        cmocka_unit_test(test_overlapping_gradients_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

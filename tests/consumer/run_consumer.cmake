@@ -22,7 +22,7 @@ endfunction()
 step("install" ${CMAKE_COMMAND} --install "${DC_BUILD_DIR}" --prefix "${WORK_DIR}/prefix")
 set(sanitize_args "")
 if(SANITIZE)
-  set(sanitize_args "-DCMAKE_C_FLAGS=-fsanitize=address,undefined"
+  set(sanitize_args "-DCMAKE_C_FLAGS=-fsanitize=address,undefined -fno-sanitize-recover=undefined"
                     "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined")
 endif()
 step("configure" ${CMAKE_COMMAND} -S "${DC_SOURCE_DIR}/tests/consumer" -B "${WORK_DIR}/build"

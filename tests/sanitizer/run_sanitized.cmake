@@ -18,7 +18,7 @@ endfunction()
 step("configure" ${CMAKE_COMMAND} -S "${DC_SOURCE_DIR}" -B "${WORK_DIR}" -DDC_SANITIZE=ON -DDC_CUDA=OFF
      -DDC_BUILD_BENCH=OFF -DDC_BUILD_DEMO=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDC_SANITIZER_SUITE=OFF)
 step("build" ${CMAKE_COMMAND} --build "${WORK_DIR}" --parallel 2)
-# leaks are errors too; the consumer project builds its own, unsanitized copy
+# leaks are errors too; the consumer project is built with the same sanitizers
 set(ENV{ASAN_OPTIONS} "detect_leaks=1:abort_on_error=0")
 set(ENV{UBSAN_OPTIONS} "print_stacktrace=1:halt_on_error=1")
-step("tests" ${CMAKE_CTEST_COMMAND} --test-dir "${WORK_DIR}" --output-on-failure -E package_consumer)
+step("tests" ${CMAKE_CTEST_COMMAND} --test-dir "${WORK_DIR}" --output-on-failure)
