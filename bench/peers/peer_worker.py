@@ -57,6 +57,19 @@ def load(directory, name):
     return np.load(os.path.join(directory, name + ".npy"))
 
 
+def load_hmlstm(directory):
+    """The exported HM-LSTM problem as NumPy arrays: its configuration, the
+    parameters by name, the character ids and targets (int64) and the initial
+    state h, c, z of every layer by name ("h1", "c1", "z1", ...)."""
+    with open(os.path.join(directory, "meta.json")) as f:
+        cfg = json.load(f)
+    params = {n: load(directory, n) for n in cfg["params"]}
+    ids = load(directory, "ids").astype(np.int64)
+    targets = load(directory, "targets").astype(np.int64)
+    state = {f"{k}{l}": load(directory, f"{k}{l}") for l in range(1, cfg["layers"] + 1) for k in "hcz"}
+    return cfg, params, ids, targets, state
+
+
 def save(directory, name, value):
     np.save(os.path.join(directory, name + ".npy"), np.asarray(value, dtype=np.float32))
 
@@ -107,15 +120,10 @@ class TorchPeer:
 
     def setup_hmlstm(self, directory):
         t = self.torch
-        with open(os.path.join(directory, "meta.json")) as f:
-            cfg = json.load(f)
-        params = {n: self._leaf(load(directory, n)) for n in cfg["params"]}
-        ids = t.from_numpy(load(directory, "ids").astype(np.int64))
-        targets = t.from_numpy(load(directory, "targets").astype(np.int64))
-        state = {}
-        for l in range(1, cfg["layers"] + 1):
-            for k in "hcz":
-                state[f"{k}{l}"] = t.from_numpy(load(directory, f"{k}{l}"))
+        cfg, params, ids, targets, state = load_hmlstm(directory)
+        params = {n: self._leaf(v) for n, v in params.items()}
+        ids, targets = t.from_numpy(ids), t.from_numpy(targets)
+        state = {n: t.from_numpy(v) for n, v in state.items()}
         ops = self.ops
         fn = self._fn(lambda p, i, tg, s: peer_models.hmlstm_loss(ops, p, i, tg, s, cfg))
         self.names = list(cfg["params"])
@@ -184,16 +192,11 @@ class JaxPeer:
 
     def setup_hmlstm(self, directory):
         jax, jnp = self.jax, self.jnp
-        with open(os.path.join(directory, "meta.json")) as f:
-            cfg = json.load(f)
+        cfg, params, ids, targets, state = load_hmlstm(directory)
         self.names = list(cfg["params"])
-        self.params = {n: jnp.asarray(load(directory, n)) for n in self.names}
-        ids = jnp.asarray(load(directory, "ids").astype(np.int32))
-        targets = jnp.asarray(load(directory, "targets").astype(np.int32))
-        state = {}
-        for l in range(1, cfg["layers"] + 1):
-            for k in "hcz":
-                state[f"{k}{l}"] = jnp.asarray(load(directory, f"{k}{l}"))
+        self.params = {n: jnp.asarray(v) for n, v in params.items()}
+        ids, targets = jnp.asarray(ids.astype(np.int32)), jnp.asarray(targets.astype(np.int32))
+        state = {n: jnp.asarray(v) for n, v in state.items()}
         ops = self.ops
         step = jax.jit(jax.value_and_grad(lambda p, i, tg, s: peer_models.hmlstm_loss(ops, p, i, tg, s, cfg)))
         self.out_name = "loss"
