@@ -403,49 +403,6 @@ static void zero_assigned_outputs(const dc_loop *L)
     }
 }
 
-/* The bytes [lo, hi) an output's elements lie in. */
-static void output_span(const dc_loop *L, const dc_loop_out *o, intptr_t *lo, intptr_t *hi)
-{
-    int64_t first = 0, last = 0; /* element offsets of the lowest and highest element */
-    for (int d = 0; d < L->ndim; ++d) {
-        const int64_t reach = o->strides[d] * (L->shape[d] - 1);
-        if (reach < 0)
-            first += reach;
-        else
-            last += reach;
-    }
-    const intptr_t esize = (intptr_t)dc_dtype_size(L->dtype);
-    *lo = (intptr_t)o->data + (intptr_t)first * esize;
-    *hi = (intptr_t)o->data + (intptr_t)(last + 1) * esize;
-}
-
-/* Whether two outputs write memory that overlaps without being the same
- * view (two slices of one gradient, shifted): threads writing them by chunks
- * would add into the same elements at once. The same view twice is safe:
- * each element of both belongs to one chunk. */
-static bool outputs_overlap(const dc_loop *L)
-{
-    for (int i = 0; i < L->n_out; ++i) {
-        const dc_loop_out *a = &L->out[i];
-        if (a->mode == DC_WRITE_DISCARD)
-            continue;
-        for (int j = i + 1; j < L->n_out; ++j) {
-            const dc_loop_out *b = &L->out[j];
-            if (b->mode == DC_WRITE_DISCARD)
-                continue;
-            bool same_view = a->data == b->data;
-            for (int d = 0; d < L->ndim && same_view; ++d)
-                same_view = a->strides[d] == b->strides[d];
-            intptr_t a0, a1, b0, b1;
-            output_span(L, a, &a0, &a1);
-            output_span(L, b, &b0, &b1);
-            if (!same_view && a0 < b1 && b0 < a1)
-                return true;
-        }
-    }
-    return false;
-}
-
 dc_status dc_loop_run_cpu(dc_ctx *ctx, const dc_loop *L)
 {
     if (L->n_in + L->n_out > DC_LOOP_MAX_ARRAYS)
@@ -463,7 +420,7 @@ dc_status dc_loop_run_cpu(dc_ctx *ctx, const dc_loop *L)
 
     int n_threads = ctx->num_threads;
     const bool worth_splitting = L->heavy || numel * p.n_arrays * (int64_t)p.esize >= PARALLEL_MIN_BYTES;
-    if (!worth_splitting || p.n_chunks < 2 || outputs_overlap(L))
+    if (!worth_splitting || p.n_chunks < 2 || dc_outputs_overlap(L->dtype, L->ndim, L->shape, L->n_out, L->out))
         n_threads = 1;
     if (n_threads > p.n_chunks)
         n_threads = (int)p.n_chunks;

@@ -2,7 +2,9 @@
  * shapes, and the operands and axis it blames when shapes conflict), the
  * messages the public ops give for shapes and dtypes that do not go together,
  * gradients summed over broadcast axes for every broadcast pattern (against
- * sums computed here in double), and strided (transposed) inputs. */
+ * sums computed here in double), strided (transposed) inputs, and which
+ * outputs of a loop share elements (the engine splits loops whose outputs do
+ * not over threads). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +12,7 @@
 
 #include "support/test_support.h"
 
+#include "broadcast/loop.h"
 #include "broadcast/shape.h"
 
 DC_BFN_DECLARE(gated_scale);
@@ -887,6 +890,63 @@ static void run_strided(dc_ctx *ctx, const strided_case *k, dc_dtype dtype)
     free(tv);
 }
 
+/* ---- outputs that share elements ---- */
+
+typedef struct overlap_case {
+    const char *what;
+    int ndim;
+    int64_t shape[2];
+    int64_t strides_a[2], strides_b[2];
+    size_t byte_offset_b; /* b's first element, in bytes after a's */
+    dc_write_mode mode_b;
+    bool overlap;
+} overlap_case;
+
+/* dc_outputs_overlap on two float views of one buffer: exact for views with
+ * the same strides, cautious (spans that meet) for others. */
+static void test_outputs_overlap(void **state)
+{
+    (void)state;
+    static float buf[1 << 14];
+    const overlap_case cases[] = {
+        {"1-D views shifted by half", 1, {16}, {1}, {1}, 8 * 4, DC_WRITE_ACCUMULATE, true},
+        {"1-D views end to end", 1, {16}, {1}, {1}, 16 * 4, DC_WRITE_ACCUMULATE, false},
+        {"the same view twice", 2, {4, 8}, {8, 1}, {8, 1}, 0, DC_WRITE_ACCUMULATE, false},
+        {"columns 0.. and 128.. of [32, 513]", 2, {32, 128}, {513, 1}, {513, 1}, 128 * 4, DC_WRITE_ACCUMULATE, false},
+        {"columns 0.. and 384.. of [32, 513]", 2, {32, 128}, {513, 1}, {513, 1}, 384 * 4, DC_WRITE_ASSIGN, false},
+        {"column blocks overlapping by 5 columns", 2, {4, 10}, {20, 1}, {20, 1}, 5 * 4, DC_WRITE_ASSIGN, true},
+        {"row blocks shifted by one row", 2, {31, 100}, {100, 1}, {100, 1}, 100 * 4, DC_WRITE_ACCUMULATE, true},
+        {"rows shifted by a row and a column", 2, {31, 100}, {101, 1}, {101, 1}, 102 * 4, DC_WRITE_ACCUMULATE, true},
+        {"even and odd elements", 1, {8}, {2}, {2}, 4, DC_WRITE_ACCUMULATE, false},
+        {"every third element, shifted by three", 1, {8}, {3}, {3}, 12, DC_WRITE_ACCUMULATE, true},
+        {"sums over axis 0, shifted", 2, {4, 8}, {0, 1}, {0, 1}, 4 * 4, DC_WRITE_ACCUMULATE, true},
+        {"shifted by half, the second discarded", 1, {16}, {1}, {1}, 8 * 4, DC_WRITE_DISCARD, false},
+        {"other strides, spans meet", 2, {4, 4}, {4, 1}, {1, 4}, 4, DC_WRITE_ACCUMULATE, true},
+        {"other strides, spans apart", 2, {4, 4}, {4, 1}, {1, 4}, 16 * 4, DC_WRITE_ACCUMULATE, false},
+        {"shifted by part of an element", 1, {16}, {1}, {1}, 2, DC_WRITE_ACCUMULATE, true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        const overlap_case *c = &cases[i];
+        dc_loop_out out[2];
+        memset(out, 0, sizeof out);
+        out[0].data = buf;
+        out[0].mode = DC_WRITE_ACCUMULATE;
+        out[1].data = (unsigned char *)buf + c->byte_offset_b;
+        out[1].mode = c->mode_b;
+        for (int d = 0; d < c->ndim; ++d) {
+            out[0].strides[d] = c->strides_a[d];
+            out[1].strides[d] = c->strides_b[d];
+        }
+        const bool got = dc_outputs_overlap(DC_F32, c->ndim, c->shape, 2, out);
+        if (got != c->overlap)
+            fail_msg("%s: dc_outputs_overlap says %d, expected %d", c->what, got, c->overlap);
+        /* the order of the two outputs does not matter */
+        const dc_loop_out swapped[2] = {out[1], out[0]};
+        if (c->mode_b != DC_WRITE_DISCARD && dc_outputs_overlap(DC_F32, c->ndim, c->shape, 2, swapped) != c->overlap)
+            fail_msg("%s, outputs swapped: expected %d", c->what, c->overlap);
+    }
+}
+
 static void test_strided_inputs(void **state)
 {
     (void)state;
@@ -906,6 +966,7 @@ int main(void)
         cmocka_unit_test(test_unbroadcast_patterns),
         cmocka_unit_test(test_unbroadcast_second_operand),
         cmocka_unit_test(test_strided_inputs),
+        cmocka_unit_test(test_outputs_overlap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

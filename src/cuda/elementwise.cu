@@ -292,11 +292,13 @@ dc_status plan_outputs(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *sha
     int64_t numel = 1;
     for (int d = 0; d < ndim; ++d)
         numel *= shape[d];
+    /* outputs that share elements are written one after another, from temporaries */
+    const bool overlap = dc_outputs_overlap(dtype, ndim, shape, n_out, out);
     for (int k = 0; k < n_out; ++k) {
         plan[k].direct = NULL;
         plan[k].temp = NULL;
         plan[k].add = false;
-        if (out[k].mode != DC_WRITE_DISCARD && dense_in(ndim, shape, out[k].strides)) {
+        if (out[k].mode != DC_WRITE_DISCARD && !overlap && dense_in(ndim, shape, out[k].strides)) {
             plan[k].direct = out[k].data;
             plan[k].add = out[k].mode == DC_WRITE_ACCUMULATE;
             continue;
@@ -468,8 +470,9 @@ dc_status partials_backward(dc_ctx *ctx, const dc_partials_arg *a, dc_dtype dtyp
     for (int q = 0; q < p.m * p.nw; ++q)
         p.partial[q] = in[p.m + q].data;
     bool any_dense = false;
+    const bool overlap = dc_outputs_overlap(dtype, ndim, shape, n_out, out); /* then routed one by one */
     for (int j = 0; j < p.nw; ++j) {
-        const bool dense = out[j].mode != DC_WRITE_DISCARD && dense_in(ndim, shape, out[j].strides);
+        const bool dense = out[j].mode != DC_WRITE_DISCARD && !overlap && dense_in(ndim, shape, out[j].strides);
         p.out[j] = dense ? out[j].data : NULL; /* NULL: routed below, or discarded */
         p.add[j] = out[j].mode == DC_WRITE_ACCUMULATE;
         any_dense = any_dense || dense;
