@@ -849,12 +849,15 @@ typedef struct ce_case {
     dc_tensor *targets, *w; /* w: a scalar weight */
     dc_tensor *targets2;    /* if not NULL, + cross_entropy(x, targets2): the gradient accumulates */
     bool transposed;        /* the input is [C, N]; its transpose (a strided view) is the logits */
+    bool sliced;            /* the input is [N, C + 3]; its columns 1..C are the logits */
 } ce_case;
 
 static dc_tensor *ce_loss(dc_tape *tape, dc_tensor *const *x, void *user)
 {
     const ce_case *k = user;
-    dc_tensor *logits = k->transposed ? dc_op_transpose(tape, x[0], 0, 1) : x[0];
+    dc_tensor *logits = k->transposed ? dc_op_transpose(tape, x[0], 0, 1)
+                        : k->sliced   ? dc_op_slice(tape, x[0], 1, 1, dc_tensor_dim(x[0], 1) - 3)
+                                      : x[0];
     dc_tensor *loss = dc_op_mul(tape, dc_op_cross_entropy(tape, logits, k->targets), k->w);
     return k->targets2 ? dc_op_add(tape, loss, dc_op_cross_entropy(tape, logits, k->targets2)) : loss;
 }
@@ -887,7 +890,7 @@ static void test_cross_entropy_gradcheck(void **state)
     const int64_t lshape[2] = {n, c}, tshape[1] = {n};
     const double targets[6] = {0, 4, 2, 2, 1, 3};
     dc_tensor *logits = f64_random(ctx, 2, lshape, -3.0, 3.0, true);
-    ce_case k = {test_tensor(ctx, DC_F64, 1, tshape, targets), NULL, NULL, false};
+    ce_case k = {test_tensor(ctx, DC_F64, 1, tshape, targets), NULL, NULL, false, false};
     const double wval = 0.7;
     k.w = test_tensor(ctx, DC_F64, 0, NULL, &wval);
     gradcheck_ok(ctx, "cross entropy", ce_loss, &k, 1, &logits, n * c);
@@ -901,9 +904,17 @@ static void test_cross_entropy_gradcheck(void **state)
     k.transposed = true;
     gradcheck_ok(ctx, "cross entropy of transposed logits", ce_loss, &k, 1, &logits_t, n * c);
     dc_tensor_free(logits_t);
+    /* a slice of a wider tensor: the gradient is a view into that tensor's,
+     * whose rows are longer than the logits' */
+    const int64_t lshape_s[2] = {n, c + 3};
+    dc_tensor *logits_s = f64_random(ctx, 2, lshape_s, -3.0, 3.0, true);
+    k.transposed = false;
+    k.sliced = true;
+    gradcheck_ok(ctx, "cross entropy of sliced logits", ce_loss, &k, 1, &logits_s, n * (c + 3));
+    dc_tensor_free(logits_s);
     dc_tensor_free(k.targets2);
     k.targets2 = NULL;
-    k.transposed = false;
+    k.sliced = false;
 
     double *lv = test_values(logits), want_grad[30];
     const double want = ce_reference(lv, targets, n, c, wval, want_grad);

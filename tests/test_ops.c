@@ -933,6 +933,79 @@ static void test_gradcheck_table(void **state)
     dc_ctx_free(ctx);
 }
 
+/* Every op whose differentiable inputs are slices of wider tensors: columns
+ * 1..n of [..., n + 2]. A slice's gradient is a view into its base's, with
+ * rows longer than the slice's, so this checks that every backward writes
+ * through the gradient's strides; the columns outside get exact zeros. */
+typedef struct sliced_user {
+    const op_case *k;
+    dc_tensor *w;
+    bool sliced[3];
+} sliced_user;
+
+static dc_tensor *sliced_case_loss(dc_tape *tape, dc_tensor *const *inputs, void *user)
+{
+    const sliced_user *u = user;
+    dc_tensor *x[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < u->k->n_in; ++i) {
+        const int nd = dc_tensor_ndim(inputs[i]);
+        x[i] = u->sliced[i] ? dc_op_slice(tape, inputs[i], nd - 1, 1, dc_tensor_dim(inputs[i], nd - 1) - 2) : inputs[i];
+    }
+    return dc_op_sum(tape, dc_op_mul(tape, u->k->build(tape, x, &u->k->arg), u->w), 0, NULL, false);
+}
+
+static void test_gradcheck_sliced_inputs(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    int checked = 0;
+    for (int c = 0; c < N_CASES; ++c) {
+        const op_case *k = &cases[c];
+        if (k->arg.straight_through)
+            continue; /* its gradient is not the derivative: test_gradcheck_table checks it exactly */
+        case_inputs in;
+        make_inputs(ctx, c, DC_F64, true, &in);
+        reference r;
+        compute_reference(k, in.v, &r);
+        dc_tensor *w = test_random(ctx, DC_F64, r.shape.nd, r.shape.d, -1.0, 1.0);
+        sliced_user u = {k, w, {false, false, false}};
+        dc_tensor *wide[3] = {NULL, NULL, NULL}, *used[3];
+        bool any = false;
+        for (int i = 0; i < k->n_in; ++i) {
+            used[i] = in.t[i];
+            const shp *sh = &k->shape[i];
+            if (!k->grad[i] || sh->nd == 0)
+                continue;
+            shp ws = *sh;
+            ws.d[ws.nd - 1] += 2;
+            wide[i] = test_random(ctx, DC_F64, ws.nd, ws.d, -1.0, 1.0);
+            const int64_t n = sh->d[sh->nd - 1], numel = shp_numel(sh);
+            for (int64_t e = 0; n > 0 && e < numel; ++e)
+                TEST_OK(ctx, dc_tensor_set(wide[i], e / n * (n + 2) + e % n + 1, in.v[i][e]));
+            TEST_OK(ctx, dc_tensor_set_requires_grad(wide[i], true));
+            used[i] = wide[i];
+            u.sliced[i] = any = true;
+        }
+        if (any) {
+            dc_gradcheck_report rep;
+            dc_status st = dc_gradcheck(ctx, sliced_case_loss, &u, k->n_in, used, NULL, &rep);
+            if (st != DC_OK)
+                fail_msg("case %d (%s) on sliced inputs: gradcheck %s, worst: input %d element %lld (backprop %.17g, "
+                         "numeric %.17g): %s",
+                         c, k->name, dc_status_name(st), rep.worst_input, (long long)rep.worst_index,
+                         rep.worst_backprop, rep.worst_numeric, dc_last_error(ctx));
+            ++checked;
+        }
+        for (int i = 0; i < 3; ++i)
+            dc_tensor_free(wide[i]);
+        dc_tensor_free(w);
+        free_reference(&r);
+        free_inputs(&in);
+    }
+    assert_true(checked > N_CASES / 2);
+    dc_ctx_free(ctx);
+}
+
 /* Recording off: no node, the same values, an output that needs no gradient. */
 static void test_recording_off(void **state)
 {
@@ -1680,6 +1753,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forward_values),
         cmocka_unit_test(test_gradcheck_table),
+        cmocka_unit_test(test_gradcheck_sliced_inputs),
         cmocka_unit_test(test_recording_off),
         cmocka_unit_test(test_gradients_overwrite_then_accumulate),
         cmocka_unit_test(test_backward_with_adjoint_layouts),

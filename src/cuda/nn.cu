@@ -70,14 +70,15 @@ template <typename T> __global__ void mean_of(const double *v, int64_t n, T *out
 }
 
 template <typename T>
-__global__ void ce_grad(T *g, const T *logits, int64_t n, int64_t c, const int64_t *target, const double *lse,
-                        const T *gy, int add)
+__global__ void ce_grad(T *g, int64_t rs, int64_t cs, const T *logits, int64_t n, int64_t c, const int64_t *target,
+                        const double *lse, const T *gy, int add)
 {
     const double scale = n ? (double)*gy / (double)n : 0.0;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n * c; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = i / c, k = i % c;
         const T v = (T)(scale * ((double)dexp((T)((double)logits[i] - lse[r])) - (k == target[r] ? 1.0 : 0.0)));
-        g[i] = add ? g[i] + v : v;
+        T *gi = g + r * rs + k * cs;
+        *gi = add ? *gi + v : v;
     }
 }
 
@@ -168,18 +169,19 @@ dc_status dc_cuda_cross_entropy(dc_ctx *ctx, dc_dtype dtype, const void *logits,
     return dc_cuda_check(ctx, cudaGetLastError(), "cross entropy");
 }
 
-dc_status dc_cuda_cross_entropy_grad(dc_ctx *ctx, dc_dtype dtype, void *grad, const void *logits, int64_t n,
-                                     int64_t c, const int64_t *targets, const double *lse, const void *gy, bool add)
+dc_status dc_cuda_cross_entropy_grad(dc_ctx *ctx, dc_dtype dtype, void *grad, int64_t rs, int64_t cs,
+                                     const void *logits, int64_t n, int64_t c, const int64_t *targets,
+                                     const double *lse, const void *gy, bool add)
 {
     cudaStream_t st = ctx->cuda->stream;
     if (n * c == 0)
         return DC_OK;
     if (dtype == DC_F32)
-        ce_grad<float><<<grid_for(ctx, n * c), kBlock, 0, st>>>((float *)grad, (const float *)logits, n, c, targets,
-                                                                  lse, (const float *)gy, add);
+        ce_grad<float><<<grid_for(ctx, n * c), kBlock, 0, st>>>((float *)grad, rs, cs, (const float *)logits, n, c,
+                                                                  targets, lse, (const float *)gy, add);
     else
-        ce_grad<double><<<grid_for(ctx, n * c), kBlock, 0, st>>>((double *)grad, (const double *)logits, n, c,
-                                                                   targets, lse, (const double *)gy, add);
+        ce_grad<double><<<grid_for(ctx, n * c), kBlock, 0, st>>>((double *)grad, rs, cs, (const double *)logits, n,
+                                                                   c, targets, lse, (const double *)gy, add);
     return dc_cuda_check(ctx, cudaGetLastError(), "cross entropy gradient");
 }
 

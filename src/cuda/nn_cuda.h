@@ -15,8 +15,9 @@ dc_status dc_cuda_scatter_rows(dc_ctx *ctx, dc_dtype dtype, void *grad, int64_t 
                                int64_t n, int64_t width, const void *gy);
 dc_status dc_cuda_cross_entropy(dc_ctx *ctx, dc_dtype dtype, const void *logits, int64_t n, int64_t c,
                                 const int64_t *targets, double *lse, double *loss_rows, void *out);
-dc_status dc_cuda_cross_entropy_grad(dc_ctx *ctx, dc_dtype dtype, void *grad, const void *logits, int64_t n,
-                                     int64_t c, const int64_t *targets, const double *lse, const void *gy, bool add);
+dc_status dc_cuda_cross_entropy_grad(dc_ctx *ctx, dc_dtype dtype, void *grad, int64_t rs, int64_t cs,
+                                     const void *logits, int64_t n, int64_t c, const int64_t *targets,
+                                     const double *lse, const void *gy, bool add);
 dc_status dc_cuda_adam(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *m, void *v, double lr_t,
                        double b1, double b2, double eps_t, double decay);
 dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *buf, double lr, double mu);

@@ -111,10 +111,12 @@ dc_status dc_cuda_cross_entropy(dc_ctx *ctx, dc_dtype dtype, const void *logits,
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
 
-dc_status dc_cuda_cross_entropy_grad(dc_ctx *ctx, dc_dtype dtype, void *grad, const void *logits, int64_t n,
-                                     int64_t c, const int64_t *targets, const double *lse, const void *gy, bool add)
+dc_status dc_cuda_cross_entropy_grad(dc_ctx *ctx, dc_dtype dtype, void *grad, int64_t rs, int64_t cs,
+                                     const void *logits, int64_t n, int64_t c, const int64_t *targets,
+                                     const double *lse, const void *gy, bool add)
 {
-    (void)dtype, (void)grad, (void)logits, (void)n, (void)c, (void)targets, (void)lse, (void)gy, (void)add;
+    (void)dtype, (void)grad, (void)rs, (void)cs, (void)logits, (void)n, (void)c, (void)targets, (void)lse, (void)gy,
+        (void)add;
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
 

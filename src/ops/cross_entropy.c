@@ -22,13 +22,13 @@
         *lse = (double)m + log(s);                                                                 \
         return *lse - (double)l[target];                                                           \
     }                                                                                              \
-    static void ce_grad_row_##SFX(T *restrict g, const T *restrict l, int64_t c, int64_t target, double lse, \
-                                  T scale, bool add)                                               \
+    static void ce_grad_row_##SFX(T *restrict g, int64_t gs, const T *restrict l, int64_t c,       \
+                                  int64_t target, double lse, T scale, bool add)                   \
     {                                                                                              \
         /* l - lse in double: both can be large, their difference small */                        \
         for (int64_t k = 0; k < c; ++k) {                                                          \
             const T v = scale * (dc_exp_##SFX((T)((double)l[k] - lse)) - (k == target ? (T)1 : (T)0)); \
-            g[k] = add ? g[k] + v : v;                                                             \
+            g[k * gs] = add ? g[k * gs] + v : v;                                                   \
         }                                                                                          \
     }
 DEFINE_CE(float, f32)
@@ -115,10 +115,12 @@ dc_status dc_cross_entropy_backward(dc_tape *tape, dc_node *node)
     if (st != DC_OK)
         return st;
     const int64_t n = logits->shape[0], c = logits->shape[1];
+    /* the gradient may be a view into a wider tensor's (sliced logits) */
     dc_tensor *g = logits->grad;
+    const int64_t rs = g->strides[0], cs = g->strides[1];
     if (tape->ctx->cuda) {
-        st = dc_cuda_cross_entropy_grad(tape->ctx, logits->dtype, g->data, x->data, n, c, t, lse, y->grad->data,
-                                        mode == DC_WRITE_ACCUMULATE);
+        st = dc_cuda_cross_entropy_grad(tape->ctx, logits->dtype, g->data, rs, cs, x->data, n, c, t, lse,
+                                        y->grad->data, mode == DC_WRITE_ACCUMULATE);
         if (st == DC_OK)
             dc_grad_done(logits);
         return st;
@@ -133,10 +135,11 @@ dc_status dc_cross_entropy_backward(dc_tape *tape, dc_node *node)
 #pragma omp parallel for num_threads(n_threads) schedule(static)
     for (int64_t r = 0; r < n; ++r) {
         if (logits->dtype == DC_F32)
-            ce_grad_row_f32((float *)g->data + r * c, (const float *)x->data + r * c, c, t[r], lse[r], (float)scale,
-                            add);
+            ce_grad_row_f32((float *)g->data + r * rs, cs, (const float *)x->data + r * c, c, t[r], lse[r],
+                            (float)scale, add);
         else
-            ce_grad_row_f64((double *)g->data + r * c, (const double *)x->data + r * c, c, t[r], lse[r], scale, add);
+            ce_grad_row_f64((double *)g->data + r * rs, cs, (const double *)x->data + r * c, c, t[r], lse[r], scale,
+                            add);
     }
     dc_grad_done(logits);
     return DC_OK;

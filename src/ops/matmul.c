@@ -210,9 +210,13 @@ static dc_status matmul_grad(dc_tape *tape, dc_node *node, int side)
     const int bnd = y->ndim - 2;
     batching bt;
     make_batching(ar, br, bnd, y->shape, &bt);
-    /* Strides of x's gradient in the batch axes, to find each slice. */
-    int64_t gstrides[DC_MAX_DIMS];
+    /* Strides of x's gradient in the batch axes, to find each matrix, and
+     * the number of each matrix (the gradient may be a view into a wider
+     * tensor's, whose strides say nothing about the numbering). */
+    int64_t gstrides[DC_MAX_DIMS], numbering[DC_MAX_DIMS], nstrides[DC_MAX_DIMS];
     dc_broadcast_strides(gx->ndim - 2, gx->shape, gx->strides, bnd, y->shape, gstrides);
+    dc_contiguous_strides(gx->ndim - 2, gx->shape, numbering);
+    dc_broadcast_strides(gx->ndim - 2, gx->shape, numbering, bnd, y->shape, nstrides);
     const int64_t slice = gx->shape[gx->ndim - 2] * gx->shape[gx->ndim - 1];
     const int64_t n_slices = slice ? gx->numel / slice : 0;
     unsigned char *written = dc_tape_alloc_meta(tape, (size_t)(n_slices ? n_slices : 1));
@@ -221,13 +225,13 @@ static dc_status matmul_grad(dc_tape *tape, dc_node *node, int side)
     memset(written, mode == DC_WRITE_ACCUMULATE, (size_t)(n_slices ? n_slices : 1));
     const int64_t m = y->shape[bnd], n = y->shape[bnd + 1];
     for (int64_t i = 0; i < bt.count; ++i) {
-        int64_t oa, ob, og = 0, rest = i;
+        int64_t oa, ob, og = 0, s = 0, rest = i;
         batch_offsets(&bt, i, &oa, &ob);
         for (int d = bnd - 1; d >= 0; --d) {
             og += (rest % y->shape[d]) * gstrides[d];
+            s += (rest % y->shape[d]) * nstrides[d];
             rest /= y->shape[d];
         }
-        const int64_t s = slice ? og / slice : 0;
         const mat gm = matrix_at(g, i * m * n);
         st = side == 0 ? gemm(tape->ctx, x->dtype, matrix_at(gx, og), gm, transposed(matrix_at(br, ob)),
                               written[s] ? 1.0 : 0.0)
