@@ -60,13 +60,16 @@ typedef struct dc_loop {
  * DC_ERR_ARG (too many arrays). */
 dc_status dc_loop_run_cpu(dc_ctx *ctx, const dc_loop *loop);
 
-/* Whether two of a loop's n_out outputs (in its iteration shape) write a
+/* Whether two of a loop's n_out outputs (in its iteration shape) may write a
  * common element without being the same view: shifted slices of one
  * gradient. The CPU runs such a loop on one thread, and the GPU writes such
  * outputs one after another: written in parallel, two threads would add into
  * that element at once. The same view twice is safe (each element of both
  * belongs to one thread), and so are interleaved views that never meet (the
- * column blocks of one tensor). */
+ * column blocks of one tensor). Never false when two outputs share an
+ * element; exact for views with the same strides into a dense tensor, and
+ * true, to be safe, when it cannot tell (other strides whose memory spans
+ * meet). */
 bool dc_outputs_overlap(dc_dtype dtype, int ndim, const int64_t *shape, int n_out, const dc_loop_out *out);
 
 /* Fills loop->in[i]'s strides to read tensor t in the loop's shape. */

@@ -25,8 +25,8 @@ static void output_span(dc_dtype dtype, int ndim, const int64_t *shape, const dc
  * the axes sorted by decreasing stride, where span[d] bounds what the axes
  * after d can add (the sum of their stride * reach). Each axis tries the k
  * that leave a remainder the later axes can cover: at most two when its
- * stride exceeds that span (as in any layout whose elements do not repeat);
- * more, and the answer is a cautious yes. */
+ * stride exceeds that span, as in any slice or transpose of a dense tensor.
+ * More, and the answer is a cautious yes. */
 static bool offset_reachable(int n, const int64_t *stride, const int64_t *reach, const int64_t *span, int64_t r)
 {
     if (n == 0)
@@ -47,10 +47,12 @@ static bool offset_reachable(int n, const int64_t *stride, const int64_t *reach,
     return false;
 }
 
-/* Whether two outputs of the loop share an element. Views with the same
- * strides share one exactly when the distance between their first elements
- * is a difference of two index vectors times the strides; views with other
- * strides are taken to share one when their spans of memory meet. */
+/* Whether two outputs of the loop may share an element: never no when they
+ * do. Views with the same strides (along the axes of more than one element)
+ * share one exactly when the distance between their first elements is a
+ * difference of two index vectors times the strides, which is decided
+ * exactly when every stride exceeds what the smaller ones reach; views with
+ * other strides are taken to share one when their spans of memory meet. */
 static bool share_elements(dc_dtype dtype, int ndim, const int64_t *shape, const dc_loop_out *a, const dc_loop_out *b)
 {
     intptr_t a0, a1, b0, b1;
@@ -60,10 +62,10 @@ static bool share_elements(dc_dtype dtype, int ndim, const int64_t *shape, const
         return false;
     const intptr_t esize = (intptr_t)dc_dtype_size(dtype);
     const intptr_t bytes = (intptr_t)b->data - (intptr_t)a->data;
-    bool same_strides = bytes % esize == 0;
-    for (int d = 0; d < ndim && same_strides; ++d)
-        same_strides = a->strides[d] == b->strides[d];
-    if (!same_strides)
+    bool same_lattice = bytes % esize == 0; /* element b's first is a whole number of elements from a's */
+    for (int d = 0; d < ndim && same_lattice; ++d)
+        same_lattice = shape[d] < 2 || a->strides[d] == b->strides[d];
+    if (!same_lattice)
         return true;
     /* the axes that move through memory, by decreasing stride */
     int64_t stride[DC_MAX_DIMS], reach[DC_MAX_DIMS], span[DC_MAX_DIMS];
@@ -103,7 +105,7 @@ bool dc_outputs_overlap(dc_dtype dtype, int ndim, const int64_t *shape, int n_ou
                 continue;
             bool same_view = a->data == b->data;
             for (int d = 0; d < ndim && same_view; ++d)
-                same_view = a->strides[d] == b->strides[d];
+                same_view = shape[d] < 2 || a->strides[d] == b->strides[d];
             if (!same_view && share_elements(dtype, ndim, shape, a, b))
                 return true;
         }

@@ -273,19 +273,28 @@ static void test_cupdate_threads_agree(void **state)
     }
 }
 
-/* The gradient of x through two overlapping slices of it, c and f: both
- * gradients are views into x's, and with two threads some element of x would
- * be added to by both threads at the same moment of their halves, through c
- * in the one and through f in the other. Two threads must give what one
- * gives. With `rows`, x is [96, 512] and c, f its rows 32..95 and 0..63 (2-D
- * views with the same strides, sharing half their rows); else x is 1-D,
- * c = x[n/2 : 3n/2] and f = x[0 : n], n = 16384. Eight chunks or more. */
-static void overlap_grad(int threads, dc_partials_policy policy, bool rows, double **grad, int64_t *numel)
+/* How two slices c and f of x lie in test_overlapping_gradients_threads. */
+typedef enum slice_layout {
+    SHIFTED_1D,      /* x 1-D, c = x[n/2 : 3n/2], f = x[0 : n], n = 16384 */
+    SHARED_ROWS,     /* x [96, 512], c its rows 32..95, f its rows 0..63 */
+    DISJOINT_COLUMNS /* x [64, 512], c its columns 0..255, f its columns 256..511 */
+} slice_layout;
+
+/* The gradient of x through two slices of it, c and f, at least eight chunks
+ * each: both gradients are views into x's. Where c and f share elements,
+ * with two threads some element of x would be added to by both threads at
+ * the same moment of their halves, through c in the one and through f in
+ * the other; the engine must see it and use one thread. Column blocks share
+ * none (though their spans of memory interleave), and are split. Either way
+ * two threads must give what one gives. */
+static void overlap_grad(int threads, dc_partials_policy policy, slice_layout layout, double **grad, int64_t *numel)
 {
     dc_ctx *ctx = ctx_with_threads(threads);
     srand(5);
-    const int64_t n = 16384, xn[2] = {rows ? 96 : n + n / 2, 512}, en[2] = {rows ? 64 : n, 512};
-    const int nd = rows ? 2 : 1;
+    const int64_t n = 16384;
+    const int64_t xn[2] = {layout == SHIFTED_1D ? n + n / 2 : layout == SHARED_ROWS ? 96 : 64, 512};
+    const int64_t en[2] = {layout == SHIFTED_1D ? n : 64, layout == DISJOINT_COLUMNS ? 256 : 512};
+    const int nd = layout == SHIFTED_1D ? 1 : 2;
     dc_tensor *x = test_random(ctx, DC_F64, nd, xn, -2.0, 2.0);
     dc_tensor *i = test_random(ctx, DC_F64, nd, en, -2.0, 2.0), *g = test_random(ctx, DC_F64, nd, en, -2.0, 2.0);
     dc_tensor *w = test_random(ctx, DC_F64, nd, en, -1.0, 1.0);
@@ -293,8 +302,17 @@ static void overlap_grad(int threads, dc_partials_policy policy, bool rows, doub
     dc_tensor *z = test_tensor(ctx, DC_F64, 0, NULL, &zero), *zb = test_tensor(ctx, DC_F64, 0, NULL, &one);
     dc_tensor_set_requires_grad(x, true);
     dc_tape *tape = dc_tape_new(ctx);
-    dc_tensor *c = rows ? dc_op_slice(tape, x, 0, 32, 64) : dc_op_slice(tape, x, 0, n / 2, n);
-    dc_tensor *f = rows ? dc_op_slice(tape, x, 0, 0, 64) : dc_op_slice(tape, x, 0, 0, n);
+    dc_tensor *c, *f;
+    if (layout == SHIFTED_1D) {
+        c = dc_op_slice(tape, x, 0, n / 2, n);
+        f = dc_op_slice(tape, x, 0, 0, n);
+    } else if (layout == SHARED_ROWS) {
+        c = dc_op_slice(tape, x, 0, 32, 64);
+        f = dc_op_slice(tape, x, 0, 0, 64);
+    } else {
+        c = dc_op_slice(tape, x, 1, 0, 256);
+        f = dc_op_slice(tape, x, 1, 256, 256);
+    }
     dc_tensor *in[6] = {z, zb, c, f, i, g};
     dc_tensor *c_next = NULL;
     TEST_OK(ctx, dc_broadcast_policy(tape, DC_BFN_REF(hmlstm_update_c), 6, in, 1, &c_next, policy));
@@ -314,16 +332,17 @@ static void overlap_grad(int threads, dc_partials_policy policy, bool rows, doub
 static void test_overlapping_gradients_threads(void **state)
 {
     (void)state;
-    for (int rows = 0; rows < 2; ++rows) {
+    const char *what[3] = {"gradient through overlapping slices, 2 threads against 1",
+                           "gradient through 2-D slices sharing rows, 2 threads against 1",
+                           "gradient through disjoint column blocks, 2 threads against 1"};
+    for (int layout = SHIFTED_1D; layout <= DISJOINT_COLUMNS; ++layout) {
         for (int policy = 0; policy < 2; ++policy) {
             for (int round = 0; round < 20; ++round) {
                 double *g1, *g2;
                 int64_t n;
-                overlap_grad(1, (dc_partials_policy)policy, rows, &g1, &n);
-                overlap_grad(2, (dc_partials_policy)policy, rows, &g2, &n);
-                test_assert_close(g2, g1, n, 0, 0,
-                                  rows ? "gradient through 2-D slices sharing rows, 2 threads against 1"
-                                       : "gradient through overlapping slices, 2 threads against 1");
+                overlap_grad(1, (dc_partials_policy)policy, (slice_layout)layout, &g1, &n);
+                overlap_grad(2, (dc_partials_policy)policy, (slice_layout)layout, &g2, &n);
+                test_assert_close(g2, g1, n, 0, 0, what[layout]);
                 free(g1);
                 free(g2);
             }

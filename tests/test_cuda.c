@@ -84,6 +84,36 @@ static dc_tensor *b_slice_concat(dc_tape *t, dc_tensor *const *x, const void *a)
     return dc_op_concat(t, 2, parts, 1);
 }
 
+/* x[0:200] * x[100:300]: two gradients that share x's elements 100..199 */
+static dc_tensor *b_mul_overlap(dc_tape *t, dc_tensor *const *x, const void *a)
+{
+    (void)a;
+    return dc_op_mul(t, dc_op_slice(t, x[0], 0, 0, 200), dc_op_slice(t, x[0], 0, 100, 200));
+}
+/* cross entropy of columns 1..10 of a [33, 12] tensor: the gradient is a view with rows of 12 */
+static dc_tensor *b_ce_sliced(dc_tape *t, dc_tensor *const *x, const void *a)
+{
+    (void)a;
+    float targets[33];
+    for (int r = 0; r < 33; ++r)
+        targets[r] = (float)(r * 7 % 10);
+    const int64_t n[1] = {33};
+    return dc_op_cross_entropy(t, dc_op_slice(t, x[0], 1, 1, 10), dc_tape_tensor_new(t, DC_F32, 1, n, targets));
+}
+/* the c-update on UPDATE everywhere with f = x[0:200] and c_prev = x[100:300]:
+ * one launch writes two gradients that share elements, with the policy at a */
+static dc_tensor *b_cupdate_overlap(dc_tape *t, dc_tensor *const *x, const void *a)
+{
+    const float zero = 0.0f, one = 1.0f;
+    dc_tensor *in[6] = {dc_tape_tensor_new(t, DC_F32, 0, NULL, &zero), dc_tape_tensor_new(t, DC_F32, 0, NULL, &one),
+                        dc_op_slice(t, x[0], 0, 0, 200), dc_op_slice(t, x[0], 0, 100, 200), x[1], x[2]};
+    dc_tensor *c = NULL;
+    if (dc_broadcast_policy(t, DC_BFN_REF(hmlstm_update_c), 6, in, 1, &c, *(const dc_partials_policy *)a) != DC_OK)
+        return NULL;
+    return c;
+}
+static const dc_partials_policy store_policy = DC_PARTIALS_STORE, recompute_policy = DC_PARTIALS_RECOMPUTE;
+
 #define S2(a, b) {a, b, 0}
 #define S1(a) {a, 0, 0}
 
@@ -114,6 +144,12 @@ static const op_case cases[] = {
     {"matmul, batched", b_matmul, 2, {3, 2}, {{4, 9, 8}, S2(8, 5)}, {-1, -1}, {1, 1}, {true, true}, NULL},
     {"transpose + reshape", b_reshape, 1, {2}, {S2(4, 9)}, {-1}, {1}, {true}, NULL},
     {"slice + concat", b_slice_concat, 1, {2}, {S2(16, 7)}, {-1}, {1}, {true}, NULL},
+    {"mul of overlapping slices", b_mul_overlap, 1, {1}, {S1(300)}, {-2}, {2}, {true}, NULL},
+    {"cross entropy of sliced logits", b_ce_sliced, 1, {2}, {S2(33, 12)}, {-3}, {3}, {true}, NULL},
+    {"c-update on overlapping slices, store", b_cupdate_overlap, 3, {1, 1, 1}, {S1(300), S1(200), S1(200)},
+     {-2, -2, -2}, {2, 2, 2}, {true, true, true}, &store_policy},
+    {"c-update on overlapping slices, recompute", b_cupdate_overlap, 3, {1, 1, 1}, {S1(300), S1(200), S1(200)},
+     {-2, -2, -2}, {2, 2, 2}, {true, true, true}, &recompute_policy},
 };
 
 /* Host values for case input k, the same for both backends. */

@@ -4,7 +4,7 @@
  * Every loop first writes its results contiguously, one thread per element
  * of the iteration shape (inputs read in place through their strides, 0
  * along broadcast axes): straight into an output that is dense in that
- * shape, else into a temporary. A temporary is then routed into its output:
+ * shape, else (or when two outputs share elements) into a temporary. A temporary is then routed into its output:
  * summed over the axes along which the output is broadcast, in a fixed order
  * (no atomics: the same inputs give bit-identical results), written or
  * added through the output's strides. */
@@ -449,7 +449,8 @@ dc_status route_partials(dc_ctx *ctx, const partials_params &p, int j, int ndim,
 /* The store policy's backward: gradient j = sum_k adjoint_k * partial (k, j).
  * A gradient dense in the iteration shape is written by one elementwise pass;
  * one broadcast along some axes is summed over them straight from the
- * partials and adjoints, in the same kernel (no temporary). */
+ * partials and adjoints, in the same kernel (no temporary), and so is every
+ * gradient when two of them share elements (one after another). */
 dc_status partials_backward(dc_ctx *ctx, const dc_partials_arg *a, dc_dtype dtype, int ndim, const int64_t *shape,
                             int64_t numel, const dc_loop_in *in, int n_out, const dc_loop_out *out)
 {

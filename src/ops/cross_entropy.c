@@ -22,13 +22,13 @@
         *lse = (double)m + log(s);                                                                 \
         return *lse - (double)l[target];                                                           \
     }                                                                                              \
-    static void ce_grad_row_##SFX(T *restrict g, int64_t gs, const T *restrict l, int64_t c,       \
+    static void ce_grad_row_##SFX(T *restrict g, int64_t cs, const T *restrict l, int64_t c,       \
                                   int64_t target, double lse, T scale, bool add)                   \
     {                                                                                              \
         /* l - lse in double: both can be large, their difference small */                        \
         for (int64_t k = 0; k < c; ++k) {                                                          \
             const T v = scale * (dc_exp_##SFX((T)((double)l[k] - lse)) - (k == target ? (T)1 : (T)0)); \
-            g[k * gs] = add ? g[k * gs] + v : v;                                                   \
+            g[k * cs] = add ? g[k * cs] + v : v;                                                   \
         }                                                                                          \
     }
 DEFINE_CE(float, f32)
