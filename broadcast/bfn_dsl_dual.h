@@ -23,11 +23,11 @@ DC_INLINE DC_HD DC_BFN_DUAL DC_BFN_D_(sadd)(DC_S s, DC_BFN_DUAL a) { return DC_B
 DC_INLINE DC_HD DC_BFN_DUAL DC_BFN_D_(smul)(DC_S s, DC_BFN_DUAL a) { return DC_BFN_D_(muls)(a, s); }
 DC_INLINE DC_HD DC_BFN_DUAL DC_BFN_D_(smin)(DC_S s, DC_BFN_DUAL a)
 {
-    return DC_BFN_P_(min_takes_first)(s, a.v) ? DC_BFN_D_(const)(s) : a;
+    return DC_BFN_D_(pick)(DC_BFN_P_(min_takes_first)(s, a.v), DC_BFN_D_(const)(s), a);
 }
 DC_INLINE DC_HD DC_BFN_DUAL DC_BFN_D_(smax)(DC_S s, DC_BFN_DUAL a)
 {
-    return DC_BFN_P_(max_takes_first)(s, a.v) ? DC_BFN_D_(const)(s) : a;
+    return DC_BFN_D_(pick)(DC_BFN_P_(max_takes_first)(s, a.v), DC_BFN_D_(const)(s), a);
 }
 DC_INLINE DC_HD DC_BFN_DUAL DC_BFN_D_(as_var)(DC_BFN_DUAL a) { return a; }
 DC_INLINE DC_HD DC_S DC_BFN_D_(ss_val)(DC_S a) { return a; }

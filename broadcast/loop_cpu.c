@@ -1,6 +1,5 @@
 #include "loop.h"
 
-#include <stdint.h>
 #include <string.h>
 
 #ifdef _OPENMP

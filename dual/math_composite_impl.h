@@ -39,10 +39,10 @@ DC_INLINE DC_HD DC_MS DC_SFN(relu)(DC_MS x) { return DC_SFN(select)(x > (DC_MS)0
 
 /* Minimum and maximum that propagate a NaN from either argument; on a tie
  * the first argument is taken (and gets the derivative). */
-DC_INLINE DC_HD DC_MS DC_SFN(min)(DC_MS a, DC_MS b) { return DC_SFN(select)(a <= b || a != a, a, b); }
-DC_INLINE DC_HD DC_MS DC_SFN(max)(DC_MS a, DC_MS b) { return DC_SFN(select)(a >= b || a != a, a, b); }
 DC_INLINE DC_HD int DC_SFN(min_takes_first)(DC_MS a, DC_MS b) { return a <= b || a != a; }
 DC_INLINE DC_HD int DC_SFN(max_takes_first)(DC_MS a, DC_MS b) { return a >= b || a != a; }
+DC_INLINE DC_HD DC_MS DC_SFN(min)(DC_MS a, DC_MS b) { return DC_SFN(select)(DC_SFN(min_takes_first)(a, b), a, b); }
+DC_INLINE DC_HD DC_MS DC_SFN(max)(DC_MS a, DC_MS b) { return DC_SFN(select)(DC_SFN(max_takes_first)(a, b), a, b); }
 
 /* max(0, min(1, (slope * x + 1) / 2)), the HM-LSTM boundary gate. */
 DC_INLINE DC_HD DC_MS DC_SFN(hard_sigmoid)(DC_MS x, DC_MS slope)

@@ -62,7 +62,7 @@ DC_INLINE DC_HD int32_t dc_f32_bits(float f)
  * By default a plain conditional, which a vectorized loop turns into one
  * blend. A translation unit that defines DC_SELECT_BITWISE to 1 before
  * including any dualcast header gets the choice as bit operations on
- * unsigned integers instead (a masked xor and an xor). The broadcast kernels
+ * unsigned integers instead (and, and-not, or). The broadcast kernels
  * for control values that vary per element do this (broadcast/
  * bfn_cpu_instance.h): there gcc if-converts the user's if/else, and every
  * conditional inside a branch becomes a blend whose mask includes that

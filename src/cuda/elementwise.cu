@@ -4,10 +4,11 @@
  * Every loop first writes its results contiguously, one thread per element
  * of the iteration shape (inputs read in place through their strides, 0
  * along broadcast axes): straight into an output that is dense in that
- * shape, else (or when two outputs share elements) into a temporary. A temporary is then routed into its output:
- * summed over the axes along which the output is broadcast, in a fixed order
- * (no atomics: the same inputs give bit-identical results), written or
- * added through the output's strides. */
+ * shape, else (or when two outputs share elements) into a temporary. A
+ * temporary is then routed into its output: summed over the axes along
+ * which the output is broadcast, in a fixed order (no atomics: the same
+ * inputs give bit-identical results), written or added through the output's
+ * strides. */
 #include <stdint.h>
 #include <string.h>
 
