@@ -12,26 +12,26 @@
  * sigmoid(-100) is 3.7e-44 in float and its derivative is finite. */
 DC_INLINE DC_HD DC_MS DC_SFN(sigmoid)(DC_MS x)
 {
-    const DC_MS e = DC_SFN(exp_nonpos)(-DC_SFN(abs_raw)(x));
+    const DC_MS e = DC_SFN(exp_nonpos)(DC_SFN(neg_abs)(x));
     const DC_MS r = (DC_MS)1 / ((DC_MS)1 + e);
-    return DC_SFN(select)(x >= (DC_MS)0, r, e * r);
+    return DC_SFN(select_sign)(x, e * r, r);
 }
 
 /* The logistic function and its derivative e / (1 + e)^2 from the same
  * e = exp(-|x|): y(1 - y) would round to zero for large |x|. */
 DC_INLINE DC_HD DC_MS DC_SFN(sigmoid_vd)(DC_MS x, DC_MS *dx)
 {
-    const DC_MS e = DC_SFN(exp_nonpos)(-DC_SFN(abs_raw)(x));
+    const DC_MS e = DC_SFN(exp_nonpos)(DC_SFN(neg_abs)(x));
     const DC_MS r = (DC_MS)1 / ((DC_MS)1 + e);
     *dx = e * r * r;
-    return DC_SFN(select)(x >= (DC_MS)0, r, e * r);
+    return DC_SFN(select_sign)(x, e * r, r);
 }
 
 /* log(1 + exp(x)) without overflow: softplus(100) = 100. */
 DC_INLINE DC_HD DC_MS DC_SFN(softplus)(DC_MS x)
 {
     const DC_MS pos = DC_SFN(select)(x > (DC_MS)0, x, (DC_MS)0);
-    return pos + DC_SFN(log1p)(DC_SFN(exp_nonpos)(-DC_SFN(abs_raw)(x)));
+    return pos + DC_SFN(log1p)(DC_SFN(exp_nonpos)(DC_SFN(neg_abs)(x)));
 }
 
 /* max(x, 0); a NaN stays NaN */

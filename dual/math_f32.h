@@ -8,7 +8,8 @@
  * versions are opaque calls that keep such a loop scalar. Every function
  * handles NaN, infinities and signed zeros, and stays within a few ulp of the
  * correctly rounded result over the whole range (sin and cos: for |x| < 1e4).
- * Polynomial coefficients are the classic Cephes minimax values. */
+ * Polynomial coefficients are the classic Cephes minimax values, except the
+ * exponential's with FMA (fitted for its reduction; see there). */
 #ifndef DC_DUAL_MATH_F32_H
 #define DC_DUAL_MATH_F32_H
 
@@ -22,6 +23,8 @@
 
 /* cond ? a : b (see the host version below) */
 DC_INLINE DC_HD float dc_select_f32(int cond, float a, float b) { return cond ? a : b; }
+DC_INLINE DC_HD float dc_select_sign_f32(float x, float if_neg, float if_pos) { return signbit(x) ? if_neg : if_pos; }
+DC_INLINE DC_HD float dc_neg_abs_f32(float x) { return -fabsf(x); }
 
 DC_INLINE DC_HD float dc_exp_f32(float x) { return expf(x); }
 DC_INLINE DC_HD float dc_exp_nonpos_f32(float x) { return expf(x); }
@@ -79,9 +82,28 @@ DC_INLINE DC_HD float dc_select_f32(int cond, float a, float b)
     const uint32_t ua = (uint32_t)dc_f32_bits(a), ub = (uint32_t)dc_f32_bits(b);
     return dc_f32_from_bits((int32_t)((ua & mask) | (ub & ~mask)));
 }
+/* if_neg where the sign bit of x is set (-0 and NaNs with it included),
+ * else if_pos: the mask is the sign bit spread by an arithmetic shift, one
+ * instruction instead of a comparison */
+DC_INLINE DC_HD float dc_select_sign_f32(float x, float if_neg, float if_pos)
+{
+    const uint32_t mask = (uint32_t)(dc_f32_bits(x) >> 31);
+    const uint32_t un = (uint32_t)dc_f32_bits(if_neg), up = (uint32_t)dc_f32_bits(if_pos);
+    return dc_f32_from_bits((int32_t)((un & mask) | (up & ~mask)));
+}
 #else
 DC_INLINE DC_HD float dc_select_f32(int cond, float a, float b) { return cond ? a : b; }
+DC_INLINE DC_HD float dc_select_sign_f32(float x, float if_neg, float if_pos)
+{
+    return dc_f32_bits(x) < 0 ? if_neg : if_pos;
+}
 #endif
+
+/* -|x| with one bit operation (gcc makes |x| and the negation two) */
+DC_INLINE DC_HD float dc_neg_abs_f32(float x)
+{
+    return dc_f32_from_bits((int32_t)((uint32_t)dc_f32_bits(x) | 0x80000000u));
+}
 
 /* a * b + c, fused where the machine has FMA: one rounding instead of two,
  * and half the instructions in every polynomial below. (ISO C mode keeps gcc
@@ -103,32 +125,32 @@ DC_INLINE DC_HD float dc_round_small_f32(float x)
     return (x + magic) - magic;
 }
 
-/* exp(x) = 2^n 2^r with n = round(x log2 e) and |r| <= 1/2. With FMA, r =
- * x log2 e - n is formed exactly from log2 e in two parts and 2^r is a
- * degree-6 polynomial (relative error 2e-9; at most 1.5 ulp in all). Without
- * FMA, Cody-Waite reduction by ln 2 in two parts and the Cephes polynomial
- * for e^r. This is the part the two exponentials below share: it returns
- * 2^r (or e^r) and n, for x already clamped to [-105, 88.8] or NaN. A NaN
- * comes out as a NaN polynomial (and a meaningless n), so the callers need
- * no test for it. */
-DC_INLINE DC_HD float dc_exp_reduced_f32(float xc, uint32_t *n_out)
+/* exp(x) = 2^n e^r with n = round(x log2 e) and |r| <= ln 2 / 2: r = x - n ln 2
+ * by Cody-Waite reduction, ln 2 in two parts (with FMA the first step is
+ * exact, and r = x where n = 0), then e^r - 1 = r + r^2 P(r). With FMA, P is
+ * of degree 4, a weighted least-squares fit (Lawson's iteration) for the
+ * relative error of e^r - 1 over |r| <= ln 2 / 2: below 1.4e-8 before rounding;
+ * without, the Cephes polynomial of degree 5. This is the part the
+ * exponentials below share: for x already clamped to [-105, 88.8] or NaN, it
+ * returns e^r - 1, rounded once and without cancellation near zero (tanh uses
+ * it so), and sets n. A NaN comes out as a NaN (and a meaningless n), so the
+ * callers need no test for it. */
+DC_INLINE DC_HD float dc_expm1_reduced_f32(float xc, uint32_t *n_out)
 {
     /* Rounding by adding 1.5 * 2^23 leaves n in the low bits of t: read it
      * from there rather than converting a float to an integer, which C
      * leaves undefined for a NaN. */
     const float magic = 12582912.0f;
-    const float t = xc * 1.44269504088896341f + magic;
+    const float t = dc_madd_f32(xc, 1.44269504088896341f, magic);
     const float n = t - magic;
 #if defined(__FMA__)
-    float r = __builtin_fmaf(xc, 1.44269502162933349609375f, -n);
-    r = __builtin_fmaf(xc, 1.925963033500011079e-08f, r);
-    float p = 1.535612507e-04f;
-    p = dc_madd_f32(p, r, 1.339881643e-03f);
-    p = dc_madd_f32(p, r, 9.618427770e-03f);
-    p = dc_madd_f32(p, r, 5.550332687e-02f);
-    p = dc_madd_f32(p, r, 2.402264799e-01f);
-    p = dc_madd_f32(p, r, 6.931472027e-01f);
-    p = dc_madd_f32(p, r, 1.0f);
+    float r = __builtin_fmaf(-n, 0.693147182464599609375f, xc);
+    r = __builtin_fmaf(-n, -1.9046542121259336e-09f, r);
+    float p = 1.3882520143e-03f;
+    p = dc_madd_f32(p, r, 8.3665270358e-03f);
+    p = dc_madd_f32(p, r, 4.1667200625e-02f);
+    p = dc_madd_f32(p, r, 1.6666543484e-01f);
+    p = dc_madd_f32(p, r, 4.9999997020e-01f);
 #else
     float r = xc - n * 0.693359375f;
     r = r + n * 2.12194440e-4f;
@@ -138,11 +160,13 @@ DC_INLINE DC_HD float dc_exp_reduced_f32(float xc, uint32_t *n_out)
     p = dc_madd_f32(p, r, 4.1665795894E-2f);
     p = dc_madd_f32(p, r, 1.6666665459E-1f);
     p = dc_madd_f32(p, r, 5.0000001201E-1f);
-    p = p * r * r + r + 1.0f;
 #endif
     *n_out = (uint32_t)dc_f32_bits(t) - (uint32_t)dc_f32_bits(magic);
-    return p;
+    return dc_madd_f32(p, r * r, r);
 }
+
+/* e^r and n, as above */
+DC_INLINE DC_HD float dc_exp_reduced_f32(float xc, uint32_t *n_out) { return dc_expm1_reduced_f32(xc, n_out) + 1.0f; }
 
 /* 2^k for k + 127 in [1, 254], built from its bits; unsigned, because k is
  * meaningless for a NaN argument (whose result is NaN anyway). */
@@ -235,32 +259,43 @@ DC_INLINE DC_HD float dc_log1p_f32(float x)
     return r;
 }
 
-/* tanh and its derivative from one exponential e = exp(-2|x|): tanh|x| =
- * (1 - e) / (1 + e), or a polynomial below 0.625 where that cancels (Cephes
- * tanhf); the derivative 4e / (1 + e)^2 keeps its accuracy in the tails,
- * where 1 - tanh^2 rounds to zero. */
-DC_INLINE DC_HD float dc_tanh_vd_f32(float x, float *dx)
+/* tanh|x| = (1 - e) / (1 + e) with e = exp(-2|x|), and the derivative
+ * 4e / (1 + e)^2, which keeps its accuracy in the tails where 1 - tanh^2
+ * rounds to zero. This part returns e - 1, taken from the exponential's
+ * reduction as (e^r - 1) 2^n + (2^n - 1), which does not cancel near zero,
+ * and sets *e64 to e 2^64 (normal, so that the derivative rounds once into
+ * the subnormals). Beyond |x| = 52.5 tanh is 1 and its derivative underflows;
+ * a NaN passes the clamp and propagates. */
+DC_INLINE DC_HD float dc_tanh_em1_f32(float ax, float *e64)
 {
-    const float ax = fabsf(x);
-    const float e = dc_exp_nonpos_f32(-2.0f * ax);
-    const float q = 1.0f / (1.0f + e);
-    const float z = x * x;
-    float p = -5.70498872745E-3f;
-    p = dc_madd_f32(p, z, 2.06390887954E-2f);
-    p = dc_madd_f32(p, z, -5.37397155531E-2f);
-    p = dc_madd_f32(p, z, 1.33314422036E-1f);
-    p = dc_madd_f32(p, z, -3.33332819422E-1f);
-    const float small = p * z * ax + ax;
-    /* a NaN x gives a NaN e and a NaN small: no test needed */
-    const float a = dc_select_f32(ax < 0.625f, small, (1.0f - e) * q);
-    *dx = 4.0f * e * q * q;
-    return copysignf(a, x);
+    const float xc = dc_select_f32(ax > 52.5f, -105.0f, -2.0f * ax);
+    uint32_t n;
+    const float em1_r = dc_expm1_reduced_f32(xc, &n);
+    /* 2^n for n in [-152, 0]: exact, or 0 below the subnormals */
+    const float s64 = dc_pow2_bits_f32(n + 64u), s = s64 * dc_pow2_bits_f32(0u - 64u);
+    *e64 = (em1_r + 1.0f) * s64;
+    return dc_madd_f32(em1_r, s, s - 1.0f);
 }
 
 DC_INLINE DC_HD float dc_tanh_f32(float x)
 {
-    float dx;
-    return dc_tanh_vd_f32(x, &dx);
+    float e64;
+    const float em1 = dc_tanh_em1_f32(fabsf(x), &e64);
+    return copysignf(-em1 / (2.0f + em1), x);
+}
+
+DC_INLINE DC_HD float dc_tanh_vd_f32(float x, float *dx)
+{
+    float e64;
+    const float em1 = dc_tanh_em1_f32(fabsf(x), &e64);
+    const float d = 2.0f + em1; /* 1 + e */
+    const float inv = 1.0f / d;
+    /* -em1 / d from the reciprocal and one correction step (Markstein): the
+     * quotient rounded once, the value dc_tanh_f32 divides out */
+    const float t0 = -em1 * inv;
+    const float t = dc_madd_f32(dc_madd_f32(-t0, d, -em1), inv, t0);
+    *dx = 4.0f * e64 * inv * inv * dc_pow2_bits_f32(0u - 64u);
+    return copysignf(t, x);
 }
 
 DC_INLINE DC_HD float dc_erf_f32(float x)

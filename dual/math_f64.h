@@ -13,6 +13,12 @@
  * call the C library and stay scalar, so the bitwise form of dc_select_f32
  * would buy nothing. */
 DC_INLINE DC_HD double dc_select_f64(int cond, double a, double b) { return cond ? a : b; }
+/* if_neg where the sign bit of x is set, else if_pos */
+DC_INLINE DC_HD double dc_select_sign_f64(double x, double if_neg, double if_pos)
+{
+    return signbit(x) ? if_neg : if_pos;
+}
+DC_INLINE DC_HD double dc_neg_abs_f64(double x) { return -fabs(x); }
 DC_INLINE DC_HD double dc_exp_f64(double x) { return exp(x); }
 /* exp(x) for x <= 0 (the float version is cheaper there) */
 DC_INLINE DC_HD double dc_exp_nonpos_f64(double x) { return exp(x); }
