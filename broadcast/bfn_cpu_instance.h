@@ -75,11 +75,39 @@
     for (int j = 0; j < (n_out); ++j)                                                              \
         out[j] = (dc_real *)out_[j];
 
-/* Every kernel: for each element, load the inputs, run the body, then
- * `store` what this kind of kernel keeps of the outputs o. The uniform
- * variant walks the chunk row by row (arg points at the row length) with
- * each control input holding one value per row: within a row the control
- * values are loop invariants. */
+/* One element: load the inputs, run the body, then `store` what this kind of
+ * kernel keeps of the outputs o. */
+#define DC_BFN_ELEMENT(e, uniform, use_uniform, store)                                             \
+    {                                                                                              \
+        dc_real x[DC_BFN_NIN];                                                                     \
+        DC_BFN_LOAD_INPUTS(x, in, e, uniform, use_uniform)                                         \
+        dc_var o[DC_BFN_NOUT];                                                                     \
+        DC_BFN_ID(dc_bfn_body)(x, o);                                                              \
+        store(e, o)                                                                                \
+    }
+
+/* The varying kernels compute every branch of the body: heavy enough that
+ * the hardware prefetcher falls behind on arrays larger than the caches.
+ * They run in blocks of DC_BFN_BLOCK elements and ask for each streamed
+ * input (differentiable inputs, adjoints) DC_BFN_PREFETCH_BYTES ahead. On
+ * the c-update at 4096^2 with control per column this made the primal
+ * kernel 16% faster; with uniform control (lighter, memory-bound loops) the
+ * same prefetch made them slower, so those run without it. A prefetch past
+ * the end of an array is harmless: it never faults. */
+#define DC_BFN_BLOCK 64
+#define DC_BFN_PREFETCH_BYTES 512
+#define DC_BFN_PREFETCH_INPUTS(n_in_arrays, e0)                                                    \
+    DC_UNROLL for (int j = 0; j < (n_in_arrays); ++j) if (j >= DC_BFN_NIN || DC_BFN_IS_WRT_AT(j))  \
+    {                                                                                              \
+        const uintptr_t ahead = (uintptr_t)&in[j][e0] + DC_BFN_PREFETCH_BYTES;                     \
+        DC_UNROLL for (int b = 0; b < (int)(DC_BFN_BLOCK * sizeof(dc_real)); b += 64)              \
+            __builtin_prefetch((const void *)(ahead + (uintptr_t)b));                              \
+    }
+
+/* Every kernel: one DC_BFN_ELEMENT per element. The uniform variant walks
+ * the chunk row by row (arg points at the row length) with each control
+ * input holding one value per row: within a row the control values are loop
+ * invariants. */
 #define DC_BFN_LOOP_KERNEL(kind, use_uniform, n_in_arrays, n_out_arrays, store)                    \
     void DC_BFN_KERNEL(kind)(int64_t n, const void *const *in_, void *const *out_, const void *arg) \
     {                                                                                              \
@@ -90,14 +118,18 @@
             DC_UNROLL for (int j = 0; j < DC_BFN_NIN; ++j)                                         \
                 uniform[j] = ((use_uniform) && !DC_BFN_IS_WRT_AT(j)) ? in[j][row] : (dc_real)0;    \
             const int64_t r1 = n - r0 < row_len ? n : r0 + row_len;                                \
-            DC_BFN_IVDEP                                                                           \
-            for (int64_t e = r0; e < r1; ++e) {                                                    \
-                dc_real x[DC_BFN_NIN];                                                             \
-                DC_BFN_LOAD_INPUTS(x, in, e, uniform, use_uniform)                                 \
-                dc_var o[DC_BFN_NOUT];                                                             \
-                DC_BFN_ID(dc_bfn_body)(x, o);                                                      \
-                store(e, o)                                                                        \
+            int64_t e0 = r0;                                                                       \
+            if (!(use_uniform)) {                                                                  \
+                for (; e0 + DC_BFN_BLOCK <= r1; e0 += DC_BFN_BLOCK) {                              \
+                    DC_BFN_PREFETCH_INPUTS(n_in_arrays, e0)                                        \
+                    DC_BFN_IVDEP                                                                   \
+                    for (int64_t e = e0; e < e0 + DC_BFN_BLOCK; ++e)                               \
+                        DC_BFN_ELEMENT(e, uniform, use_uniform, store)                             \
+                }                                                                                  \
             }                                                                                      \
+            DC_BFN_IVDEP                                                                           \
+            for (int64_t e = e0; e < r1; ++e)                                                      \
+                DC_BFN_ELEMENT(e, uniform, use_uniform, store)                                     \
         }                                                                                          \
     }
 
