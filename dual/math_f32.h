@@ -187,9 +187,9 @@ DC_INLINE DC_HD float dc_exp_f32(float x)
     return p * dc_pow2_bits_f32(n1) * dc_pow2_bits_f32(n2);
 }
 
-/* exp(x) for x <= 0 or NaN, the exponential inside sigmoid, tanh and
- * softplus (of -|x|) and in the derivative of erf (of -x^2): one bound to
- * clamp and one scaling factor instead of two. Wrong for x > 0. */
+/* exp(x) for x <= 0 or NaN, the exponential inside sigmoid and softplus (of
+ * -|x|) and in the derivative of erf (of -x^2): one bound to clamp and one
+ * scaling factor instead of two. Wrong for x > 0. */
 DC_INLINE DC_HD float dc_exp_nonpos_f32(float x)
 {
     const float xc = dc_select_f32(x < -105.0f, -105.0f, x);
