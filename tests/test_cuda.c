@@ -1,7 +1,8 @@
 /* The CUDA backend against the CPU: every primitive op and every broadcast
  * function of the suite, run on both from the same random inputs, forward
  * values and gradients compared by normalized mean squared error (<= 1e-7 in
- * float32) with NaN and Inf in the same places; backward determinism; no
+ * float32) with NaN and Inf in the same places, shapes without elements
+ * included; backward determinism; the global norm of a large gradient; no
  * cudaMalloc or cudaFree in a steady-state step. Exits 77 (skipped) when no
  * CUDA device can be used. */
 #include <math.h>
@@ -64,6 +65,12 @@ static dc_tensor *b_mean_cols(dc_tape *t, dc_tensor *const *x, const void *a)
     (void)a;
     const int axes[1] = {-1};
     return dc_op_mean(t, x[0], 1, axes, false);
+}
+static dc_tensor *b_sum_cols(dc_tape *t, dc_tensor *const *x, const void *a)
+{
+    (void)a;
+    const int axes[1] = {1};
+    return dc_op_sum(t, x[0], 1, axes, false);
 }
 static dc_tensor *b_matmul(dc_tape *t, dc_tensor *const *x, const void *a) { (void)a; return dc_op_matmul(t, x[0], x[1]); }
 static dc_tensor *b_matmul_t(dc_tape *t, dc_tensor *const *x, const void *a)
@@ -138,6 +145,8 @@ static const op_case cases[] = {
      NULL},
     {"sum", b_sum_all, 1, {2}, {S2(300, 513)}, {-1}, {1}, {true}, NULL},
     {"sum over rows", b_sum_rows, 1, {2}, {S2(300, 513)}, {-1}, {1}, {true}, NULL},
+    {"sum over the columns of no rows", b_sum_cols, 1, {2}, {S2(0, 5)}, {-1}, {1}, {true}, NULL},
+    {"add, no rows", b_add, 2, {2, 1}, {S2(0, 5), S1(5)}, {-1, -1}, {1, 1}, {true, true}, NULL},
     {"mean over columns", b_mean_cols, 1, {2}, {S2(300, 513)}, {-1}, {1}, {true}, NULL},
     {"matmul", b_matmul, 2, {2, 2}, {S2(33, 40), S2(40, 27)}, {-1, -1}, {1, 1}, {true, true}, NULL},
     {"matmul, transposed", b_matmul_t, 2, {2, 2}, {S2(40, 33), S2(40, 27)}, {-1, -1}, {1, 1}, {true, true}, NULL},
@@ -356,6 +365,9 @@ static void test_broadcast_functions_match_cpu(void **state)
          {false, false}},
         {"polar_pair, scalar angle", DC_BFN_REF(polar_pair), 2, {{300, 400}, {1, 1}}, {-1, -3}, {2, 3},
          {false, false}},
+        /* no elements: the angle's gradient is a sum over nothing, zeros
+         * (written into tape memory that earlier cases have used) */
+        {"polar_pair, no rows", DC_BFN_REF(polar_pair), 2, {{0, 50}, {1, 50}}, {-1, -3}, {2, 3}, {false, false}},
     };
     /* float32 aligned (the 16-byte path where the layout allows it),
      * float32 misaligned (the strided path), float64 (16 bytes: 2 lanes) */
@@ -492,6 +504,27 @@ static void test_steady_state_allocates_nothing(void **state)
     dc_tensor_free(w);
 }
 
+/* The global norm of a gradient larger than the device's resident blocks
+ * cover in one pass (the sum of squares strides over its grid). */
+static void test_clip_norm_of_a_large_gradient(void **state)
+{
+    (void)state;
+    const int64_t ws[2] = {2048, 1024};
+    dc_tensor *w = dc_tensor_new(gpu, DC_F32, 2, ws);
+    TEST_OK(gpu, dc_tensor_fill(w, 0.5));
+    dc_tensor_set_requires_grad(w, true);
+    dc_tape *tape = dc_tape_new(gpu);
+    /* d/dw of sum(3 w) is 3 everywhere */
+    TEST_OK(gpu, dc_backward(tape, dc_op_sum(tape, dc_op_affine(tape, w, 3.0, 0.0), 0, NULL, false)));
+    double norm = 0;
+    TEST_OK(gpu, dc_clip_grad_norm(gpu, 1, &w, 1e9, &norm));
+    const double expected = 3.0 * sqrt(2048.0 * 1024.0);
+    if (!(fabs(norm - expected) <= 1e-9 * expected))
+        fail_msg("norm %.17g, expected %.17g", norm, expected);
+    dc_tape_free(tape);
+    dc_tensor_free(w);
+}
+
 static void test_host_round_trip(void **state)
 {
     (void)state;
@@ -524,6 +557,7 @@ int main(void)
         cmocka_unit_test(test_broadcast_functions_match_cpu),
         cmocka_unit_test(test_backward_is_deterministic),
         cmocka_unit_test(test_steady_state_allocates_nothing),
+        cmocka_unit_test(test_clip_norm_of_a_large_gradient),
         cmocka_unit_test(test_host_round_trip),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -295,10 +295,13 @@ dc_status plan_outputs(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *sha
         numel *= shape[d];
     /* outputs that share elements are written one after another, from temporaries */
     const bool overlap = dc_outputs_overlap(dtype, ndim, shape, n_out, out);
+    /* every entry first: after a failed allocation, finish_outputs frees what the plan holds */
     for (int k = 0; k < n_out; ++k) {
         plan[k].direct = NULL;
         plan[k].temp = NULL;
         plan[k].add = false;
+    }
+    for (int k = 0; k < n_out; ++k) {
         if (out[k].mode != DC_WRITE_DISCARD && !overlap && dense_in(ndim, shape, out[k].strides)) {
             plan[k].direct = out[k].data;
             plan[k].add = out[k].mode == DC_WRITE_ACCUMULATE;
@@ -340,6 +343,8 @@ dc_status route(dc_ctx *ctx, int ndim, const int64_t *shape, const Src &src, con
             p.n_red *= cshape[d];
         }
     }
+    if (p.n_kept == 0)
+        return DC_OK; /* out has no elements */
     p.dst = out->data;
     p.add = out->mode == DC_WRITE_ACCUMULATE;
     p.n_chunks = 1;
@@ -462,8 +467,16 @@ dc_status partials_backward(dc_ctx *ctx, const dc_partials_arg *a, dc_dtype dtyp
     p.nw = a->n_wrt;
     if (p.nw != n_out || p.m > DC_BFN_MAX_OUTPUTS)
         return dc_error(ctx, DC_ERR_ARG, "partials backward: %d outputs for %d gradients", n_out, p.nw);
-    if (numel == 0)
-        return DC_OK;
+    if (numel == 0) {
+        /* nothing to read; a gradient broadcast along an empty axis is a sum
+         * over nothing, written as zeros */
+        dc_status st = DC_OK;
+        for (int j = 0; j < p.nw && st == DC_OK; ++j)
+            if (out[j].mode != DC_WRITE_DISCARD)
+                st = dtype == DC_F32 ? route_partials<float>(ctx, p, j, ndim, shape, &out[j])
+                                     : route_partials<double>(ctx, p, j, ndim, shape, &out[j]);
+        return st;
+    }
     void *adj_temp[DC_BFN_MAX_OUTPUTS] = {NULL};
     dc_status st = DC_OK;
     for (int k = 0; k < p.m && st == DC_OK; ++k)
@@ -562,7 +575,7 @@ extern "C" dc_status dc_cuda_run_bfn(dc_ctx *ctx, dc_bfn_cuda_launcher launcher,
     int64_t numel = 1;
     for (int d = 0; d < ndim; ++d)
         numel *= shape[d];
-    static thread_local output_plan plan[DC_BFN_MAX_ARRAYS];
+    output_plan plan[DC_BFN_MAX_ARRAYS];
     dc_status st = plan_outputs(ctx, dtype, ndim, shape, n_out, out, plan);
     void *adj_temp[DC_BFN_MAX_OUTPUTS] = {NULL};
     dc_bfn_cuda_launch L;

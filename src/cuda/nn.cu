@@ -36,24 +36,26 @@ __global__ void scatter_columns(T *grad, int64_t rs, int64_t cs, const int64_t *
 __device__ __forceinline__ float dexp(float x) { return dc_exp_f32(x); }
 __device__ __forceinline__ double dexp(double x) { return dc_exp_f64(x); }
 
-/* block r: lse[r] = max + log(sum exp(l - max)); loss[r] = lse[r] - l[target] */
+/* row r (rows shared out over the blocks): lse[r] = max + log(sum exp(l - max));
+ * loss[r] = lse[r] - l[target] */
 template <typename T>
-__global__ void ce_rows(const T *logits, int64_t c, const int64_t *target, double *lse, double *loss)
+__global__ void ce_rows(const T *logits, int64_t n, int64_t c, const int64_t *target, double *lse, double *loss)
 {
     __shared__ double part[kBlock];
-    const int64_t r = blockIdx.x;
-    const T *l = logits + r * c;
-    double m = -INFINITY;
-    for (int64_t k = threadIdx.x; k < c; k += blockDim.x)
-        m = fmax(m, (double)l[k]);
-    m = block_reduce(m, part, true);
-    double s = 0;
-    for (int64_t k = threadIdx.x; k < c; k += blockDim.x)
-        s += (double)dexp((T)((double)l[k] - m));
-    s = block_reduce(s, part, false);
-    if (threadIdx.x == 0) {
-        lse[r] = m + log(s);
-        loss[r] = lse[r] - (double)l[target[r]];
+    for (int64_t r = blockIdx.x; r < n; r += gridDim.x) { /* uniform over the block */
+        const T *l = logits + r * c;
+        double m = -INFINITY;
+        for (int64_t k = threadIdx.x; k < c; k += blockDim.x)
+            m = fmax(m, (double)l[k]);
+        m = block_reduce(m, part, true);
+        double s = 0;
+        for (int64_t k = threadIdx.x; k < c; k += blockDim.x)
+            s += (double)dexp((T)((double)l[k] - m));
+        s = block_reduce(s, part, false);
+        if (threadIdx.x == 0) {
+            lse[r] = m + log(s);
+            loss[r] = lse[r] - (double)l[target[r]];
+        }
     }
 }
 
@@ -157,10 +159,12 @@ dc_status dc_cuda_cross_entropy(dc_ctx *ctx, dc_dtype dtype, const void *logits,
 {
     cudaStream_t st = ctx->cuda->stream;
     if (n > 0) {
+        /* a block per row, up to the device's resident blocks; then blocks take several */
+        const unsigned rows_grid = (unsigned)(n < ctx->cuda->max_blocks ? n : ctx->cuda->max_blocks);
         if (dtype == DC_F32)
-            ce_rows<float><<<(unsigned)n, kBlock, 0, st>>>((const float *)logits, c, targets, lse, loss_rows);
+            ce_rows<float><<<rows_grid, kBlock, 0, st>>>((const float *)logits, n, c, targets, lse, loss_rows);
         else
-            ce_rows<double><<<(unsigned)n, kBlock, 0, st>>>((const double *)logits, c, targets, lse, loss_rows);
+            ce_rows<double><<<rows_grid, kBlock, 0, st>>>((const double *)logits, n, c, targets, lse, loss_rows);
     }
     if (dtype == DC_F32)
         mean_of<float><<<1, kBlock, 0, st>>>(loss_rows, n, (float *)out);
@@ -212,7 +216,10 @@ dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const voi
 
 dc_status dc_cuda_sum_squares(dc_ctx *ctx, dc_dtype dtype, const void *x, int64_t n, double *out)
 {
-    const unsigned blocks = grid_for(ctx, n);
+    /* the kernel strides over the grid, so a grid of at most kMaxParts
+     * blocks covers any n, and their sums fit the host buffer below */
+    enum { kMaxParts = 1024 };
+    const unsigned blocks = grid_for(ctx, n) < kMaxParts ? grid_for(ctx, n) : kMaxParts;
     double *part = (double *)dc_cuda_alloc(ctx, blocks * sizeof(double));
     if (!part)
         return DC_ERR_MEMORY;
@@ -221,9 +228,9 @@ dc_status dc_cuda_sum_squares(dc_ctx *ctx, dc_dtype dtype, const void *x, int64_
         sum_squares<float><<<blocks, kBlock, 0, st>>>((const float *)x, n, part);
     else
         sum_squares<double><<<blocks, kBlock, 0, st>>>((const double *)x, n, part);
-    double host[4096];
+    double host[kMaxParts];
     dc_status s = dc_cuda_check(ctx, cudaGetLastError(), "sum of squares");
-    if (s == DC_OK && blocks <= 4096)
+    if (s == DC_OK)
         s = dc_cuda_to_host(ctx, host, part, blocks * sizeof(double));
     double total = 0;
     for (unsigned b = 0; s == DC_OK && b < blocks; ++b)
