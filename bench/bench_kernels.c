@@ -42,6 +42,7 @@ static double time_kernel(dc_bfn_cpu_kernel k, int64_t n, const void *const *in,
         }                                                                                          \
     }
 MATH_LOOP(loop_exp, dc_exp_f32(x))
+MATH_LOOP(loop_expm1, dc_expm1_f32(x))
 MATH_LOOP(loop_tanh, dc_tanh_f32(x))
 MATH_LOOP(loop_sigmoid, dc_sigmoid_f32(x))
 MATH_LOOP(loop_log, dc_log_f32(x + 5.0f))
@@ -112,6 +113,7 @@ int main(int argc, char **argv)
     }
     printf("\n| scalar function | ns/elem |\n|---|---:|\n");
     printf("| exp | %.3f |\n", time_math(loop_exp, buf[2], buf[8], reps));
+    printf("| expm1 | %.3f |\n", time_math(loop_expm1, buf[2], buf[8], reps));
     printf("| tanh | %.3f |\n", time_math(loop_tanh, buf[2], buf[8], reps));
     printf("| sigmoid | %.3f |\n", time_math(loop_sigmoid, buf[2], buf[8], reps));
     printf("| log | %.3f |\n", time_math(loop_log, buf[2], buf[8], reps));
