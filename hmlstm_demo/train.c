@@ -419,7 +419,9 @@ static void boundary_view(run *r, double slope)
 }
 
 /* The same training step, timed with each cell: median of repeated steps
- * from the same parameters and batch. */
+ * from the same parameters and batch. The two cells take turns, step by
+ * step, and which goes first alternates, so that a change in the machine's
+ * speed during the comparison falls on both alike. */
 static void compare_cells(run *r, double slope)
 {
     const int reps = r->opt.compare_steps;
@@ -434,37 +436,47 @@ static void compare_cells(run *r, double slope)
     }
     load_batch(r, 0, r->corpus.train_len, 0);
     double step_med[2], cell_med[2], peak[2], loss[2];
-    double *ts = malloc((size_t)reps * sizeof *ts), *tc = malloc((size_t)reps * sizeof *tc);
+    double *ts[2], *tc[2];
+    dc_tape *tape[2];
     for (int k = 0; k < 2; ++k) {
-        const hm_cell_kind cell = k == 0 ? HM_CELL_MIXED : HM_CELL_PURE;
-        dc_tape *tape = dc_tape_new(r->ctx);
-        dc_tape_set_timing(tape, true);
-        hm_state_reset(r->state);
-        for (int i = -2; i < reps; ++i) { /* two warm-up steps */
+        ts[k] = malloc((size_t)reps * sizeof *ts[k]);
+        tc[k] = malloc((size_t)reps * sizeof *tc[k]);
+        tape[k] = dc_tape_new(r->ctx);
+        if (!ts[k] || !tc[k] || !tape[k])
+            die(r, "comparison");
+        dc_tape_set_timing(tape[k], true);
+    }
+    for (int i = -2; i < reps; ++i) { /* two warm-up rounds */
+        for (int turn = 0; turn < 2; ++turn) {
+            const int k = (turn + i) & 1;
+            const hm_cell_kind cell = k == 0 ? HM_CELL_MIXED : HM_CELL_PURE;
             for (int p = 0; p < r->model->n_params; ++p)
                 dc_tensor_copy(r->model->params[p], snapshot[p]);
+            hm_state_reset(r->state);
             double cell_s;
             const double t0 = now();
-            loss[k] = train_step(r, tape, cell, slope, true, &cell_s);
+            loss[k] = train_step(r, tape[k], cell, slope, true, &cell_s);
             const double t1 = now();
             if (i >= 0) {
-                ts[i] = t1 - t0;
-                tc[i] = cell_s;
+                ts[k][i] = t1 - t0;
+                tc[k][i] = cell_s;
             }
-            hm_state_reset(r->state);
         }
-        step_med[k] = median(ts, reps);
-        cell_med[k] = median(tc, reps);
-        peak[k] = (double)dc_tape_peak_bytes(tape) / (1 << 20);
-        dc_tape_free(tape);
+    }
+    hm_state_reset(r->state);
+    for (int k = 0; k < 2; ++k) {
+        step_med[k] = median(ts[k], reps);
+        cell_med[k] = median(tc[k], reps);
+        peak[k] = (double)dc_tape_peak_bytes(tape[k]) / (1 << 20);
+        dc_tape_free(tape[k]);
+        free(ts[k]);
+        free(tc[k]);
     }
     for (int p = 0; p < r->model->n_params; ++p) {
         dc_tensor_copy(r->model->params[p], snapshot[p]);
         dc_tensor_free(snapshot[p]);
     }
     free(snapshot);
-    free(ts);
-    free(tc);
     printf("| cell | step ms | cell fwd+bwd ms | cell share of step | peak tape MiB | loss |\n");
     printf("|---|---:|---:|---:|---:|---:|\n");
     for (int k = 0; k < 2; ++k)
