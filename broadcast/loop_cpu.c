@@ -13,6 +13,9 @@
  * runs, and a chunk is long enough to amortize the per-chunk bookkeeping. */
 #define CHUNK 2048
 #define TILE (CHUNK + 64)
+/* Shortest row that makes a chunk of its own rather than have an input
+ * copied (see make_plan). */
+#define ROW_CHUNK_MIN 512
 /* A loop with two chunks or more is split over the threads when that pays
  * for starting them (microseconds): when its kernel is heavy, or when its
  * elements times its arrays times the element size (an upper bound on the
@@ -86,7 +89,14 @@ static void make_plan(const dc_loop *L, plan *p)
                 p->reduces[a] = true;
     }
 
-    if (p->inner >= CHUNK) {
+    /* An input dense along the rows but not over the whole shape (a row
+     * broadcast over the rows before it, like a control vector per column)
+     * is read in place when a chunk is one row, and copied into a tile row
+     * by row when a chunk spans several: rows long enough make a chunk each. */
+    bool row_views = false;
+    for (int a = 0; a < L->n_in; ++a)
+        row_views = row_views || (p->strides[a][nd - 1] == 1 && !p->contiguous[a]);
+    if (p->inner >= CHUNK || (row_views && p->inner >= ROW_CHUNK_MIN)) {
         p->rows_per_chunk = 1;
         p->pieces_per_row = (p->inner + CHUNK - 1) / CHUNK;
         int64_t piece = (p->inner + p->pieces_per_row - 1) / p->pieces_per_row;

@@ -522,6 +522,10 @@ static const ub_case ub_cases[] = {
     {"long rows: [7, 1] over [7, 4099]", S2(7, 1), S2(7, 4099)},
     {"long rows, threads: [40, 1] over [40, 4099]", S2(40, 1), S2(40, 4099)},
     {"long rows, threads: [4099] over [40, 4099]", S1(4099), S2(40, 4099)},
+    /* rows of 512 to 2047 elements make a chunk each when an input is a row view */
+    {"rows of a chunk each: [1, 700] over [9, 700]", S2(1, 700), S2(9, 700)},
+    {"rows of a chunk each, threads: [1, 1, 600] over [7, 40, 600]", S3(1, 1, 600), S3(7, 40, 600)},
+    {"rows of a chunk each, both sides: [5, 1, 512] with [1, 3, 512]", S3(5, 1, 512), S3(1, 3, 512)},
 };
 
 typedef enum ub_op { UB_ADD, UB_MUL } ub_op;
