@@ -133,8 +133,8 @@ DC_INLINE DC_HD float dc_round_small_f32(float x)
  * without, the Cephes polynomial of degree 5. This is the part the
  * exponentials below share: for x already clamped to [-105, 88.8] or NaN, it
  * returns e^r - 1, rounded once and without cancellation near zero (expm1
- * and tanh use it so), and sets n. A NaN comes out as a NaN (and a meaningless n), so the
- * callers need no test for it. */
+ * and tanh use it so), and sets n. A NaN comes out as a NaN (and a
+ * meaningless n), so the callers need no test for it. */
 DC_INLINE DC_HD float dc_expm1_reduced_f32(float xc, uint32_t *n_out)
 {
     /* Rounding by adding 1.5 * 2^23 leaves n in the low bits of t: read it
@@ -235,9 +235,9 @@ DC_INLINE DC_HD float dc_log_f32(float x)
  * e^r - 1 is rounded once, and where n = 0 (|x| < ln 2 / 2) the result is
  * it; elsewhere the sum does not cancel badly. It is formed at 2^(n - 1)
  * and doubled (exact), so that 2^(n - 1) stays finite up to n = 128, where
- * e^x still is. Below -20 the result rounds to -1 (e^-17.4 < 2^-25); above
- * 88.8 it overflows. Exhaustively over all floats: at most 1.595 ulp with
- * FMA (1.569 without). */
+ * e^x still is. Below about -17.33 the result rounds to -1, so clamping at
+ * -20 changes nothing; above 88.8 it overflows. Exhaustively over all
+ * floats: at most 1.595 ulp with FMA (1.569 without). */
 DC_INLINE DC_HD float dc_expm1_f32(float x)
 {
     float xc = dc_select_f32(x < -20.0f, -20.0f, x);

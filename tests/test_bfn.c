@@ -1,7 +1,9 @@
 /* User broadcast functions: the paper's hmlstm_update_c (all three branches),
- * a multi-output function, control inputs, both partials policies, gradients
- * against central differences and against pure reverse mode. */
+ * a multi-output function, control inputs, one to ten differentiable inputs,
+ * both partials policies, gradients against central differences, against
+ * the product rule and against pure reverse mode. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +12,16 @@
 DC_BFN_DECLARE(hmlstm_update_c);
 DC_BFN_DECLARE(polar_pair);
 DC_BFN_DECLARE(gated_scale);
+DC_BFN_DECLARE(prod_sign_1);
+DC_BFN_DECLARE(prod_sign_2);
+DC_BFN_DECLARE(prod_sign_3);
+DC_BFN_DECLARE(prod_sign_4);
+DC_BFN_DECLARE(prod_sign_5);
+DC_BFN_DECLARE(prod_sign_6);
+DC_BFN_DECLARE(prod_sign_7);
+DC_BFN_DECLARE(prod_sign_8);
+DC_BFN_DECLARE(prod_sign_9);
+DC_BFN_DECLARE(prod_sign_10);
 
 /* ---- the c-update, mixed mode and pure reverse mode ---- */
 
@@ -276,6 +288,80 @@ static void test_cupdate_threads_agree(void **state)
     }
 }
 
+/* prod_j (x_j > 0.5 ? x_j : -x_j) with 1 to 10 differentiable inputs, both
+ * policies, against the product rule in float64: one output and every
+ * count of gradients, each with its own kernel in the store policy's
+ * backward up to eight and the general one beyond. Some inputs are
+ * broadcast, so that their gradients are sums. */
+static void test_gradient_counts(void **state)
+{
+    (void)state;
+    const dc_bfn *fns[10] = {DC_BFN_REF(prod_sign_1), DC_BFN_REF(prod_sign_2), DC_BFN_REF(prod_sign_3),
+                             DC_BFN_REF(prod_sign_4), DC_BFN_REF(prod_sign_5), DC_BFN_REF(prod_sign_6),
+                             DC_BFN_REF(prod_sign_7), DC_BFN_REF(prod_sign_8), DC_BFN_REF(prod_sign_9),
+                             DC_BFN_REF(prod_sign_10)};
+    dc_ctx *ctx = test_cpu_ctx();
+    srand(3);
+    enum { R = 37, C = 70 };
+    const int64_t full[2] = {R, C}, col[2] = {1, C};
+    dc_tensor *w = test_random(ctx, DC_F64, 2, full, -1.0, 1.0);
+    double *wv = test_values(w);
+    for (int arity = 1; arity <= 10; ++arity) {
+        dc_tensor *x[10];
+        double *xv[10];
+        for (int j = 0; j < arity; ++j) {
+            /* every third input a row broadcast over the rows */
+            x[j] = test_random(ctx, DC_F64, 2, j % 3 == 2 ? col : full, -1.0, 1.5);
+            dc_tensor_set_requires_grad(x[j], true);
+            xv[j] = test_values(x[j]);
+        }
+        /* the reference: dL/dx_j = sum over broadcast rows of w s_j prod_{i != j} s_i x_i */
+        double *want[10];
+        for (int j = 0; j < arity; ++j)
+            want[j] = calloc((size_t)dc_tensor_numel(x[j]), sizeof(double));
+        for (int r = 0; r < R; ++r)
+            for (int c = 0; c < C; ++c) {
+                double f[10];
+                for (int j = 0; j < arity; ++j) {
+                    const double v = xv[j][j % 3 == 2 ? c : r * C + c];
+                    f[j] = v > 0.5 ? v : -v;
+                }
+                for (int j = 0; j < arity; ++j) {
+                    double d = wv[r * C + c] * (xv[j][j % 3 == 2 ? c : r * C + c] > 0.5 ? 1.0 : -1.0);
+                    for (int i = 0; i < arity; ++i)
+                        if (i != j)
+                            d *= f[i];
+                    want[j][j % 3 == 2 ? c : r * C + c] += d;
+                }
+            }
+        for (int policy = 0; policy < 2; ++policy) {
+            dc_tape *tape = dc_tape_new(ctx);
+            for (int j = 0; j < arity; ++j)
+                dc_tensor_zero_grad(x[j]);
+            dc_tensor *y = NULL;
+            TEST_OK(ctx, dc_broadcast_policy(tape, fns[arity - 1], arity, x, 1, &y, (dc_partials_policy)policy));
+            TEST_OK(ctx, dc_backward(tape, dc_op_sum(tape, dc_op_mul(tape, y, w), 0, NULL, false)));
+            for (int j = 0; j < arity; ++j) {
+                double *got = test_values(dc_tensor_grad(x[j]));
+                char what[96];
+                snprintf(what, sizeof what, "prod_sign_%d (%s policy): gradient of x%d", arity,
+                         policy ? "recompute" : "store", j + 1);
+                test_assert_close(got, want[j], dc_tensor_numel(x[j]), 1e-13, 1e-12, what);
+                free(got);
+            }
+            dc_tape_free(tape);
+        }
+        for (int j = 0; j < arity; ++j) {
+            free(want[j]);
+            free(xv[j]);
+            dc_tensor_free(x[j]);
+        }
+    }
+    free(wv);
+    dc_tensor_free(w);
+    dc_ctx_free(ctx);
+}
+
 /* How two slices c and f of x lie in test_overlapping_gradients_threads. */
 typedef enum slice_layout {
     SHIFTED_1D,      /* x 1-D, c = x[n/2 : 3n/2], f = x[0 : n], n = 16384 */
@@ -361,6 +447,7 @@ int main(void)
         cmocka_unit_test(test_cupdate_branches_f32),
         cmocka_unit_test(test_cupdate_threads_agree),
         cmocka_unit_test(test_overlapping_gradients_threads),
+        cmocka_unit_test(test_gradient_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -107,6 +107,19 @@ static dc_tensor *b_ce_sliced(dc_tape *t, dc_tensor *const *x, const void *a)
     const int64_t n[1] = {33};
     return dc_op_cross_entropy(t, dc_op_slice(t, x[0], 1, 1, 10), dc_tape_tensor_new(t, DC_F32, 1, n, targets));
 }
+/* cross entropy over more rows than the grid cap (32 blocks per SM): blocks take several rows */
+static dc_tensor *b_ce_many_rows(dc_tape *t, dc_tensor *const *x, const void *a)
+{
+    (void)a;
+    enum { ROWS = 8192 };
+    float *targets = malloc(ROWS * sizeof *targets);
+    for (int r = 0; r < ROWS; ++r)
+        targets[r] = (float)(r * 5 % 12);
+    const int64_t n[1] = {ROWS};
+    dc_tensor *y = dc_op_cross_entropy(t, x[0], dc_tape_tensor_new(t, DC_F32, 1, n, targets));
+    free(targets);
+    return y;
+}
 /* the c-update on UPDATE everywhere with f = x[0:200] and c_prev = x[100:300]:
  * one launch writes two gradients that share elements, with the policy at a */
 static dc_tensor *b_cupdate_overlap(dc_tape *t, dc_tensor *const *x, const void *a)
@@ -155,6 +168,7 @@ static const op_case cases[] = {
     {"slice + concat", b_slice_concat, 1, {2}, {S2(16, 7)}, {-1}, {1}, {true}, NULL},
     {"mul of overlapping slices", b_mul_overlap, 1, {1}, {S1(300)}, {-2}, {2}, {true}, NULL},
     {"cross entropy of sliced logits", b_ce_sliced, 1, {2}, {S2(33, 12)}, {-3}, {3}, {true}, NULL},
+    {"cross entropy of 8192 rows", b_ce_many_rows, 1, {2}, {S2(8192, 12)}, {-3}, {3}, {true}, NULL},
     {"c-update on overlapping slices, store", b_cupdate_overlap, 3, {1, 1, 1}, {S1(300), S1(200), S1(200)},
      {-2, -2, -2}, {2, 2, 2}, {true, true, true}, &store_policy},
     {"c-update on overlapping slices, recompute", b_cupdate_overlap, 3, {1, 1, 1}, {S1(300), S1(200), S1(200)},

@@ -440,8 +440,8 @@ const void *contiguous_input(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_
 /* Gradient j of the store policy's backward, summed into `out` over the
  * axes along which it is broadcast. */
 template <typename T>
-dc_status route_partials(dc_ctx *ctx, const partials_params &p, int j, int ndim, const int64_t *shape,
-                         const dc_loop_out *out)
+dc_status route_partials_typed(dc_ctx *ctx, const partials_params &p, int j, int ndim, const int64_t *shape,
+                               const dc_loop_out *out)
 {
     partials_source<T> src;
     src.m = p.m;
@@ -450,6 +450,13 @@ dc_status route_partials(dc_ctx *ctx, const partials_params &p, int j, int ndim,
         src.partial[k] = (const T *)p.partial[k * p.nw + j];
     }
     return route<T>(ctx, ndim, shape, src, out);
+}
+
+dc_status route_partials(dc_ctx *ctx, dc_dtype dtype, const partials_params &p, int j, int ndim,
+                         const int64_t *shape, const dc_loop_out *out)
+{
+    return dtype == DC_F32 ? route_partials_typed<float>(ctx, p, j, ndim, shape, out)
+                           : route_partials_typed<double>(ctx, p, j, ndim, shape, out);
 }
 
 /* The store policy's backward: gradient j = sum_k adjoint_k * partial (k, j).
@@ -473,8 +480,7 @@ dc_status partials_backward(dc_ctx *ctx, const dc_partials_arg *a, dc_dtype dtyp
         dc_status st = DC_OK;
         for (int j = 0; j < p.nw && st == DC_OK; ++j)
             if (out[j].mode != DC_WRITE_DISCARD)
-                st = dtype == DC_F32 ? route_partials<float>(ctx, p, j, ndim, shape, &out[j])
-                                     : route_partials<double>(ctx, p, j, ndim, shape, &out[j]);
+                st = route_partials(ctx, dtype, p, j, ndim, shape, &out[j]);
         return st;
     }
     void *adj_temp[DC_BFN_MAX_OUTPUTS] = {NULL};
@@ -503,8 +509,7 @@ dc_status partials_backward(dc_ctx *ctx, const dc_partials_arg *a, dc_dtype dtyp
     for (int j = 0; j < p.nw && st == DC_OK; ++j) {
         if (p.out[j] || out[j].mode == DC_WRITE_DISCARD)
             continue;
-        st = dtype == DC_F32 ? route_partials<float>(ctx, p, j, ndim, shape, &out[j])
-                             : route_partials<double>(ctx, p, j, ndim, shape, &out[j]);
+        st = route_partials(ctx, dtype, p, j, ndim, shape, &out[j]);
     }
     for (int k = 0; k < p.m; ++k)
         dc_cuda_free(ctx, adj_temp[k]);

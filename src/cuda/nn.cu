@@ -1,7 +1,8 @@
 /* Device kernels of the model ops and optimizers: embedding (gather, and a
- * scatter-add adjoint split by column so each sum runs in id order),
- * cross entropy (one block per row), Adam and SGD updates, and the squared
- * norm for gradient clipping (a fixed-order tree). */
+ * scatter-add adjoint split by column so each sum runs in id order), cross
+ * entropy (a block per row, blocks taking several rows beyond the grid cap),
+ * Adam and SGD updates, and the squared norm for gradient clipping (a
+ * fixed-order tree). */
 #include "block_reduce.cuh"
 #include "nn_cuda.h"
 
@@ -159,7 +160,7 @@ dc_status dc_cuda_cross_entropy(dc_ctx *ctx, dc_dtype dtype, const void *logits,
 {
     cudaStream_t st = ctx->cuda->stream;
     if (n > 0) {
-        /* a block per row, up to the device's resident blocks; then blocks take several */
+        /* a block per row, up to the grid cap; beyond it blocks take several */
         const unsigned rows_grid = (unsigned)(n < ctx->cuda->max_blocks ? n : ctx->cuda->max_blocks);
         if (dtype == DC_F32)
             ce_rows<float><<<rows_grid, kBlock, 0, st>>>((const float *)logits, n, c, targets, lse, loss_rows);
@@ -219,7 +220,7 @@ dc_status dc_cuda_sum_squares(dc_ctx *ctx, dc_dtype dtype, const void *x, int64_
     /* the kernel strides over the grid, so a grid of at most kMaxParts
      * blocks covers any n, and their sums fit the host buffer below */
     enum { kMaxParts = 1024 };
-    const unsigned blocks = grid_for(ctx, n) < kMaxParts ? grid_for(ctx, n) : kMaxParts;
+    const unsigned grid = grid_for(ctx, n), blocks = grid < kMaxParts ? grid : kMaxParts;
     double *part = (double *)dc_cuda_alloc(ctx, blocks * sizeof(double));
     if (!part)
         return DC_ERR_MEMORY;
