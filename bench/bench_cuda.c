@@ -35,33 +35,12 @@
 #include "cupdate_fused.h"
 #include "cupdate_fused_cuda.h"
 #include "gpu_timing.h"
+#include "kernels/prod_sign_fns.h"
 #include "prod_sign_fused_cuda.h"
 
 DC_BFN_DECLARE(hmlstm_update_c);
-DC_BFN_DECLARE(prod_sign_1);
-DC_BFN_DECLARE(prod_sign_2);
-DC_BFN_DECLARE(prod_sign_3);
-DC_BFN_DECLARE(prod_sign_4);
-DC_BFN_DECLARE(prod_sign_5);
-DC_BFN_DECLARE(prod_sign_6);
-DC_BFN_DECLARE(prod_sign_7);
-DC_BFN_DECLARE(prod_sign_8);
-DC_BFN_DECLARE(prod_sign_9);
-DC_BFN_DECLARE(prod_sign_10);
-
-static const dc_bfn *const prod_sign_fns[PROD_SIGN_MAX_ARITY + 1] = {
-    NULL,
-    DC_BFN_REF(prod_sign_1),
-    DC_BFN_REF(prod_sign_2),
-    DC_BFN_REF(prod_sign_3),
-    DC_BFN_REF(prod_sign_4),
-    DC_BFN_REF(prod_sign_5),
-    DC_BFN_REF(prod_sign_6),
-    DC_BFN_REF(prod_sign_7),
-    DC_BFN_REF(prod_sign_8),
-    DC_BFN_REF(prod_sign_9),
-    DC_BFN_REF(prod_sign_10),
-};
+_Static_assert((int)PROD_SIGN_FN_MAX_ARITY == (int)PROD_SIGN_MAX_ARITY, "one arity sweep");
+static const dc_bfn *const prod_sign_fns[PROD_SIGN_MAX_ARITY + 1] = PROD_SIGN_FNS;
 
 enum { V_STORE, V_RECOMPUTE, V_PURE, V_FUSED, V_COUNT };
 static const char *const variant_names[V_COUNT] = {"mixed, store", "mixed, recompute", "pure reverse", "hand-fused"};

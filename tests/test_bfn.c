@@ -7,21 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/kernels/prod_sign_fns.h"
 #include "support/test_support.h"
 
 DC_BFN_DECLARE(hmlstm_update_c);
 DC_BFN_DECLARE(polar_pair);
 DC_BFN_DECLARE(gated_scale);
-DC_BFN_DECLARE(prod_sign_1);
-DC_BFN_DECLARE(prod_sign_2);
-DC_BFN_DECLARE(prod_sign_3);
-DC_BFN_DECLARE(prod_sign_4);
-DC_BFN_DECLARE(prod_sign_5);
-DC_BFN_DECLARE(prod_sign_6);
-DC_BFN_DECLARE(prod_sign_7);
-DC_BFN_DECLARE(prod_sign_8);
-DC_BFN_DECLARE(prod_sign_9);
-DC_BFN_DECLARE(prod_sign_10);
 
 /* ---- the c-update, mixed mode and pure reverse mode ---- */
 
@@ -296,19 +287,16 @@ static void test_cupdate_threads_agree(void **state)
 static void test_gradient_counts(void **state)
 {
     (void)state;
-    const dc_bfn *fns[10] = {DC_BFN_REF(prod_sign_1), DC_BFN_REF(prod_sign_2), DC_BFN_REF(prod_sign_3),
-                             DC_BFN_REF(prod_sign_4), DC_BFN_REF(prod_sign_5), DC_BFN_REF(prod_sign_6),
-                             DC_BFN_REF(prod_sign_7), DC_BFN_REF(prod_sign_8), DC_BFN_REF(prod_sign_9),
-                             DC_BFN_REF(prod_sign_10)};
+    const dc_bfn *const fns[PROD_SIGN_FN_MAX_ARITY + 1] = PROD_SIGN_FNS;
     dc_ctx *ctx = test_cpu_ctx();
     srand(3);
     enum { R = 37, C = 70 };
     const int64_t full[2] = {R, C}, col[2] = {1, C};
     dc_tensor *w = test_random(ctx, DC_F64, 2, full, -1.0, 1.0);
     double *wv = test_values(w);
-    for (int arity = 1; arity <= 10; ++arity) {
-        dc_tensor *x[10];
-        double *xv[10];
+    for (int arity = 1; arity <= PROD_SIGN_FN_MAX_ARITY; ++arity) {
+        dc_tensor *x[PROD_SIGN_FN_MAX_ARITY];
+        double *xv[PROD_SIGN_FN_MAX_ARITY];
         for (int j = 0; j < arity; ++j) {
             /* every third input a row broadcast over the rows */
             x[j] = test_random(ctx, DC_F64, 2, j % 3 == 2 ? col : full, -1.0, 1.5);
@@ -316,12 +304,12 @@ static void test_gradient_counts(void **state)
             xv[j] = test_values(x[j]);
         }
         /* the reference: dL/dx_j = sum over broadcast rows of w s_j prod_{i != j} s_i x_i */
-        double *want[10];
+        double *want[PROD_SIGN_FN_MAX_ARITY];
         for (int j = 0; j < arity; ++j)
             want[j] = calloc((size_t)dc_tensor_numel(x[j]), sizeof(double));
         for (int r = 0; r < R; ++r)
             for (int c = 0; c < C; ++c) {
-                double f[10];
+                double f[PROD_SIGN_FN_MAX_ARITY];
                 for (int j = 0; j < arity; ++j) {
                     const double v = xv[j][j % 3 == 2 ? c : r * C + c];
                     f[j] = v > 0.5 ? v : -v;
@@ -339,7 +327,7 @@ static void test_gradient_counts(void **state)
             for (int j = 0; j < arity; ++j)
                 dc_tensor_zero_grad(x[j]);
             dc_tensor *y = NULL;
-            TEST_OK(ctx, dc_broadcast_policy(tape, fns[arity - 1], arity, x, 1, &y, (dc_partials_policy)policy));
+            TEST_OK(ctx, dc_broadcast_policy(tape, fns[arity], arity, x, 1, &y, (dc_partials_policy)policy));
             TEST_OK(ctx, dc_backward(tape, dc_op_sum(tape, dc_op_mul(tape, y, w), 0, NULL, false)));
             for (int j = 0; j < arity; ++j) {
                 double *got = test_values(dc_tensor_grad(x[j]));
