@@ -41,7 +41,11 @@ static void row_uniform(int64_t n, float z, float zb, const float *restrict c, c
 }
 
 /* One row whose control changes from column to column: every branch is
- * computed and the right one selected, without branches. */
+ * computed and the right one selected, without branches. c and the adjoint
+ * are read for every element, whichever branch needs them: read under a
+ * condition, gcc turns them into masked loads and the stores into blocks it
+ * skips when their mask is empty, which measured 1.7-2.5 ns per element
+ * (depending on the control pattern) against 1.35 for this loop. */
 static void row_varying(int64_t n, const float *restrict z, const float *restrict zb, const float *restrict c,
                         const float *restrict f, const float *restrict i, const float *restrict g,
                         const float *restrict a, float *restrict out, float *restrict gc, float *restrict gf,
@@ -49,14 +53,25 @@ static void row_varying(int64_t n, const float *restrict z, const float *restric
 {
 #pragma omp simd
     for (int64_t e = 0; e < n; ++e) {
+        const float ce = c[e], ae = a[e];
         const float sf = dc_sigmoid_f32(f[e]), si = dc_sigmoid_f32(i[e]), tg = dc_tanh_f32(g[e]);
         const int flush = z[e] == 1, copy = !flush && zb[e] == 0;
-        out[e] = flush ? si * tg : copy ? c[e] : sf * c[e] + si * tg;
-        gc[e] = flush ? 0 : copy ? a[e] : a[e] * sf;
-        gf[e] = (flush || copy) ? 0 : a[e] * c[e] * sf * (1 - sf);
-        gi[e] = copy ? 0 : a[e] * tg * si * (1 - si);
-        gg[e] = copy ? 0 : a[e] * si * (1 - tg * tg);
+        out[e] = flush ? si * tg : copy ? ce : sf * ce + si * tg;
+        gc[e] = flush ? 0 : copy ? ae : ae * sf;
+        gf[e] = (flush || copy) ? 0 : ae * ce * sf * (1 - sf);
+        gi[e] = copy ? 0 : ae * tg * si * (1 - si);
+        gg[e] = copy ? 0 : ae * si * (1 - tg * tg);
     }
+}
+
+void cupdate_fused_row(int64_t n, bool uniform, const float *z, const float *zb, const float *c, const float *f,
+                       const float *i, const float *g, const float *adj, float *out, float *gc, float *gf, float *gi,
+                       float *gg)
+{
+    if (uniform)
+        row_uniform(n, z[0], zb[0], c, f, i, g, adj, out, gc, gf, gi, gg);
+    else
+        row_varying(n, z, zb, c, f, i, g, adj, out, gc, gf, gi, gg);
 }
 
 void cupdate_fused(int64_t rows, int64_t cols, bool per_row, const float *z, const float *zb, const float *c,

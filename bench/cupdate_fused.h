@@ -13,4 +13,10 @@ void cupdate_fused(int64_t rows, int64_t cols, bool per_row, const float *z, con
                    const float *f, const float *i, const float *g, const float *adj, float *out, float *gc, float *gf,
                    float *gi, float *gg);
 
+/* One row of n elements on the calling thread: control z[0], zb[0] for the
+ * whole row (uniform) or z[e], zb[e] per element. */
+void cupdate_fused_row(int64_t n, bool uniform, const float *z, const float *zb, const float *c, const float *f,
+                       const float *i, const float *g, const float *adj, float *out, float *gc, float *gf, float *gi,
+                       float *gg);
+
 #endif /* DC_BENCH_CUPDATE_FUSED_H */
