@@ -136,34 +136,58 @@ static void stream_pass(int64_t n, int n_in, int n_out, float *const *a)
         stream_1_1(n, a);
 }
 
-double bench_stream_gbs(int64_t n, int n_in, int n_out, int reps)
+void bench_stream_init(bench_stream *s, int64_t n, int n_in, int n_out)
 {
     if (!((n_in == 4 && n_out == 5) || (n_in == 1 && n_out == 1))) {
-        fprintf(stderr, "bench_stream_gbs: shapes 4 in 5 out and 1 in 1 out only\n");
+        fprintf(stderr, "bench_stream_init: shapes 4 in 5 out and 1 in 1 out only\n");
         exit(1);
     }
-    float *a[9];
+    s->n = n;
+    s->n_in = n_in;
+    s->n_out = n_out;
     for (int k = 0; k < n_in + n_out; ++k) {
-        a[k] = aligned_alloc(64, (size_t)n * sizeof(float));
-        if (!a[k]) {
+        s->a[k] = aligned_alloc(64, (size_t)n * sizeof(float));
+        if (!s->a[k]) {
             fprintf(stderr, "out of memory\n");
             exit(1);
         }
         /* first touch by the threads that will stream the pages */
+        float *a = s->a[k];
 #pragma omp parallel for schedule(static)
         for (int64_t e = 0; e < n; ++e)
-            a[k][e] = 1.0f;
+            a[e] = 1.0f;
     }
+    stream_pass(n, n_in, n_out, s->a);
+}
+
+double bench_stream_sample(bench_stream *s, int reps)
+{
     double *t = malloc((size_t)reps * sizeof *t);
-    stream_pass(n, n_in, n_out, a);
+    if (!t) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
     for (int r = 0; r < reps; ++r) {
-        double t0 = bench_now();
-        stream_pass(n, n_in, n_out, a);
+        const double t0 = bench_now();
+        stream_pass(s->n, s->n_in, s->n_out, s->a);
         t[r] = bench_now() - t0;
     }
-    double med = bench_median(t, reps);
+    const double med = bench_median(t, reps);
     free(t);
-    for (int k = 0; k < n_in + n_out; ++k)
-        free(a[k]);
-    return (double)n * (n_in + n_out) * sizeof(float) / med / 1e9;
+    return (double)s->n * (s->n_in + s->n_out) * sizeof(float) / med / 1e9;
+}
+
+void bench_stream_free(bench_stream *s)
+{
+    for (int k = 0; k < s->n_in + s->n_out; ++k)
+        free(s->a[k]);
+}
+
+double bench_stream_gbs(int64_t n, int n_in, int n_out, int reps)
+{
+    bench_stream s;
+    bench_stream_init(&s, n, n_in, n_out);
+    const double gbs = bench_stream_sample(&s, reps);
+    bench_stream_free(&s);
+    return gbs;
 }

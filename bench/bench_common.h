@@ -34,6 +34,22 @@ const char *bench_cpu_name(void);
  * Shapes: 4 in and 5 out, or 1 in and 1 out (a copy). */
 double bench_stream_gbs(int64_t n, int n_in, int n_out, int reps);
 
+/* The same loop kept for a whole run, its arrays allocated (and touched)
+ * once, so that the bandwidth can be sampled again beside each measurement
+ * it is compared with: on a shared machine it drifts within a run. */
+typedef struct bench_stream {
+    int64_t n;
+    int n_in, n_out;
+    float *a[9];
+} bench_stream;
+
+/* Allocates and touches the arrays and runs the loop once; exits with a
+ * message when out of memory or for a shape other than those above. */
+void bench_stream_init(bench_stream *s, int64_t n, int n_in, int n_out);
+/* GB/s: the median of `reps` passes of the loop. */
+double bench_stream_sample(bench_stream *s, int reps);
+void bench_stream_free(bench_stream *s);
+
 /* Fills with uniform values in [lo, hi) from a fixed seed. */
 void bench_fill_uniform(float *x, int64_t n, float lo, float hi, uint64_t seed);
 

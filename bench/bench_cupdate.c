@@ -2,6 +2,9 @@
  * all-ones adjoint, mixed mode (store and recompute policies) against pure
  * reverse mode (one tape node per primitive) against a hand-fused loop, with
  * achieved bandwidth beside the machine's measured streaming bandwidth.
+ * That bandwidth is sampled again before and after each table (dims and
+ * layout): on a shared machine it drifts within a run, and each table's
+ * percentages use the bandwidth measured around it.
  *
  *   bench_cupdate [--dims 512,1024,2048,4096] [--layout row,column] [--reps N]
  *
@@ -199,14 +202,16 @@ static void format_gbs(char *gbs, char *pct, size_t size, double bytes, double s
 
 static void print_rows(const problem *p, const result *res, double stream)
 {
+    char stream_col[32];
+    snprintf(stream_col, sizeof stream_col, "%.1f", stream);
     const double n = (double)(p->dims * p->dims);
     for (int v = 0; v < V_COUNT; ++v) {
         char fg[32], fs[32], bg[32], bs[32];
         format_gbs(fg, fs, sizeof fg, n * fwd_bytes[v], v == V_FUSED ? res[v].total : res[v].fwd, stream);
         format_gbs(bg, bs, sizeof bg, n * bwd_bytes[v], res[v].bwd, stream);
-        printf("| %lld | per %s | %s | %.2f | %.2f | %.2f | %s | %s | %s | %s | %.2fx | %.2fx | %.0f | %.1e |\n",
+        printf("| %lld | per %s | %s | %.2f | %.2f | %.2f | %s | %s | %s | %s | %s | %.2fx | %.2fx | %.0f | %.1e |\n",
                (long long)p->dims, p->per_row ? "row" : "column", variant_names[v], 1e3 * res[v].fwd,
-               1e3 * res[v].bwd, 1e3 * res[v].total, fg, bg, fs, bs, res[V_PURE].total / res[v].total,
+               1e3 * res[v].bwd, 1e3 * res[v].total, fg, bg, stream_col, fs, bs, res[V_PURE].total / res[v].total,
                res[v].total / res[V_FUSED].total, res[v].peak_mib, res[v].grad_diff);
     }
     fflush(stdout);
@@ -251,16 +256,19 @@ int main(int argc, char **argv)
     dc_ctx *ctx = dc_ctx_new(&o, NULL);
     if (!ctx)
         die(NULL, "context");
-    const double stream = bench_stream_gbs(4096LL * 4096, 4, 5, 7);
+    bench_stream probe;
+    bench_stream_init(&probe, 4096LL * 4096, 4, 5);
+    const double stream = bench_stream_sample(&probe, 7);
     const double copy = bench_stream_gbs(4096LL * 4096, 1, 1, 7);
     printf("# c-update, forward + backward with an all-ones adjoint, float32, CPU\n");
     printf("machine: %s\n", bench_cpu_name());
     printf("streaming bandwidth (plain loop, 4 arrays in, 5 out): %.1f GB/s; copy: %.1f GB/s\n\n", stream, copy);
-    printf("| dims | control | variant | forward ms | backward ms | total ms | fwd GB/s | bwd GB/s | fwd %% of stream "
-           "| bwd %% of stream | vs pure | vs fused | peak tape MiB | max grad rel diff |\n");
-    printf("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    printf("| dims | control | variant | forward ms | backward ms | total ms | fwd GB/s | bwd GB/s | stream GB/s "
+           "| fwd %% of stream | bwd %% of stream | vs pure | vs fused | peak tape MiB | max grad rel diff |\n");
+    printf("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     fflush(stdout);
 
+    char drift[512] = "";
     for (int di = 0; di < n_dims; ++di) {
         for (int layout = 0; layout < 2; ++layout) {
             if (!layouts[layout])
@@ -269,15 +277,25 @@ int main(int argc, char **argv)
             make_problem(&p, ctx, dims_list[di], layout == 0);
             const int reps = reps_for(p.dims, reps_asked);
             result res[V_COUNT];
+            const double before = bench_stream_sample(&probe, 3);
             measure_all(&p, ctx, reps, res);
-            print_rows(&p, res, stream);
+            const double after = bench_stream_sample(&probe, 3);
+            print_rows(&p, res, 0.5 * (before + after));
+            if (fabs(after - before) > 0.15 * before) {
+                const size_t used = strlen(drift);
+                snprintf(drift + used, sizeof drift - used, "%s%lld per %s (%.1f -> %.1f GB/s)", used ? ", " : "",
+                         (long long)p.dims, p.per_row ? "row" : "column", before, after);
+            }
             free_problem(&p);
         }
     }
-    /* The same loop again: on a shared machine the bandwidth can drift during
-     * a run, and the percentages above use the first measurement. */
-    const double stream_end = bench_stream_gbs(4096LL * 4096, 4, 5, 7);
-    printf("\nstreaming bandwidth measured again at the end of the run: %.1f GB/s%s\n", stream_end,
+    const double stream_end = bench_stream_sample(&probe, 7);
+    bench_stream_free(&probe);
+    printf("\nstream GB/s: the mean of the streaming loop's medians of 3 passes just before and just after "
+           "the table's rounds; the percentages use it.\n");
+    if (drift[0])
+        printf("tables whose streaming bandwidth moved more than 15%% while they ran: %s\n", drift);
+    printf("streaming bandwidth measured again at the end of the run: %.1f GB/s%s\n", stream_end,
            fabs(stream_end - stream) > 0.15 * stream ? " (more than 15% from the first: the machine's speed changed)"
                                                       : "");
     dc_ctx_free(ctx);
