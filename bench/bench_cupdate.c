@@ -268,7 +268,7 @@ int main(int argc, char **argv)
     printf("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     fflush(stdout);
 
-    char drift[512] = "";
+    char drift[1024] = "";
     for (int di = 0; di < n_dims; ++di) {
         for (int layout = 0; layout < 2; ++layout) {
             if (!layouts[layout])
