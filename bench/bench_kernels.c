@@ -20,22 +20,24 @@ DC_BFN_DECLARE(hmlstm_update_c);
 
 enum { N = 2048 };
 
-/* The hand-fused loop (forward and gradients in one pass), on the same
- * arrays: in[0..5] z, zb, c, f, i, g, in[6] the adjoint; out[0..4]. */
-static double time_fused(bool uniform, int64_t n, const void *const *in, void *const *out, int reps)
+/* The hand-fused loop (forward and gradients in one pass) in the kernels'
+ * signature, on the same arrays: in[0..5] z, zb, c, f, i, g, in[6] the
+ * adjoint; out[0..4]. */
+static void fused_kernel(int64_t n, const void *const *in, void *const *out, bool uniform)
 {
-    double *t = malloc((size_t)reps * sizeof *t);
     const float *const *x = (const float *const *)in;
     float *const *y = (float *const *)out;
-    for (int r = 0; r < reps; ++r) {
-        const double t0 = bench_now();
-        for (int i = 0; i < 200; ++i)
-            cupdate_fused_row(n, uniform, x[0], x[1], x[2], x[3], x[4], x[5], x[6], y[0], y[1], y[2], y[3], y[4]);
-        t[r] = (bench_now() - t0) / 200;
-    }
-    const double med = bench_median(t, reps);
-    free(t);
-    return med / (double)n * 1e9;
+    cupdate_fused_row(n, uniform, x[0], x[1], x[2], x[3], x[4], x[5], x[6], y[0], y[1], y[2], y[3], y[4]);
+}
+static void fused_uniform(int64_t n, const void *const *in, void *const *out, const void *arg)
+{
+    (void)arg;
+    fused_kernel(n, in, out, true);
+}
+static void fused_varying(int64_t n, const void *const *in, void *const *out, const void *arg)
+{
+    (void)arg;
+    fused_kernel(n, in, out, false);
 }
 
 static double time_kernel(dc_bfn_cpu_kernel k, int64_t n, const void *const *in, void *const *out, int reps)
@@ -131,9 +133,9 @@ int main(int argc, char **argv)
         }
         char uniform[32] = "n/a";
         if (c < 3)
-            snprintf(uniform, sizeof uniform, "%.2f", time_fused(true, N, in, out, reps));
+            snprintf(uniform, sizeof uniform, "%.2f", time_kernel(fused_uniform, N, in, out, reps));
         printf("| %s | hand-fused (forward and gradients) | %s | %.2f |\n", names[c], uniform,
-               time_fused(false, N, in, out, reps));
+               time_kernel(fused_varying, N, in, out, reps));
     }
     printf("\n| scalar function | ns/elem |\n|---|---:|\n");
     printf("| exp | %.3f |\n", time_math(loop_exp, buf[2], buf[8], reps));
