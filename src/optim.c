@@ -132,6 +132,10 @@ void dc_optimizer_zero_grad(dc_optimizer *opt)
         dc_tensor_zero_grad(opt->params[i]);
 }
 
+/* the square root in the parameter's own precision, as on the device */
+static inline float sqrt_float(float x) { return __builtin_sqrtf(x); }
+static inline double sqrt_double(double x) { return __builtin_sqrt(x); }
+
 #define DEFINE_UPDATES(T)                                                                          \
     static void adam_##T(int64_t n, T *restrict w, const T *restrict g, T *restrict m, T *restrict v, T lr_t, \
                          T b1, T b2, T eps_t, T decay)                                             \
@@ -140,7 +144,7 @@ void dc_optimizer_zero_grad(dc_optimizer *opt)
         {                                                                                          \
             m[e] = b1 * m[e] + (1 - b1) * g[e];                                                    \
             v[e] = b2 * v[e] + (1 - b2) * g[e] * g[e];                                             \
-            w[e] -= lr_t * m[e] / (__builtin_sqrt(v[e]) + eps_t) + decay * w[e];                   \
+            w[e] -= lr_t * m[e] / (sqrt_##T(v[e]) + eps_t) + decay * w[e];                         \
         }                                                                                          \
     }                                                                                              \
     static void sgd_##T(int64_t n, T *restrict w, const T *restrict g, T *restrict buf, T lr, T mu) \
@@ -204,21 +208,25 @@ dc_status dc_clip_grad_norm(dc_ctx *ctx, int n, dc_tensor *const *params, double
         return DC_ERR_ARG;
     if (n < 0 || (n > 0 && !params) || !(max_norm > 0))
         return dc_error(ctx, DC_ERR_ARG, "dc_clip_grad_norm: %d tensors, max norm %g", n, max_norm);
-    double total = 0;
     for (int i = 0; i < n; ++i) {
         if (!params[i])
             return dc_error(ctx, DC_ERR_ARG, "dc_clip_grad_norm: tensor %d is NULL", i);
         const dc_tensor *g = dc_tensor_grad(params[i]);
+        if (g && !dc_tensor_is_contiguous(g))
+            return dc_error(ctx, DC_ERR_ARG, "dc_clip_grad_norm: the gradient of tensor %d is a view", i);
+    }
+    double total = 0;
+    if (ctx->cuda) {
+        dc_status st = dc_cuda_grad_sum_squares(ctx, n, params, &total);
+        if (st != DC_OK)
+            return st;
+    }
+    for (int i = 0; !ctx->cuda && i < n; ++i) {
+        const dc_tensor *g = dc_tensor_grad(params[i]);
         if (!g)
             continue;
-        if (!dc_tensor_is_contiguous(g))
-            return dc_error(ctx, DC_ERR_ARG, "dc_clip_grad_norm: the gradient of tensor %d is a view", i);
         double s = 0;
-        if (ctx->cuda) {
-            dc_status st = dc_cuda_sum_squares(ctx, g->dtype, g->data, g->numel, &s);
-            if (st != DC_OK)
-                return st;
-        } else if (g->dtype == DC_F32) {
+        if (g->dtype == DC_F32) {
             const float *x = g->data;
 #pragma omp parallel for simd reduction(+ : s) if (g->numel > 65536)
             for (int64_t e = 0; e < g->numel; ++e)

@@ -2,9 +2,9 @@
  * function of the suite, run on both from the same random inputs, forward
  * values and gradients compared by normalized mean squared error (<= 1e-7 in
  * float32) with NaN and Inf in the same places, shapes without elements
- * included; backward determinism; the global norm of a large gradient; no
- * cudaMalloc or cudaFree in a steady-state step. Exits 77 (skipped) when no
- * CUDA device can be used. */
+ * included; backward determinism; the global norm of a large gradient and of
+ * several tensors at once; no cudaMalloc or cudaFree in a steady-state step.
+ * Exits 77 (skipped) when no CUDA device can be used. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -539,6 +539,58 @@ static void test_clip_norm_of_a_large_gradient(void **state)
     dc_tensor_free(w);
 }
 
+/* The global norm over several tensors at once: float32 and float64, one
+ * larger than a full grid covers, one of a single element, one without a
+ * gradient. Every gradient is a constant a_i, so the norm is exact in
+ * double; after clipping each gradient holds a_i times the same scale. */
+static void test_clip_norm_of_many_tensors(void **state)
+{
+    (void)state;
+    enum { N = 5 };
+    const dc_dtype dtype[N] = {DC_F32, DC_F64, DC_F32, DC_F64, DC_F32};
+    const int64_t shape[N][2] = {{2048, 1024}, {3, 5}, {1, 1}, {7, 9}, {600, 500}};
+    const double a[N] = {0.5, -3.0, 1.25, 2.0, -0.75};
+    const bool used[N] = {true, true, true, false, true};
+    dc_tensor *w[N];
+    dc_tape *tape = dc_tape_new(gpu);
+    double squares = 0;
+    for (int i = 0; i < N; ++i) {
+        w[i] = dc_tensor_new(gpu, dtype[i], 2, shape[i]);
+        TEST_OK(gpu, dc_tensor_fill(w[i], 0.25));
+        dc_tensor_set_requires_grad(w[i], true);
+        if (!used[i])
+            continue;
+        dc_tape_reset(tape);
+        TEST_OK(gpu, dc_backward(tape, dc_op_sum(tape, dc_op_affine(tape, w[i], a[i], 0.0), 0, NULL, false)));
+        squares += a[i] * a[i] * (double)(shape[i][0] * shape[i][1]);
+    }
+    assert_null(dc_tensor_grad(w[3]));
+    const double expected = sqrt(squares), max_norm = 10.0;
+    double norm = 0;
+    TEST_OK(gpu, dc_clip_grad_norm(gpu, N, w, max_norm, &norm));
+    if (!(fabs(norm - expected) <= 1e-12 * expected))
+        fail_msg("norm %.17g, expected %.17g", norm, expected);
+    for (int i = 0; i < N; ++i) {
+        if (!used[i])
+            continue;
+        const dc_tensor *g = dc_tensor_grad(w[i]);
+        float *v = tensor_floats(gpu, g, 0);
+        const float want = (float)(a[i] * (max_norm / norm));
+        int64_t bad = -1;
+        for (int64_t e = 0; bad < 0 && e < shape[i][0] * shape[i][1]; ++e)
+            if (!(fabsf(v[e] - want) <= 1e-6f * fabsf(want)))
+                bad = e;
+        const float got = bad >= 0 ? v[bad] : want;
+        free(v);
+        if (bad >= 0)
+            fail_msg("tensor %d element %lld: %.9g after clipping, expected %.9g", i, (long long)bad, (double)got,
+                     (double)want);
+    }
+    dc_tape_free(tape);
+    for (int i = 0; i < N; ++i)
+        dc_tensor_free(w[i]);
+}
+
 static void test_host_round_trip(void **state)
 {
     (void)state;
@@ -572,6 +624,7 @@ int main(void)
         cmocka_unit_test(test_backward_is_deterministic),
         cmocka_unit_test(test_steady_state_allocates_nothing),
         cmocka_unit_test(test_clip_norm_of_a_large_gradient),
+        cmocka_unit_test(test_clip_norm_of_many_tensors),
         cmocka_unit_test(test_host_round_trip),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);

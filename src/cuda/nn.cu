@@ -1,8 +1,8 @@
 /* Device kernels of the model ops and optimizers: embedding (gather, and a
  * scatter-add adjoint split by column so each sum runs in id order), cross
  * entropy (a block per row, blocks taking several rows beyond the grid cap),
- * Adam and SGD updates, and the squared norm for gradient clipping (a
- * fixed-order tree). */
+ * Adam and SGD updates, and the squared global norm of the gradients for
+ * clipping (fixed-order trees, one copy to the host). */
 #include "block_reduce.cuh"
 #include "nn_cuda.h"
 
@@ -60,16 +60,31 @@ __global__ void ce_rows(const T *logits, int64_t n, int64_t c, const int64_t *ta
     }
 }
 
+/* the sum of v[0..n) over one block, in a fixed order, returned to every thread */
+__device__ double block_sum_of(const double *v, int64_t n, double *part)
+{
+    double s = 0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        s += v[i];
+    return block_reduce(s, part, false);
+}
+
 /* the mean of the per-row losses, in a fixed order, into a scalar */
 template <typename T> __global__ void mean_of(const double *v, int64_t n, T *out)
 {
     __shared__ double part[kBlock];
-    double s = 0;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-        s += v[i];
-    s = block_reduce(s, part, false);
+    const double s = block_sum_of(v, n, part);
     if (threadIdx.x == 0)
         *out = (T)(n ? s / (double)n : NAN);
+}
+
+/* one block: the sum of v[0..n), in a fixed order */
+__global__ void sum_of(const double *v, int64_t n, double *out)
+{
+    __shared__ double part[kBlock];
+    const double s = block_sum_of(v, n, part);
+    if (threadIdx.x == 0)
+        *out = s;
 }
 
 template <typename T>
@@ -215,29 +230,39 @@ dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const voi
     return dc_cuda_check(ctx, cudaGetLastError(), "sgd");
 }
 
-dc_status dc_cuda_sum_squares(dc_ctx *ctx, dc_dtype dtype, const void *x, int64_t n, double *out)
+dc_status dc_cuda_grad_sum_squares(dc_ctx *ctx, int n, dc_tensor *const *params, double *total)
 {
-    /* the kernel strides over the grid, so a grid of at most kMaxParts
-     * blocks covers any n, and their sums fit the host buffer below */
-    enum { kMaxParts = 1024 };
-    const unsigned grid = grid_for(ctx, n), blocks = grid < kMaxParts ? grid : kMaxParts;
-    double *part = (double *)dc_cuda_alloc(ctx, blocks * sizeof(double));
-    if (!part)
+    /* Tensor i's blocks write their sums into row i of a table of kParts
+     * columns (the kernel strides over its grid, so kParts blocks cover any
+     * size); rows a tensor leaves short stay zero. One block then sums the
+     * table and the host copies back that one value. */
+    enum { kParts = 256 };
+    const size_t cells = (size_t)n * kParts;
+    double *table = (double *)dc_cuda_alloc(ctx, (cells + 1) * sizeof(double));
+    if (!table)
         return DC_ERR_MEMORY;
+    double *sum = table + cells;
     cudaStream_t st = ctx->cuda->stream;
-    if (dtype == DC_F32)
-        sum_squares<float><<<blocks, kBlock, 0, st>>>((const float *)x, n, part);
-    else
-        sum_squares<double><<<blocks, kBlock, 0, st>>>((const double *)x, n, part);
-    double host[kMaxParts];
-    dc_status s = dc_cuda_check(ctx, cudaGetLastError(), "sum of squares");
+    dc_status s = dc_cuda_check(ctx, cudaMemsetAsync(table, 0, cells * sizeof(double), st), "sum of squares");
+    for (int i = 0; s == DC_OK && i < n; ++i) {
+        const dc_tensor *g = dc_tensor_grad(params[i]);
+        if (!g)
+            continue;
+        const unsigned grid = grid_for(ctx, g->numel), blocks = grid < kParts ? grid : kParts;
+        double *row = table + (size_t)i * kParts;
+        if (g->dtype == DC_F32)
+            sum_squares<float><<<blocks, kBlock, 0, st>>>((const float *)g->data, g->numel, row);
+        else
+            sum_squares<double><<<blocks, kBlock, 0, st>>>((const double *)g->data, g->numel, row);
+        s = dc_cuda_check(ctx, cudaGetLastError(), "sum of squares");
+    }
+    if (s == DC_OK) {
+        sum_of<<<1, kBlock, 0, st>>>(table, (int64_t)cells, sum);
+        s = dc_cuda_check(ctx, cudaGetLastError(), "sum of squares");
+    }
     if (s == DC_OK)
-        s = dc_cuda_to_host(ctx, host, part, blocks * sizeof(double));
-    double total = 0;
-    for (unsigned b = 0; s == DC_OK && b < blocks; ++b)
-        total += host[b];
-    dc_cuda_free(ctx, part);
-    *out = total;
+        s = dc_cuda_to_host(ctx, total, sum, sizeof *total);
+    dc_cuda_free(ctx, table);
     return s;
 }
 

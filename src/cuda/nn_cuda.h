@@ -21,7 +21,9 @@ dc_status dc_cuda_cross_entropy_grad(dc_ctx *ctx, dc_dtype dtype, void *grad, in
 dc_status dc_cuda_adam(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *m, void *v, double lr_t,
                        double b1, double b2, double eps_t, double decay);
 dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *buf, double lr, double mu);
-dc_status dc_cuda_sum_squares(dc_ctx *ctx, dc_dtype dtype, const void *x, int64_t n, double *out);
+/* The sum of the squares of every element of the gradients of params[0..n)
+ * (a tensor without one adds nothing) into *total: one copy to the host. */
+dc_status dc_cuda_grad_sum_squares(dc_ctx *ctx, int n, dc_tensor *const *params, double *total);
 dc_status dc_cuda_scale(dc_ctx *ctx, dc_dtype dtype, void *x, int64_t n, double s);
 
 #ifdef __cplusplus

@@ -133,9 +133,9 @@ dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const voi
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
 
-dc_status dc_cuda_sum_squares(dc_ctx *ctx, dc_dtype dtype, const void *x, int64_t n, double *out)
+dc_status dc_cuda_grad_sum_squares(dc_ctx *ctx, int n, dc_tensor *const *params, double *total)
 {
-    (void)dtype, (void)x, (void)n, (void)out;
+    (void)n, (void)params, (void)total;
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
 
