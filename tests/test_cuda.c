@@ -176,6 +176,8 @@ static const op_case cases[] = {
      NULL},
     {"sum", b_sum_all, 1, {2}, {S2(300, 513)}, {-1}, {1}, {true}, NULL},
     {"sum over rows", b_sum_rows, 1, {2}, {S2(300, 513)}, {-1}, {1}, {true}, NULL},
+    {"sum over 20000 rows of 7 columns", b_sum_rows, 1, {2}, {S2(20000, 7)}, {-1}, {1}, {true}, NULL},
+    {"add, a row of 7 over 20000 rows", b_add, 2, {2, 1}, {S2(20000, 7), S1(7)}, {-2, -2}, {2, 2}, {true, true}, NULL},
     {"sum over the columns of no rows", b_sum_cols, 1, {2}, {S2(0, 5)}, {-1}, {1}, {true}, NULL},
     {"add, no rows", b_add, 2, {2, 1}, {S2(0, 5), S1(5)}, {-1, -1}, {1, 1}, {true, true}, NULL},
     {"mean over columns", b_mean_cols, 1, {2}, {S2(300, 513)}, {-1}, {1}, {true}, NULL},

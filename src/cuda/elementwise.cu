@@ -168,8 +168,8 @@ struct route_params {
     int64_t kept_shape[DC_MAX_DIMS], kept_src[DC_MAX_DIMS], kept_dst[DC_MAX_DIMS];
     int64_t red_shape[DC_MAX_DIMS], red_src[DC_MAX_DIMS];
     int64_t n_kept, n_red;
-    int64_t chunk;   /* two-stage reduction: reduced elements per block */
-    int n_chunks;    /* blocks per kept element (1: one stage) */
+    int64_t chunk;   /* two-stage reduction: reduced elements per block or thread */
+    int n_chunks;    /* blocks or threads per kept element (1: one stage) */
     double *partial; /* two-stage reduction: [n_kept][n_chunks] */
     void *dst;
     int add;
@@ -204,22 +204,31 @@ template <typename T> __device__ __forceinline__ void route_store(const route_pa
     *o = p.add ? (T)((double)*o + s) : (T)s;
 }
 
-/* One thread per output element, summing in order: reads of neighbouring
- * threads are neighbours when the innermost axis is kept (a bias row summed
- * over a batch). */
+/* Threads (chunk of the reduced elements, kept element), the kept element
+ * fastest, so that neighbouring threads read neighbours when the innermost
+ * axis is kept (a bias row summed over a batch). Each thread sums its chunk
+ * in order. With one chunk per kept element it writes the result; with more
+ * (few kept elements with long sums: a bias row over a large batch), its
+ * partial sum, which route_chunks adds up in chunk order. */
 template <typename T, class Src> __global__ void route_by_thread(route_params p, Src src)
 {
-    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < p.n_kept;
-         k += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t n_items = p.n_kept * p.n_chunks;
+    for (int64_t item = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; item < n_items;
+         item += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t chunk = item / p.n_kept, k = item - chunk * p.n_kept;
         int64_t src0, dst;
         split(k, p.n_kept_axes, p.kept_shape, p.kept_src, p.kept_dst, &src0, &dst);
+        const int64_t r0 = chunk * p.chunk, r1 = r0 + p.chunk < p.n_red ? r0 + p.chunk : p.n_red;
         double s = 0;
-        for (int64_t r = 0; r < p.n_red; ++r) {
+        for (int64_t r = r0; r < r1; ++r) {
             int64_t ro;
             split(r, p.n_red_axes, p.red_shape, p.red_src, NULL, &ro, NULL);
             s += src.at(src0 + ro);
         }
-        route_store<T>(p, dst, s);
+        if (p.n_chunks == 1)
+            route_store<T>(p, dst, s);
+        else
+            p.partial[k * p.n_chunks + chunk] = s;
     }
 }
 
@@ -350,22 +359,35 @@ dc_status route(dc_ctx *ctx, int ndim, const int64_t *shape, const Src &src, con
     p.n_chunks = 1;
     p.chunk = p.n_red;
     const bool inner_reduced = p.n_red_axes > 0 && (p.n_kept_axes == 0 || cst[1][nd - 1] == 0);
-    cudaStream_t st = ctx->cuda->stream;
-    if (!inner_reduced) {
-        route_by_thread<T, Src><<<blocks_for(ctx, p.n_kept), kBlock, 0, st>>>(p, src);
-        return dc_cuda_check(ctx, cudaGetLastError(), "route kernel");
-    }
-    /* Few kept elements with long sums: split each sum into chunks of at
-     * least 8 elements per thread so that the whole device takes part. */
-    const int64_t blocks = ctx->cuda->max_blocks;
-    if (p.n_kept < blocks && p.n_red > 16 * (int64_t)kBlock) {
-        int64_t chunks = blocks / p.n_kept;
-        const int64_t most = (p.n_red + 8 * kBlock - 1) / (8 * kBlock);
-        if (chunks > most)
-            chunks = most;
-        if (chunks > 1) {
-            p.chunk = (p.n_red + chunks - 1) / chunks;
-            p.n_chunks = (int)((p.n_red + p.chunk - 1) / p.chunk);
+    if (inner_reduced) {
+        /* Few kept elements with long sums: split each sum into chunks of
+         * at least 8 elements per thread so that the whole device takes part. */
+        const int64_t blocks = ctx->cuda->max_blocks;
+        if (p.n_kept < blocks && p.n_red > 16 * (int64_t)kBlock) {
+            int64_t chunks = blocks / p.n_kept;
+            const int64_t most = (p.n_red + 8 * kBlock - 1) / (8 * kBlock);
+            if (chunks > most)
+                chunks = most;
+            if (chunks > 1) {
+                p.chunk = (p.n_red + chunks - 1) / chunks;
+                p.n_chunks = (int)((p.n_red + p.chunk - 1) / p.chunk);
+            }
+        }
+    } else {
+        /* Fewer kept elements than the device has threads (2048 per SM)
+         * with long sums: chunks of at least 32 reduced elements per thread,
+         * and at most 256 chunks, which route_chunks adds one after another. */
+        const int64_t threads = (int64_t)ctx->cuda->sm_count * 2048;
+        if (p.n_kept < threads && p.n_red >= 64) {
+            int64_t chunks = threads / p.n_kept;
+            if (chunks > p.n_red / 32)
+                chunks = p.n_red / 32;
+            if (chunks > 256)
+                chunks = 256;
+            if (chunks > 1) {
+                p.chunk = (p.n_red + chunks - 1) / chunks;
+                p.n_chunks = (int)((p.n_red + p.chunk - 1) / p.chunk);
+            }
         }
     }
     if (p.n_chunks > 1) {
@@ -373,9 +395,14 @@ dc_status route(dc_ctx *ctx, int ndim, const int64_t *shape, const Src &src, con
         if (!p.partial)
             return DC_ERR_MEMORY;
     }
+    cudaStream_t st = ctx->cuda->stream;
     const int64_t items = p.n_kept * p.n_chunks;
-    const unsigned grid = (unsigned)(items < 65535 ? items : 65535);
-    route_by_block<T, Src><<<grid, kBlock, 0, st>>>(p, src);
+    if (inner_reduced) {
+        const unsigned grid = (unsigned)(items < 65535 ? items : 65535);
+        route_by_block<T, Src><<<grid, kBlock, 0, st>>>(p, src);
+    } else {
+        route_by_thread<T, Src><<<blocks_for(ctx, items), kBlock, 0, st>>>(p, src);
+    }
     dc_status status = dc_cuda_check(ctx, cudaGetLastError(), "route kernel");
     if (status == DC_OK && p.n_chunks > 1) {
         route_chunks<T><<<blocks_for(ctx, p.n_kept), kBlock, 0, st>>>(p);
