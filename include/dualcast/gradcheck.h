@@ -31,6 +31,7 @@ typedef struct dc_gradcheck_report {
     double worst_numeric;
 } dc_gradcheck_report;
 
+/* The default options (the values given in the comments above). */
 dc_gradcheck_options dc_gradcheck_options_default(void);
 
 /* Checks d(loss)/d(input) for every input that requires a gradient (float64,

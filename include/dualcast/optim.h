@@ -18,6 +18,7 @@ typedef struct dc_adam_options {
     double weight_decay; /* decoupled (AdamW); default 0 */
 } dc_adam_options;
 
+/* The defaults given above. */
 dc_adam_options dc_adam_options_default(void);
 
 /* Adam over n persistent parameters (its moment buffers are allocated here,
@@ -35,6 +36,8 @@ dc_status dc_optimizer_step(dc_optimizer *opt);
 /* Zeroes every parameter's gradient (costs nothing: see dc_tensor_zero_grad). */
 void dc_optimizer_zero_grad(dc_optimizer *opt);
 
+/* Sets / returns the learning rate (for a schedule; Adam's bias correction
+ * is unaffected). */
 void dc_optimizer_set_lr(dc_optimizer *opt, double lr);
 double dc_optimizer_lr(const dc_optimizer *opt);
 

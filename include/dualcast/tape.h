@@ -65,6 +65,7 @@ size_t dc_tape_peak_bytes(const dc_tape *tape);
 /* Bytes of memory the arena holds (reserved, used or not). */
 size_t dc_tape_reserved_bytes(const dc_tape *tape);
 
+/* The context the tape was made in. */
 dc_ctx *dc_tape_ctx(const dc_tape *tape);
 
 /* Regions attribute backward work to parts of a model. Nodes recorded after
@@ -73,8 +74,11 @@ dc_ctx *dc_tape_ctx(const dc_tape *tape);
  * the adjoints of a region's nodes to dc_tape_region_seconds(tape, r). */
 #define DC_TAPE_REGIONS 8
 int dc_tape_set_region(dc_tape *tape, int region); /* returns the previous region */
+/* Turns the timing of backward passes on or off (off by default). */
 void dc_tape_set_timing(dc_tape *tape, bool on);
+/* Seconds the backward passes timed so far spent in region r's adjoints. */
 double dc_tape_region_seconds(const dc_tape *tape, int region);
+/* Sets every region's time back to 0. */
 void dc_tape_clear_timing(dc_tape *tape);
 
 #ifdef __cplusplus

@@ -53,13 +53,16 @@ void dc_tensor_set_name(dc_tensor *tensor, const char *name);
 /* The tensor's name, or "" when it has none. */
 const char *dc_tensor_name(const dc_tensor *tensor);
 
+/* The element type, and the number of dimensions (0 for a scalar). */
 dc_dtype dc_tensor_dtype(const dc_tensor *tensor);
 int dc_tensor_ndim(const dc_tensor *tensor);
 /* The shape: ndim entries owned by the tensor. */
 const int64_t *dc_tensor_shape(const dc_tensor *tensor);
 /* Size of one dimension; a negative axis counts from the end. */
 int64_t dc_tensor_dim(const dc_tensor *tensor, int axis);
+/* The number of elements (the product of the shape; 1 for a scalar). */
 int64_t dc_tensor_numel(const dc_tensor *tensor);
+/* The context the tensor was made in. */
 dc_ctx *dc_tensor_ctx(const dc_tensor *tensor);
 
 /* Writes the shape as "[2, 3]" into buf (always NUL-terminated); returns buf. */
@@ -67,6 +70,8 @@ char *dc_tensor_shape_str(const dc_tensor *tensor, char *buf, size_t size);
 
 /* Marks a leaf tensor as a parameter whose gradient backward computes. */
 dc_status dc_tensor_set_requires_grad(dc_tensor *tensor, bool requires_grad);
+/* Whether backward computes a gradient for the tensor (set on a leaf, or
+ * recorded from an input that requires one). */
 bool dc_tensor_requires_grad(const dc_tensor *tensor);
 
 /* The accumulated gradient of the tensor: a tensor of the same shape owned by
@@ -106,6 +111,7 @@ dc_status dc_tensor_copy(dc_tensor *dst, const dc_tensor *src);
  * dimensions of a view. Valid while the tensor lives. */
 void *dc_tensor_data(dc_tensor *tensor);
 const int64_t *dc_tensor_strides(const dc_tensor *tensor);
+/* Whether the elements lie row-major with no gaps (strides of a new tensor). */
 bool dc_tensor_is_contiguous(const dc_tensor *tensor);
 
 #ifdef __cplusplus
