@@ -143,6 +143,13 @@ static dc_tensor *embed(dc_tape *t, dc_tensor *table)
     const int64_t n[2] = {20, 15};
     return dc_op_embedding(t, table, dc_tape_tensor_new(t, DC_F32, 2, n, ids));
 }
+/* (x0 + b) + b: b's gradient is routed twice over 20000 rows, the second
+ * time added to the first */
+static dc_tensor *b_add_twice(dc_tape *t, dc_tensor *const *x, const void *a)
+{
+    (void)a;
+    return dc_op_add(t, dc_op_add(t, x[0], x[1]), x[1]);
+}
 static dc_tensor *b_embedding(dc_tape *t, dc_tensor *const *x, const void *a) { (void)a; return embed(t, x[0]); }
 /* the same from columns 3..302 of a wider table: rows of the view are 320 apart */
 static dc_tensor *b_embedding_sliced(dc_tape *t, dc_tensor *const *x, const void *a)
@@ -178,6 +185,8 @@ static const op_case cases[] = {
     {"sum over rows", b_sum_rows, 1, {2}, {S2(300, 513)}, {-1}, {1}, {true}, NULL},
     {"sum over 20000 rows of 7 columns", b_sum_rows, 1, {2}, {S2(20000, 7)}, {-1}, {1}, {true}, NULL},
     {"add, a row of 7 over 20000 rows", b_add, 2, {2, 1}, {S2(20000, 7), S1(7)}, {-2, -2}, {2, 2}, {true, true}, NULL},
+    {"add of a row of 7 twice over 20000 rows", b_add_twice, 2, {2, 1}, {S2(20000, 7), S1(7)}, {-2, -2}, {2, 2},
+     {true, true}, NULL},
     {"sum over the columns of no rows", b_sum_cols, 1, {2}, {S2(0, 5)}, {-1}, {1}, {true}, NULL},
     {"add, no rows", b_add, 2, {2, 1}, {S2(0, 5), S1(5)}, {-1, -1}, {1, 1}, {true, true}, NULL},
     {"mean over columns", b_mean_cols, 1, {2}, {S2(300, 513)}, {-1}, {1}, {true}, NULL},
@@ -676,6 +685,15 @@ static void test_clip_norm_of_many_tensors(void **state)
     assert_null(dc_tensor_grad(w[3]));
     const double expected = sqrt(squares), max_norm = 10.0;
     double norm = 0;
+    /* first the same tensors in reverse order, without clipping: the table
+     * of block sums is reused with other row lengths, so rows left short
+     * must have been cleared */
+    dc_tensor *reversed[N];
+    for (int i = 0; i < N; ++i)
+        reversed[i] = w[N - 1 - i];
+    TEST_OK(gpu, dc_clip_grad_norm(gpu, N, reversed, 1e30, &norm));
+    if (!(fabs(norm - expected) <= 1e-12 * expected))
+        fail_msg("norm of the reversed list %.17g, expected %.17g", norm, expected);
     TEST_OK(gpu, dc_clip_grad_norm(gpu, N, w, max_norm, &norm));
     if (!(fabs(norm - expected) <= 1e-12 * expected))
         fail_msg("norm %.17g, expected %.17g", norm, expected);

@@ -36,8 +36,8 @@ dc_status dc_optimizer_step(dc_optimizer *opt);
 /* Zeroes every parameter's gradient (costs nothing: see dc_tensor_zero_grad). */
 void dc_optimizer_zero_grad(dc_optimizer *opt);
 
-/* Sets / returns the learning rate (for a schedule; Adam's bias correction
- * is unaffected). */
+/* Sets / returns the learning rate (for a schedule). It also scales Adam's
+ * decoupled weight decay; the bias correction is unaffected. */
 void dc_optimizer_set_lr(dc_optimizer *opt, double lr);
 double dc_optimizer_lr(const dc_optimizer *opt);
 
