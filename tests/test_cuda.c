@@ -325,21 +325,43 @@ typedef struct bfn_case {
     bool binary[6]; /* 0/1 control values */
 } bfn_case;
 
+/* Host doubles into a tensor of either dtype, and back. */
+static void set_doubles(dc_ctx *ctx, dc_tensor *t, const double *v, int64_t n)
+{
+    if (dc_tensor_dtype(t) == DC_F64) {
+        TEST_OK(ctx, dc_tensor_from_host_copy(t, v, (size_t)n * sizeof *v));
+        return;
+    }
+    float *f = malloc((size_t)(n ? n : 1) * sizeof *f);
+    for (int64_t i = 0; i < n; ++i)
+        f[i] = (float)v[i];
+    TEST_OK(ctx, dc_tensor_from_host_copy(t, f, (size_t)n * sizeof *f));
+    free(f);
+}
+
+static void get_doubles(dc_ctx *ctx, const dc_tensor *t, double *v, int64_t n)
+{
+    if (dc_tensor_dtype(t) == DC_F64) {
+        TEST_OK(ctx, dc_tensor_to_host(t, v, (size_t)n * sizeof *v));
+        return;
+    }
+    float *f = malloc((size_t)(n ? n : 1) * sizeof *f);
+    TEST_OK(ctx, dc_tensor_to_host(t, f, (size_t)n * sizeof *f));
+    for (int64_t i = 0; i < n; ++i)
+        v[i] = f[i];
+    free(f);
+}
+
 /* A tensor's values as floats (malloc'd), whatever its dtype. */
 static float *tensor_floats(dc_ctx *ctx, const dc_tensor *t, int64_t skip)
 {
     const int64_t n = dc_tensor_numel(t);
     double *d = malloc((size_t)(n ? n : 1) * sizeof *d);
     float *f = malloc((size_t)(n ? n : 1) * sizeof *f);
-    if (dc_tensor_dtype(t) == DC_F64) {
-        TEST_OK(ctx, dc_tensor_to_host(t, d, (size_t)n * sizeof *d));
-        for (int64_t i = 0; i < n; ++i)
-            f[i] = (float)d[i];
-    } else {
-        TEST_OK(ctx, dc_tensor_to_host(t, f, (size_t)n * sizeof *f));
-    }
+    get_doubles(ctx, t, d, n);
+    for (int64_t i = skip; i < n; ++i)
+        f[i - skip] = (float)d[i];
     free(d);
-    memmove(f, f + skip, (size_t)(n - skip) * sizeof *f);
     return f;
 }
 
@@ -547,33 +569,6 @@ static void test_steady_state_allocates_nothing(void **state)
     dc_optimizer_free(opt);
     dc_tensor_free(x);
     dc_tensor_free(w);
-}
-
-/* Host doubles into a tensor of either dtype, and back. */
-static void set_doubles(dc_ctx *ctx, dc_tensor *t, const double *v, int64_t n)
-{
-    if (dc_tensor_dtype(t) == DC_F64) {
-        TEST_OK(ctx, dc_tensor_from_host_copy(t, v, (size_t)n * sizeof *v));
-        return;
-    }
-    float *f = malloc((size_t)n * sizeof *f);
-    for (int64_t i = 0; i < n; ++i)
-        f[i] = (float)v[i];
-    TEST_OK(ctx, dc_tensor_from_host_copy(t, f, (size_t)n * sizeof *f));
-    free(f);
-}
-
-static void get_doubles(dc_ctx *ctx, const dc_tensor *t, double *v, int64_t n)
-{
-    if (dc_tensor_dtype(t) == DC_F64) {
-        TEST_OK(ctx, dc_tensor_to_host(t, v, (size_t)n * sizeof *v));
-        return;
-    }
-    float *f = malloc((size_t)n * sizeof *f);
-    TEST_OK(ctx, dc_tensor_to_host(t, f, (size_t)n * sizeof *f));
-    for (int64_t i = 0; i < n; ++i)
-        v[i] = f[i];
-    free(f);
 }
 
 /* Three steps of Adam (with weight decay) and of SGD with momentum, in

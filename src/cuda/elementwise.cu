@@ -359,36 +359,31 @@ dc_status route(dc_ctx *ctx, int ndim, const int64_t *shape, const Src &src, con
     p.n_chunks = 1;
     p.chunk = p.n_red;
     const bool inner_reduced = p.n_red_axes > 0 && (p.n_kept_axes == 0 || cst[1][nd - 1] == 0);
+    /* Few kept elements with long sums: each sum split into chunks so that
+     * the whole device takes part, their partial sums added in order. */
+    int64_t chunks = 1;
     if (inner_reduced) {
-        /* Few kept elements with long sums: split each sum into chunks of
-         * at least 8 elements per thread so that the whole device takes part. */
+        /* a block per chunk, at least 8 elements per thread */
         const int64_t blocks = ctx->cuda->max_blocks;
         if (p.n_kept < blocks && p.n_red > 16 * (int64_t)kBlock) {
-            int64_t chunks = blocks / p.n_kept;
             const int64_t most = (p.n_red + 8 * kBlock - 1) / (8 * kBlock);
-            if (chunks > most)
-                chunks = most;
-            if (chunks > 1) {
-                p.chunk = (p.n_red + chunks - 1) / chunks;
-                p.n_chunks = (int)((p.n_red + p.chunk - 1) / p.chunk);
-            }
+            chunks = blocks / p.n_kept < most ? blocks / p.n_kept : most;
         }
     } else {
-        /* Fewer kept elements than the device has threads (2048 per SM)
-         * with long sums: chunks of at least 32 reduced elements per thread,
-         * and at most 256 chunks, which route_chunks adds one after another. */
+        /* a thread per chunk, at least 32 elements each, up to 2048 threads
+         * per SM and 256 chunks, which route_chunks adds one after another */
         const int64_t threads = (int64_t)ctx->cuda->sm_count * 2048;
         if (p.n_kept < threads && p.n_red >= 64) {
-            int64_t chunks = threads / p.n_kept;
+            chunks = threads / p.n_kept;
             if (chunks > p.n_red / 32)
                 chunks = p.n_red / 32;
             if (chunks > 256)
                 chunks = 256;
-            if (chunks > 1) {
-                p.chunk = (p.n_red + chunks - 1) / chunks;
-                p.n_chunks = (int)((p.n_red + p.chunk - 1) / p.chunk);
-            }
         }
+    }
+    if (chunks > 1) {
+        p.chunk = (p.n_red + chunks - 1) / chunks;
+        p.n_chunks = (int)((p.n_red + p.chunk - 1) / p.chunk);
     }
     if (p.n_chunks > 1) {
         p.partial = (double *)dc_cuda_alloc(ctx, (size_t)(p.n_kept * p.n_chunks) * sizeof(double));
