@@ -1,11 +1,12 @@
-/* The CUDA backend against the CPU: every primitive op (embedding included)
- * and every broadcast function of the suite, run on both from the same
- * random inputs, forward values and gradients compared by normalized mean
- * squared error (<= 1e-7 in float32) with NaN and Inf in the same places,
- * shapes without elements included; Adam and SGD steps; backward
- * determinism; the global norm of a large gradient and of several tensors at
- * once; no cudaMalloc or cudaFree in a steady-state step. Exits 77 (skipped)
- * when no CUDA device can be used, or fails then if DC_REQUIRE_CUDA=1. */
+/* The CUDA backend against the CPU: every primitive op (embedding included),
+ * in float32 and float64, and every broadcast function of the suite, run on
+ * both from the same random inputs, forward values and gradients compared by
+ * normalized mean squared error (<= 1e-7 in float32, <= 1e-24 for the ops in
+ * float64) with NaN and Inf in the same places, shapes without elements
+ * included; Adam and SGD steps; backward determinism; the global norm of a
+ * large gradient and of several tensors at once; no cudaMalloc or cudaFree in
+ * a steady-state step. Exits 77 (skipped) when no CUDA device can be used,
+ * or fails then if DC_REQUIRE_CUDA=1. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,9 @@ static dc_ctx *gpu, *cpu;
 
 #define MAX_IN 4
 
-/* One case: inputs of given shapes and value ranges, an op built from them. */
+/* One case: inputs of given shapes and value ranges, an op built from them.
+ * Every case runs in float32 and in float64: the inputs in that dtype, and
+ * so every tensor the build function makes (constants, indices). */
 typedef dc_tensor *(*build_fn)(dc_tape *tape, dc_tensor *const *x, const void *arg);
 
 typedef struct op_case {
@@ -98,35 +101,49 @@ static dc_tensor *b_mul_overlap(dc_tape *t, dc_tensor *const *x, const void *a)
     (void)a;
     return dc_op_mul(t, dc_op_slice(t, x[0], 0, 0, 200), dc_op_slice(t, x[0], 0, 100, 200));
 }
+/* A tape tensor holding whole numbers (class targets, embedding ids) in
+ * dtype: ops take their indices in the dtype of the tensor they index.
+ * value(i) is the i-th number. */
+static dc_tensor *tape_indices(dc_tape *t, dc_dtype dtype, int ndim, const int64_t *shape, int64_t (*value)(int64_t))
+{
+    int64_t n = 1;
+    for (int d = 0; d < ndim; ++d)
+        n *= shape[d];
+    const size_t size = dc_dtype_size(dtype);
+    void *values = malloc((size_t)(n ? n : 1) * size);
+    for (int64_t i = 0; i < n; ++i) {
+        if (dtype == DC_F64)
+            ((double *)values)[i] = (double)value(i);
+        else
+            ((float *)values)[i] = (float)value(i);
+    }
+    dc_tensor *indices = dc_tape_tensor_new(t, dtype, ndim, shape, values);
+    free(values);
+    return indices;
+}
+static int64_t sliced_logits_target(int64_t row) { return row * 7 % 10; }
+static int64_t many_rows_target(int64_t row) { return row * 5 % 12; }
 /* cross entropy of columns 1..10 of a [33, 12] tensor: the gradient is a view with rows of 12 */
 static dc_tensor *b_ce_sliced(dc_tape *t, dc_tensor *const *x, const void *a)
 {
     (void)a;
-    float targets[33];
-    for (int r = 0; r < 33; ++r)
-        targets[r] = (float)(r * 7 % 10);
     const int64_t n[1] = {33};
-    return dc_op_cross_entropy(t, dc_op_slice(t, x[0], 1, 1, 10), dc_tape_tensor_new(t, DC_F32, 1, n, targets));
+    return dc_op_cross_entropy(t, dc_op_slice(t, x[0], 1, 1, 10),
+                               tape_indices(t, dc_tensor_dtype(x[0]), 1, n, sliced_logits_target));
 }
 /* cross entropy over more rows than the grid cap (32 blocks per SM): blocks take several rows */
 static dc_tensor *b_ce_many_rows(dc_tape *t, dc_tensor *const *x, const void *a)
 {
     (void)a;
-    enum { ROWS = 8192 };
-    float *targets = malloc(ROWS * sizeof *targets);
-    for (int r = 0; r < ROWS; ++r)
-        targets[r] = (float)(r * 5 % 12);
-    const int64_t n[1] = {ROWS};
-    dc_tensor *y = dc_op_cross_entropy(t, x[0], dc_tape_tensor_new(t, DC_F32, 1, n, targets));
-    free(targets);
-    return y;
+    const int64_t n[1] = {8192};
+    return dc_op_cross_entropy(t, x[0], tape_indices(t, dc_tensor_dtype(x[0]), 1, n, many_rows_target));
 }
 /* the c-update on UPDATE everywhere with c_prev = x[0:200] and f = x[100:300]:
  * one launch writes two gradients that share elements, with the policy at a */
 static dc_tensor *b_cupdate_overlap(dc_tape *t, dc_tensor *const *x, const void *a)
 {
-    const float zero = 0.0f, one = 1.0f;
-    dc_tensor *in[6] = {dc_tape_tensor_new(t, DC_F32, 0, NULL, &zero), dc_tape_tensor_new(t, DC_F32, 0, NULL, &one),
+    const dc_dtype dtype = dc_tensor_dtype(x[0]);
+    dc_tensor *in[6] = {dc_tape_scalar(t, dtype, 0.0), dc_tape_scalar(t, dtype, 1.0),
                         dc_op_slice(t, x[0], 0, 0, 200), dc_op_slice(t, x[0], 0, 100, 200), x[1], x[2]};
     dc_tensor *c = NULL;
     if (dc_broadcast_policy(t, DC_BFN_REF(hmlstm_update_c), 6, in, 1, &c, *(const dc_partials_policy *)a) != DC_OK)
@@ -135,13 +152,11 @@ static dc_tensor *b_cupdate_overlap(dc_tape *t, dc_tensor *const *x, const void 
 }
 /* rows of the table x[0] picked by 300 ids in a [20, 15] tensor, with
  * repeats (the adjoint adds them) and rows never picked */
+static int64_t embedding_id(int64_t i) { return i * 7 % 23 + i % 3; }
 static dc_tensor *embed(dc_tape *t, dc_tensor *table)
 {
-    float ids[300];
-    for (int i = 0; i < 300; ++i)
-        ids[i] = (float)(i * 7 % 23 + i % 3);
     const int64_t n[2] = {20, 15};
-    return dc_op_embedding(t, table, dc_tape_tensor_new(t, DC_F32, 2, n, ids));
+    return dc_op_embedding(t, table, tape_indices(t, dc_tensor_dtype(table), 2, n, embedding_id));
 }
 /* (x0 + b) + b: b's gradient is routed twice over 20000 rows, the second
  * time added to the first */
@@ -206,48 +221,71 @@ static const op_case cases[] = {
      {-2, -2, -2}, {2, 2, 2}, {true, true, true}, &recompute_policy},
 };
 
-/* Host values for case input k, the same for both backends. */
-static float *host_input(const op_case *c, int k, int64_t *n, uint64_t seed)
+/* Host values for case input k in dtype (malloc'd), the same for both
+ * backends: float32 gets the float nearest each random double, float64 the
+ * double itself. */
+static void *host_input(const op_case *c, int k, dc_dtype dtype, int64_t *n, uint64_t seed)
 {
     *n = 1;
     for (int d = 0; d < c->ndim[k]; ++d)
         *n *= c->shape[k][d];
-    float *v = malloc((size_t)(*n ? *n : 1) * sizeof *v);
+    void *v = malloc((size_t)(*n ? *n : 1) * dc_dtype_size(dtype));
     uint64_t s = seed * 2654435761u + (uint64_t)k + 1;
     for (int64_t i = 0; i < *n; ++i) {
         s ^= s << 13;
         s ^= s >> 7;
         s ^= s << 17;
-        v[i] = (float)(c->lo[k] + (c->hi[k] - c->lo[k]) * (double)(s >> 11) * 0x1.0p-53);
+        const double value = c->lo[k] + (c->hi[k] - c->lo[k]) * (double)(s >> 11) * 0x1.0p-53;
+        if (dtype == DC_F64)
+            ((double *)v)[i] = value;
+        else
+            ((float *)v)[i] = (float)value;
     }
     return v;
 }
 
-/* Normalized mean squared error of b against a reference a, after checking
- * that NaN and Inf sit in the same places. */
-static double nmse(const float *a, const float *b, int64_t n, const char *what)
+/* Element i of host values stored in dtype. */
+static double element(const void *values, dc_dtype dtype, int64_t i)
+{
+    return dtype == DC_F64 ? ((const double *)values)[i] : (double)((const float *)values)[i];
+}
+
+/* Normalized mean squared error of b against a reference a (n values in
+ * dtype), after checking that NaN and Inf sit in the same places. */
+static double nmse_of(dc_dtype dtype, const void *a, const void *b, int64_t n, const char *what)
 {
     double num = 0, den = 0;
     for (int64_t i = 0; i < n; ++i) {
-        if (isnan(a[i]) != isnan(b[i]) || isinf(a[i]) != isinf(b[i]) || (isinf(a[i]) && a[i] != b[i]))
-            fail_msg("%s: element %lld is %g on the CPU and %g on CUDA", what, (long long)i, a[i], b[i]);
-        if (!isfinite(a[i]))
+        const double on_cpu = element(a, dtype, i), on_cuda = element(b, dtype, i);
+        if (isnan(on_cpu) != isnan(on_cuda) || isinf(on_cpu) != isinf(on_cuda) ||
+            (isinf(on_cpu) && on_cpu != on_cuda))
+            fail_msg("%s: element %lld is %g on the CPU and %g on CUDA", what, (long long)i, on_cpu, on_cuda);
+        if (!isfinite(on_cpu))
             continue;
-        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        den += (double)a[i] * a[i];
+        num += (on_cpu - on_cuda) * (on_cpu - on_cuda);
+        den += on_cpu * on_cpu;
     }
     return den > 0 ? num / den : num;
 }
 
-/* Runs the case on ctx; returns the output values and each input's gradient
- * (malloc'd, host memory), with a fixed random output adjoint. */
-static void run_case(dc_ctx *ctx, const op_case *c, float **out, int64_t *n_out, float **grads)
+/* The same for float32 values. */
+static double nmse(const float *a, const float *b, int64_t n, const char *what)
 {
+    return nmse_of(DC_F32, a, b, n, what);
+}
+
+/* Runs the case on ctx in dtype; returns the output values and each input's
+ * gradient (malloc'd, host memory, in dtype), with a fixed output adjoint.
+ * The index tensors of embedding and cross entropy follow the dtype of the
+ * tensor they index (see tape_indices). */
+static void run_case(dc_ctx *ctx, const op_case *c, dc_dtype dtype, void **out, int64_t *n_out, void **grads)
+{
+    const size_t size = dc_dtype_size(dtype);
     dc_tensor *x[MAX_IN];
     for (int k = 0; k < c->n_in; ++k) {
         int64_t n;
-        float *v = host_input(c, k, &n, 7);
-        x[k] = dc_tensor_from_host(ctx, DC_F32, c->ndim[k], c->shape[k], v);
+        void *v = host_input(c, k, dtype, &n, 7);
+        x[k] = dc_tensor_from_host(ctx, dtype, c->ndim[k], c->shape[k], v);
         TEST_NONNULL(ctx, x[k]);
         free(v);
         TEST_OK(ctx, dc_tensor_set_requires_grad(x[k], c->grad[k]));
@@ -255,14 +293,21 @@ static void run_case(dc_ctx *ctx, const op_case *c, float **out, int64_t *n_out,
     dc_tape *tape = dc_tape_new(ctx);
     dc_tensor *y = c->build(tape, x, c->arg);
     TEST_NONNULL(ctx, y);
+    if (dc_tensor_dtype(y) != dtype)
+        fail_msg("%s (%s): the output is %s", c->name, dc_dtype_name(dtype), dc_dtype_name(dc_tensor_dtype(y)));
     *n_out = dc_tensor_numel(y);
-    *out = malloc((size_t)(*n_out ? *n_out : 1) * sizeof(float));
-    TEST_OK(ctx, dc_tensor_to_host(y, *out, (size_t)*n_out * sizeof(float)));
+    *out = malloc((size_t)(*n_out ? *n_out : 1) * size);
+    TEST_OK(ctx, dc_tensor_to_host(y, *out, (size_t)*n_out * size));
     /* the adjoint: deterministic values in [-1, 1] */
-    float *adj = malloc((size_t)(*n_out ? *n_out : 1) * sizeof *adj);
-    for (int64_t i = 0; i < *n_out; ++i)
-        adj[i] = (float)sin(0.37 * (double)i + 0.1);
-    dc_tensor *g = dc_tape_tensor_new(tape, DC_F32, dc_tensor_ndim(y), dc_tensor_shape(y), adj);
+    void *adj = malloc((size_t)(*n_out ? *n_out : 1) * size);
+    for (int64_t i = 0; i < *n_out; ++i) {
+        const double value = sin(0.37 * (double)i + 0.1);
+        if (dtype == DC_F64)
+            ((double *)adj)[i] = value;
+        else
+            ((float *)adj)[i] = (float)value;
+    }
+    dc_tensor *g = dc_tape_tensor_new(tape, dtype, dc_tensor_ndim(y), dc_tensor_shape(y), adj);
     free(adj);
     TEST_OK(ctx, dc_backward_with(tape, y, g));
     for (int k = 0; k < c->n_in; ++k) {
@@ -271,46 +316,66 @@ static void run_case(dc_ctx *ctx, const op_case *c, float **out, int64_t *n_out,
         if (!c->grad[k] || !gk)
             continue;
         const int64_t n = dc_tensor_numel(x[k]);
-        grads[k] = malloc((size_t)(n ? n : 1) * sizeof(float));
-        TEST_OK(ctx, dc_tensor_to_host(gk, grads[k], (size_t)n * sizeof(float)));
+        grads[k] = malloc((size_t)(n ? n : 1) * size);
+        TEST_OK(ctx, dc_tensor_to_host(gk, grads[k], (size_t)n * size));
     }
     dc_tape_free(tape);
     for (int k = 0; k < c->n_in; ++k)
         dc_tensor_free(x[k]);
 }
 
+/* NMSE bounds of the op comparison. float32: a few roundings to float on
+ * either side. float64: both backends compute in double; they differ only
+ * where CUDA's math functions (exp, log, tanh, pow: within 1 or 2 units in
+ * the last place, an NMSE near 1e-31) round differently from the CPU's, and
+ * in the order in which sums, matrix products (cuBLAS) and the cross-entropy
+ * mean add their terms (both accumulate in double). On these inputs even a
+ * strictly sequential sum stays within an NMSE of 1e-27 of the exact one,
+ * for the longest sums here too (153900 terms of the full sum, 20000 per
+ * column of the bias gradients); the blocked and tree orders of either
+ * backend come closer. 1e-24 (1e-12 relative, RMS) leaves a wide margin
+ * above that and still catches any rounding to float32 on the way (an NMSE
+ * near 1e-15) or a perturbation of one part in 1e9 (1e-18). */
+static const double f32_nmse_limit = 1e-7, f64_nmse_limit = 1e-24;
+
 static void test_ops_match_cpu(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
-        const op_case *c = &cases[i];
-        float *oc, *og, *gc[MAX_IN], *gg[MAX_IN];
-        int64_t nc, ng;
-        run_case(cpu, c, &oc, &nc, gc);
-        run_case(gpu, c, &og, &ng, gg);
-        assert_int_equal(nc, ng);
-        char what[96];
-        snprintf(what, sizeof what, "%s: output", c->name);
-        const double e = nmse(oc, og, nc, what);
-        if (!(e <= 1e-7))
-            fail_msg("%s: NMSE %.3g (limit 1e-7)", what, e);
-        for (int k = 0; k < c->n_in; ++k) {
-            if (!gc[k] != !gg[k])
-                fail_msg("%s: input %d has a gradient on one backend only", c->name, k);
-            if (!gc[k])
-                continue;
-            int64_t n = 1;
-            for (int d = 0; d < c->ndim[k]; ++d)
-                n *= c->shape[k][d];
-            snprintf(what, sizeof what, "%s: gradient of input %d", c->name, k);
-            const double eg = nmse(gc[k], gg[k], n, what);
-            if (!(eg <= 1e-7))
-                fail_msg("%s: NMSE %.3g (limit 1e-7)", what, eg);
-            free(gc[k]);
-            free(gg[k]);
+    const dc_dtype dtypes[2] = {DC_F32, DC_F64};
+    for (int pass = 0; pass < 2; ++pass) {
+        const dc_dtype dtype = dtypes[pass];
+        const char *dtype_name = dc_dtype_name(dtype);
+        const double limit = dtype == DC_F64 ? f64_nmse_limit : f32_nmse_limit;
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+            const op_case *c = &cases[i];
+            void *oc, *og, *gc[MAX_IN], *gg[MAX_IN];
+            int64_t nc, ng;
+            run_case(cpu, c, dtype, &oc, &nc, gc);
+            run_case(gpu, c, dtype, &og, &ng, gg);
+            assert_int_equal(nc, ng);
+            char what[128];
+            snprintf(what, sizeof what, "%s (%s): output", c->name, dtype_name);
+            const double e = nmse_of(dtype, oc, og, nc, what);
+            if (!(e <= limit))
+                fail_msg("%s: NMSE %.3g (limit %.0e)", what, e, limit);
+            for (int k = 0; k < c->n_in; ++k) {
+                if (!gc[k] != !gg[k])
+                    fail_msg("%s (%s): input %d has a gradient on one backend only", c->name, dtype_name, k);
+                if (!gc[k])
+                    continue;
+                int64_t n = 1;
+                for (int d = 0; d < c->ndim[k]; ++d)
+                    n *= c->shape[k][d];
+                snprintf(what, sizeof what, "%s (%s): gradient of input %d", c->name, dtype_name, k);
+                const double eg = nmse_of(dtype, gc[k], gg[k], n, what);
+                if (!(eg <= limit))
+                    fail_msg("%s: NMSE %.3g (limit %.0e)", what, eg, limit);
+                free(gc[k]);
+                free(gg[k]);
+            }
+            free(oc);
+            free(og);
         }
-        free(oc);
-        free(og);
     }
 }
 
