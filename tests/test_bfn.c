@@ -199,18 +199,7 @@ static void test_cupdate_branches_f32(void **state)
 }
 
 /* A context with a given number of CPU threads. */
-static dc_ctx *ctx_with_threads(int threads)
-{
-    dc_ctx_options o = dc_ctx_options_default();
-    o.backend = DC_BACKEND_CPU;
-    o.num_threads = threads;
-    dc_status st;
-    dc_ctx *ctx = dc_ctx_new(&o, &st);
-    if (!ctx)
-        fail_msg("dc_ctx_new: %s", dc_last_error(NULL));
-    assert_int_equal(dc_ctx_num_threads(ctx), threads);
-    return ctx;
-}
+static dc_ctx *ctx_with_threads(int threads) { return test_cpu_ctx_threads(threads, 0); }
 
 /* The loss, its gradients and the output on a context with `threads`
  * threads, over rows x 300: c per column, f full, i per row, g a scalar, so

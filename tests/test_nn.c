@@ -766,14 +766,7 @@ static void test_embedding_gradcheck(void **state)
 static void test_embedding_deterministic(void **state)
 {
     (void)state;
-    dc_ctx_options o = dc_ctx_options_default();
-    o.backend = DC_BACKEND_CPU;
-    o.num_threads = 4;
-    o.seed = 3;
-    dc_ctx *ctx = dc_ctx_new(&o, NULL);
-    if (!ctx)
-        fail_msg("dc_ctx_new: %s", dc_last_error(NULL));
-    assert_int_equal(dc_ctx_num_threads(ctx), 4);
+    dc_ctx *ctx = test_cpu_ctx_threads(4, 3);
     const int64_t rows = 50, width = 512, n = 3000;
     double *ids = malloc((size_t)n * sizeof *ids);
     assert_non_null(ids);

@@ -100,19 +100,7 @@ static void assert_shape(const dc_tensor *t, const shp *want, const char *what)
 /* A CPU context with 4 threads, whatever the machine has, so that the large
  * cases below run the engine's multi-threaded path (per-thread partial sums
  * combined at the end). */
-static dc_ctx *threaded_ctx(void)
-{
-    dc_ctx_options o = dc_ctx_options_default();
-    o.backend = DC_BACKEND_CPU;
-    o.seed = 7;
-    o.num_threads = 4;
-    dc_status st;
-    dc_ctx *ctx = dc_ctx_new(&o, &st);
-    if (!ctx)
-        fail_msg("dc_ctx_new: %s", dc_last_error(NULL));
-    assert_int_equal(dc_ctx_num_threads(ctx), 4);
-    return ctx;
-}
+static dc_ctx *threaded_ctx(void) { return test_cpu_ctx_threads(4, 7); }
 
 /* ---- dc_broadcast_shape ---- */
 

@@ -3,17 +3,22 @@
 #include <math.h>
 #include <stdlib.h>
 
-dc_ctx *test_cpu_ctx(void)
+dc_ctx *test_cpu_ctx_threads(int threads, uint64_t seed)
 {
     dc_ctx_options o = dc_ctx_options_default();
     o.backend = DC_BACKEND_CPU;
-    o.seed = 1;
+    o.num_threads = threads;
+    o.seed = seed;
     dc_status st;
     dc_ctx *ctx = dc_ctx_new(&o, &st);
     if (!ctx)
         fail_msg("dc_ctx_new: %s", dc_last_error(NULL));
+    if (threads > 0)
+        assert_int_equal(dc_ctx_num_threads(ctx), threads);
     return ctx;
 }
+
+dc_ctx *test_cpu_ctx(void) { return test_cpu_ctx_threads(0, 1); }
 
 dc_tensor *test_tensor(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *shape, const double *values)
 {

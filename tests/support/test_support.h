@@ -14,6 +14,10 @@
 /* A CPU context (seed 1) that fails the test if it cannot be made. */
 dc_ctx *test_cpu_ctx(void);
 
+/* A CPU context with exactly `threads` threads (0: OpenMP's default) and the
+ * given seed, whatever the machine has; fails the test if it cannot be made. */
+dc_ctx *test_cpu_ctx_threads(int threads, uint64_t seed);
+
 /* A persistent tensor of the given shape with values from `values`
  * (numel doubles), in `dtype`. */
 dc_tensor *test_tensor(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *shape, const double *values);
