@@ -74,8 +74,13 @@ dc_status dc_checkpoint_save(dc_ctx *ctx, const char *path, int n, dc_tensor *co
 {
     if (!ctx)
         return DC_ERR_ARG;
-    if (!path || n < 0 || (n > 0 && (!tensors || !names)))
-        return dc_error(ctx, DC_ERR_ARG, "dc_checkpoint_save: needs a path and %d tensors with names", n);
+    if (!path)
+        return dc_error(ctx, DC_ERR_ARG, "dc_checkpoint_save: path is NULL");
+    if (n < 0)
+        return dc_error(ctx, DC_ERR_ARG, "dc_checkpoint_save: n is %d; give 0 or more tensors", n);
+    if (n > 0 && (!tensors || !names))
+        return dc_error(ctx, DC_ERR_ARG, "dc_checkpoint_save: %s is NULL for %d tensors",
+                        !tensors ? "tensors" : "names", n);
     for (int i = 0; i < n; ++i) {
         if (!tensors[i] || !names[i])
             return dc_error(ctx, DC_ERR_ARG, "dc_checkpoint_save: tensor or name %d is NULL", i);
@@ -270,8 +275,13 @@ dc_status dc_checkpoint_load(dc_ctx *ctx, const char *path, int n, dc_tensor *co
 {
     if (!ctx)
         return DC_ERR_ARG;
-    if (!path || n < 0 || (n > 0 && (!tensors || !names)))
-        return dc_error(ctx, DC_ERR_ARG, "dc_checkpoint_load: needs a path and %d tensors with names", n);
+    if (!path)
+        return dc_error(ctx, DC_ERR_ARG, "dc_checkpoint_load: path is NULL");
+    if (n < 0)
+        return dc_error(ctx, DC_ERR_ARG, "dc_checkpoint_load: n is %d; give 0 or more tensors", n);
+    if (n > 0 && (!tensors || !names))
+        return dc_error(ctx, DC_ERR_ARG, "dc_checkpoint_load: %s is NULL for %d tensors",
+                        !tensors ? "tensors" : "names", n);
     for (int i = 0; i < n; ++i)
         if (!tensors[i] || !names[i])
             return dc_error(ctx, DC_ERR_ARG, "dc_checkpoint_load: tensor or name %d is NULL", i);

@@ -38,6 +38,16 @@ dc_status dc_gradcheck(dc_ctx *ctx, dc_gradcheck_fn fn, void *user, int n_inputs
             return dc_error(ctx, DC_ERR_ARG, "dc_gradcheck: input %d is a tape tensor; give persistent tensors", i);
     }
     const dc_gradcheck_options o = options ? *options : dc_gradcheck_options_default();
+    const char *bad_option = !(o.eps > 0 && o.eps < INFINITY) ? "eps"
+                             : !(o.atol >= 0)                 ? "atol"
+                             : !(o.rtol >= 0)                 ? "rtol"
+                             : o.max_per_input < 0            ? "max_per_input"
+                                                              : NULL;
+    if (bad_option)
+        return dc_error(ctx, DC_ERR_ARG,
+                        "dc_gradcheck: option %s is out of range (eps %g must be finite and positive, atol %g, "
+                        "rtol %g and max_per_input %lld not negative)",
+                        bad_option, o.eps, o.atol, o.rtol, (long long)o.max_per_input);
     dc_gradcheck_report r;
     memset(&r, 0, sizeof r);
     r.worst_input = -1;

@@ -61,6 +61,10 @@ static dc_optimizer *make(dc_ctx *ctx, opt_kind kind, int n, dc_tensor *const *p
             dc_error(ctx, DC_ERR_ARG, "%s: parameter %d must be a persistent, contiguous tensor", fn, i);
             return NULL;
         }
+        if (params[i]->ctx != ctx) {
+            dc_error(ctx, DC_ERR_ARG, "%s: parameter %d belongs to another context", fn, i);
+            return NULL;
+        }
     }
     dc_optimizer *opt = calloc(1, sizeof *opt);
     if (!opt || !(opt->params = calloc((size_t)n, sizeof *opt->params)) ||
@@ -120,8 +124,14 @@ dc_optimizer *dc_optimizer_sgd(dc_ctx *ctx, int n, dc_tensor *const *params, dou
 
 void dc_optimizer_set_lr(dc_optimizer *opt, double lr)
 {
-    if (opt)
-        opt->lr = lr;
+    if (!opt)
+        return;
+    if (!(lr >= 0)) { /* the constructors' rule */
+        dc_error(opt->ctx, DC_ERR_ARG, "dc_optimizer_set_lr: learning rate %g is negative or NaN; it stays %g", lr,
+                 opt->lr);
+        return;
+    }
+    opt->lr = lr;
 }
 
 double dc_optimizer_lr(const dc_optimizer *opt) { return opt ? opt->lr : 0.0; }
@@ -206,11 +216,17 @@ dc_status dc_clip_grad_norm(dc_ctx *ctx, int n, dc_tensor *const *params, double
 {
     if (!ctx)
         return DC_ERR_ARG;
-    if (n < 0 || (n > 0 && !params) || !(max_norm > 0))
-        return dc_error(ctx, DC_ERR_ARG, "dc_clip_grad_norm: %d tensors, max norm %g", n, max_norm);
+    if (n < 0)
+        return dc_error(ctx, DC_ERR_ARG, "dc_clip_grad_norm: n is %d; give 0 or more tensors", n);
+    if (n > 0 && !params)
+        return dc_error(ctx, DC_ERR_ARG, "dc_clip_grad_norm: params is NULL for %d tensors", n);
+    if (!(max_norm > 0))
+        return dc_error(ctx, DC_ERR_ARG, "dc_clip_grad_norm: max_norm %g is not positive", max_norm);
     for (int i = 0; i < n; ++i) {
         if (!params[i])
             return dc_error(ctx, DC_ERR_ARG, "dc_clip_grad_norm: tensor %d is NULL", i);
+        if (params[i]->ctx != ctx)
+            return dc_error(ctx, DC_ERR_ARG, "dc_clip_grad_norm: tensor %d belongs to another context", i);
         const dc_tensor *g = dc_tensor_grad(params[i]);
         if (g && !dc_tensor_is_contiguous(g))
             return dc_error(ctx, DC_ERR_ARG, "dc_clip_grad_norm: the gradient of tensor %d is a view", i);

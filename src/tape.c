@@ -135,6 +135,10 @@ dc_tensor *dc_tape_tensor_new(dc_tape *tape, dc_dtype dtype, int ndim, const int
 
 dc_tensor *dc_tape_scalar(dc_tape *tape, dc_dtype dtype, double value)
 {
+    if (tape && dtype != DC_F32 && dtype != DC_F64) {
+        dc_error(tape->ctx, DC_ERR_DTYPE, "dc_tape_scalar: unknown dtype %d", (int)dtype);
+        return NULL;
+    }
     float f = (float)value;
     return dc_tape_tensor_new(tape, dtype, 0, NULL, dtype == DC_F32 ? (const void *)&f : (const void *)&value);
 }
@@ -303,6 +307,9 @@ int dc_tape_set_region(dc_tape *tape, int region)
     const int was = tape->region;
     if (region >= 0 && region < DC_TAPE_REGIONS)
         tape->region = region;
+    else
+        dc_error(tape->ctx, DC_ERR_ARG, "dc_tape_set_region: region %d is outside 0..%d; the region stays %d", region,
+                 DC_TAPE_REGIONS - 1, was);
     return was;
 }
 

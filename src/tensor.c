@@ -5,9 +5,23 @@
 
 #include "tape_internal.h"
 
-const char *dc_dtype_name(dc_dtype dtype) { return dtype == DC_F64 ? "f64" : "f32"; }
+const char *dc_dtype_name(dc_dtype dtype)
+{
+    switch (dtype) {
+    case DC_F32: return "f32";
+    case DC_F64: return "f64";
+    }
+    return "unknown";
+}
 
-size_t dc_dtype_size(dc_dtype dtype) { return dtype == DC_F64 ? 8 : 4; }
+size_t dc_dtype_size(dc_dtype dtype)
+{
+    switch (dtype) {
+    case DC_F32: return 4;
+    case DC_F64: return 8;
+    }
+    return 0;
+}
 
 void dc_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides)
 {
@@ -101,14 +115,21 @@ dc_tensor *dc_tensor_from_host(dc_ctx *ctx, dc_dtype dtype, int ndim, const int6
     return t;
 }
 
-void dc_tensor_free(dc_tensor *t)
+/* Frees a persistent tensor and its gradient, whatever its kind. */
+static void free_persistent(dc_tensor *t)
 {
-    if (!t || t->tape)
-        return;
-    if (t->grad)
-        dc_tensor_free(t->grad);
+    if (t->grad && !t->grad->tape)
+        free_persistent(t->grad);
     dc_mem_free(t->ctx, t->alloc);
     free(t);
+}
+
+void dc_tensor_free(dc_tensor *t)
+{
+    /* A gradient belongs to its tensor, a tape tensor to its tape. */
+    if (!t || t->tape || t->is_grad)
+        return;
+    free_persistent(t);
 }
 
 void dc_tensor_set_name(dc_tensor *t, const char *name)
@@ -196,14 +217,15 @@ void dc_tensor_zero_grad(dc_tensor *t)
 }
 
 /* Copies between a possibly strided tensor and dense host memory. */
-static dc_status copy_strided(dc_ctx *ctx, dc_tensor *t, void *host, bool to_host)
+static dc_status copy_strided(dc_ctx *ctx, const char *fn, dc_tensor *t, void *host, bool to_host)
 {
     const size_t es = dc_dtype_size(t->dtype);
     const size_t bytes = (size_t)t->numel * es;
     if (dc_tensor_is_contiguous(t))
         return to_host ? dc_mem_to_host(ctx, host, t->data, bytes) : dc_mem_from_host(ctx, t->data, host, bytes);
     if (ctx->cuda)
-        return dc_error(ctx, DC_ERR_UNSUPPORTED, "copying a strided device tensor to the host: make it contiguous first");
+        return dc_error(ctx, DC_ERR_UNSUPPORTED,
+                        "%s: the tensor is a strided view on the device; make it contiguous first", fn);
     int64_t idx[DC_MAX_DIMS] = {0};
     for (int64_t e = 0; e < t->numel; ++e) {
         int64_t off = 0;
@@ -228,10 +250,12 @@ dc_status dc_tensor_to_host(const dc_tensor *t, void *dst, size_t bytes)
     if (!t)
         return DC_ERR_ARG;
     const size_t need = (size_t)t->numel * dc_dtype_size(t->dtype);
-    if (!dst || bytes != need)
+    if (!dst)
+        return dc_error(t->ctx, DC_ERR_ARG, "dc_tensor_to_host: the destination buffer is NULL");
+    if (bytes != need)
         return dc_error(t->ctx, DC_ERR_ARG, "dc_tensor_to_host: buffer of %zu bytes for %lld %s elements (%zu bytes)",
                         bytes, (long long)t->numel, dc_dtype_name(t->dtype), need);
-    return copy_strided(t->ctx, (dc_tensor *)t, dst, true);
+    return copy_strided(t->ctx, "dc_tensor_to_host", (dc_tensor *)t, dst, true);
 }
 
 dc_status dc_tensor_from_host_copy(dc_tensor *t, const void *src, size_t bytes)
@@ -239,11 +263,13 @@ dc_status dc_tensor_from_host_copy(dc_tensor *t, const void *src, size_t bytes)
     if (!t)
         return DC_ERR_ARG;
     const size_t need = (size_t)t->numel * dc_dtype_size(t->dtype);
-    if (!src || bytes != need)
+    if (!src)
+        return dc_error(t->ctx, DC_ERR_ARG, "dc_tensor_from_host_copy: the source buffer is NULL");
+    if (bytes != need)
         return dc_error(t->ctx, DC_ERR_ARG,
                         "dc_tensor_from_host_copy: buffer of %zu bytes for %lld %s elements (%zu bytes)", bytes,
                         (long long)t->numel, dc_dtype_name(t->dtype), need);
-    return copy_strided(t->ctx, t, (void *)src, false);
+    return copy_strided(t->ctx, "dc_tensor_from_host_copy", t, (void *)src, false);
 }
 
 static int64_t element_offset(const dc_tensor *t, int64_t index)
@@ -258,8 +284,10 @@ static int64_t element_offset(const dc_tensor *t, int64_t index)
 
 dc_status dc_tensor_get(const dc_tensor *t, int64_t index, double *value)
 {
-    if (!t || !value)
+    if (!t)
         return DC_ERR_ARG;
+    if (!value)
+        return dc_error(t->ctx, DC_ERR_ARG, "dc_tensor_get: value is NULL");
     if (index < 0 || index >= t->numel)
         return dc_error(t->ctx, DC_ERR_ARG, "dc_tensor_get: index %lld outside 0..%lld", (long long)index,
                         (long long)t->numel - 1);
@@ -280,8 +308,10 @@ dc_status dc_tensor_get(const dc_tensor *t, int64_t index, double *value)
 
 dc_status dc_tensor_item(const dc_tensor *t, double *value)
 {
-    if (!t || !value)
+    if (!t)
         return DC_ERR_ARG;
+    if (!value)
+        return dc_error(t->ctx, DC_ERR_ARG, "dc_tensor_item: value is NULL");
     if (t->numel != 1) {
         char s[128];
         return dc_error(t->ctx, DC_ERR_SHAPE, "dc_tensor_item: tensor of shape %s has %lld elements, not 1",
@@ -304,12 +334,12 @@ dc_status dc_tensor_set(dc_tensor *t, int64_t index, double value)
 }
 
 /* Fills through a host staging buffer with gen(i) for each element. */
-static dc_status fill_with(dc_tensor *t, double (*gen)(dc_ctx *, const double *), const double *params)
+static dc_status fill_with(const char *fn, dc_tensor *t, double (*gen)(dc_ctx *, const double *), const double *params)
 {
     const size_t es = dc_dtype_size(t->dtype);
     void *host = malloc((size_t)(t->numel ? t->numel : 1) * es);
     if (!host)
-        return dc_error(t->ctx, DC_ERR_MEMORY, "out of memory filling a tensor");
+        return dc_error(t->ctx, DC_ERR_MEMORY, "%s: out of memory", fn);
     for (int64_t e = 0; e < t->numel; ++e) {
         double v = gen(t->ctx, params);
         if (t->dtype == DC_F32)
@@ -317,7 +347,7 @@ static dc_status fill_with(dc_tensor *t, double (*gen)(dc_ctx *, const double *)
         else
             ((double *)host)[e] = v;
     }
-    dc_status st = copy_strided(t->ctx, t, host, false);
+    dc_status st = copy_strided(t->ctx, fn, t, host, false);
     free(host);
     return st;
 }
@@ -342,7 +372,7 @@ dc_status dc_tensor_fill(dc_tensor *t, double value)
     if (!t)
         return DC_ERR_ARG;
     double p[1] = {value};
-    return fill_with(t, gen_const, p);
+    return fill_with("dc_tensor_fill", t, gen_const, p);
 }
 
 dc_status dc_tensor_fill_uniform(dc_tensor *t, double lo, double hi)
@@ -352,7 +382,7 @@ dc_status dc_tensor_fill_uniform(dc_tensor *t, double lo, double hi)
     if (!(lo <= hi))
         return dc_error(t->ctx, DC_ERR_ARG, "dc_tensor_fill_uniform: lo %g is above hi %g", lo, hi);
     double p[2] = {lo, hi};
-    return fill_with(t, gen_uniform, p);
+    return fill_with("dc_tensor_fill_uniform", t, gen_uniform, p);
 }
 
 dc_status dc_tensor_fill_normal(dc_tensor *t, double mean, double stddev)
@@ -362,5 +392,5 @@ dc_status dc_tensor_fill_normal(dc_tensor *t, double mean, double stddev)
     if (!(stddev >= 0))
         return dc_error(t->ctx, DC_ERR_ARG, "dc_tensor_fill_normal: stddev %g is negative", stddev);
     double p[2] = {mean, stddev};
-    return fill_with(t, gen_normal, p);
+    return fill_with("dc_tensor_fill_normal", t, gen_normal, p);
 }

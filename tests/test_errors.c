@@ -43,9 +43,9 @@ static void expect_status(const char *what, dc_status got, dc_status want, const
 #define EXPECT_OP_FAILS(ctx, expr, ...)                                                                                \
     do {                                                                                                               \
         dc_clear_error(ctx);                                                                                           \
-        const dc_tensor *res_ = (expr);                                                                                \
+        const void *res_ = (expr);                                                                                     \
         if (res_)                                                                                                      \
-            fail_msg("%s: expected NULL, got a tensor", #expr);                                                        \
+            fail_msg("%s: expected NULL, got a result", #expr);                                                        \
         expect_words(#expr, dc_last_error(ctx), __VA_ARGS__, (const char *)NULL);                                      \
     } while (0)
 
@@ -801,6 +801,357 @@ static void test_ctx_device_env(void **state)
         fail_msg("dc_status_name(99): expected DC_STATUS_UNKNOWN, got %s", dc_status_name((dc_status)99));
 }
 
+/* ---- every public function, each bad argument ---- */
+
+/* Every public function not exercised above, called with each kind of bad
+ * argument: NULL handles and pointers, unknown enum values, counts, ranks,
+ * axes, indices and sizes out of range, options out of range, tensors of
+ * another context or of the wrong kind. Fallible calls return their status
+ * with a message naming the function and the problem; getters return their
+ * neutral value; nothing the refused calls were given changes. */
+static void test_every_public_function_rejects_bad_arguments(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx(), *other_ctx = test_cpu_ctx();
+    const int64_t s23[2] = {2, 3}, s1[1] = {1}, s2[1] = {2}, s3[1] = {3}, s4[1] = {4}, s42[2] = {4, 2};
+    const int64_t rank8[DC_MAX_DIMS] = {1, 1, 1, 1, 1, 1, 1, 1};
+    dc_tensor *x = f64_tensor(ctx, 2, s23), *w = f64_tensor(ctx, 2, s23), *foreign = f64_tensor(other_ctx, 2, s23);
+    dc_tensor *one = f64_tensor(ctx, 1, s1), *table = f64_tensor(ctx, 2, s42), *flat = f64_tensor(ctx, 1, s4);
+    dc_tensor *deep_ids = dc_tensor_new(ctx, DC_F64, DC_MAX_DIMS, rank8);
+    const double ids_v[3] = {0.0, 4.0, 1.0}, nan_v[3] = {0.0, NAN, 1.0};
+    const double targets_v[2] = {0.0, 3.0};
+    dc_tensor *ids = test_tensor(ctx, DC_F64, 1, s3, ids_v), *nan_ids = test_tensor(ctx, DC_F64, 1, s3, nan_v);
+    dc_tensor *targets = test_tensor(ctx, DC_F64, 1, s2, targets_v), *ids32 = dc_tensor_new(ctx, DC_F32, 1, s3);
+    TEST_NONNULL(ctx, deep_ids);
+    TEST_NONNULL(ctx, ids32);
+    TEST_OK(ctx, dc_tensor_set_requires_grad(x, true));
+    dc_tape *tape = dc_tape_new(ctx), *other_tape = dc_tape_new(ctx);
+    double v = 0.0, buf[6];
+    char text[16];
+    double *x_before = test_values(x);
+
+    /* ---- NULL handles: no context to report through, the status says it ---- */
+    dc_tensor *pair[2] = {x, w};
+    const char *names1[1] = {"x"};
+    const struct {
+        const char *call;
+        dc_status got;
+    } no_handle[] = {
+        {"dc_tensor_to_host(NULL)", dc_tensor_to_host(NULL, buf, sizeof buf)},
+        {"dc_tensor_from_host_copy(NULL)", dc_tensor_from_host_copy(NULL, buf, sizeof buf)},
+        {"dc_tensor_get(NULL)", dc_tensor_get(NULL, 0, &v)},
+        {"dc_tensor_set(NULL)", dc_tensor_set(NULL, 0, 1.0)},
+        {"dc_tensor_fill_uniform(NULL)", dc_tensor_fill_uniform(NULL, 0.0, 1.0)},
+        {"dc_tensor_fill_normal(NULL)", dc_tensor_fill_normal(NULL, 0.0, 1.0)},
+        {"dc_tensor_copy(NULL, NULL)", dc_tensor_copy(NULL, NULL)},
+        {"dc_optimizer_step(NULL)", dc_optimizer_step(NULL)},
+        {"dc_clip_grad_norm(NULL ctx)", dc_clip_grad_norm(NULL, 1, &x, 1.0, NULL)},
+        {"dc_checkpoint_save(NULL ctx)", dc_checkpoint_save(NULL, "unused.ckpt", 1, &x, names1)},
+        {"dc_checkpoint_load(NULL ctx)", dc_checkpoint_load(NULL, "unused.ckpt", 1, &x, names1)},
+    };
+    for (size_t k = 0; k < sizeof no_handle / sizeof no_handle[0]; ++k)
+        expect_status(no_handle[k].call, no_handle[k].got, DC_ERR_ARG, "");
+    const struct {
+        const char *call;
+        const void *got;
+    } no_result[] = {
+        {"dc_tensor_from_host(NULL ctx)", dc_tensor_from_host(NULL, DC_F64, 2, s23, buf)},
+        {"dc_op_hard_sigmoid(NULL tape)", dc_op_hard_sigmoid(NULL, x, 1.0)},
+        {"dc_op_step_st(NULL tape)", dc_op_step_st(NULL, x, 0.5)},
+        {"dc_op_slice(NULL tape)", dc_op_slice(NULL, x, 0, 0, 1)},
+        {"dc_op_concat(NULL tape)", dc_op_concat(NULL, 2, pair, 0)},
+        {"dc_op_embedding(NULL tape)", dc_op_embedding(NULL, table, ids)},
+        {"dc_op_cross_entropy(NULL tape)", dc_op_cross_entropy(NULL, x, targets)},
+        {"dc_optimizer_adam(NULL ctx)", dc_optimizer_adam(NULL, 1, &x, NULL)},
+        {"dc_optimizer_sgd(NULL ctx)", dc_optimizer_sgd(NULL, 1, &x, 0.1, 0.0)},
+    };
+    for (size_t k = 0; k < sizeof no_result / sizeof no_result[0]; ++k)
+        if (no_result[k].got)
+            fail_msg("%s: expected NULL, got a result", no_result[k].call);
+
+    /* ---- getters: neutral values for NULL, unknown enums, absent axes ---- */
+    assert_string_equal(dc_status_name((dc_status)-1), "DC_STATUS_UNKNOWN");
+    assert_string_equal(dc_status_name(DC_STATUS_COUNT), "DC_STATUS_UNKNOWN");
+    assert_string_equal(dc_backend_name((dc_backend)9), "unknown");
+    assert_string_equal(dc_dtype_name((dc_dtype)7), "unknown");
+    assert_int_equal(dc_dtype_size((dc_dtype)7), 0);
+    assert_int_equal(dc_dtype_size((dc_dtype)-1), 0);
+    assert_int_equal(dc_ctx_backend(NULL), DC_BACKEND_CPU);
+    assert_int_equal(dc_ctx_num_threads(NULL), 1);
+    assert_string_equal(dc_ctx_device_name(NULL), "");
+    assert_null(dc_ctx_cuda_stream(NULL));
+    const dc_device_memory_stats mem = dc_ctx_device_memory(NULL);
+    assert_true(mem.bytes_reserved == 0 && mem.malloc_calls == 0 && mem.free_calls == 0);
+    dc_ctx_seed(NULL, 7);
+    dc_clear_error(NULL);
+    assert_int_equal(dc_last_status(NULL), DC_OK);
+    assert_string_equal(dc_last_error(NULL), "");
+    dc_ctx_options bad_options = dc_ctx_options_default();
+    bad_options.num_threads = -1;
+    assert_null(dc_ctx_new(&bad_options, NULL));
+    expect_status("dc_last_status(NULL) after a refused dc_ctx_new", dc_last_status(NULL), DC_ERR_ARG,
+                  dc_last_error(NULL));
+    expect_words("dc_ctx_new without a status pointer", dc_last_error(NULL), "dc_ctx_new", "num_threads", "-1",
+                 (const char *)NULL);
+
+    assert_string_equal(dc_tensor_name(NULL), "");
+    assert_int_equal(dc_tensor_dtype(NULL), DC_F32);
+    assert_int_equal(dc_tensor_ndim(NULL), 0);
+    assert_null(dc_tensor_shape(NULL));
+    assert_int_equal(dc_tensor_dim(NULL, 0), 0);
+    assert_int_equal(dc_tensor_numel(NULL), 0);
+    assert_null(dc_tensor_ctx(NULL));
+    assert_false(dc_tensor_requires_grad(NULL));
+    assert_null(dc_tensor_data(NULL));
+    assert_null(dc_tensor_strides(NULL));
+    assert_false(dc_tensor_is_contiguous(NULL));
+    assert_string_equal(dc_tensor_shape_str(NULL, text, sizeof text), "(null)");
+    assert_null(dc_tensor_shape_str(x, NULL, sizeof text));
+    text[0] = 'k';
+    assert_ptr_equal(dc_tensor_shape_str(x, text, 0), text);
+    assert_int_equal(text[0], 'k'); /* size 0: nothing written */
+    assert_string_equal(dc_tensor_shape_str(x, text, 4), "[2,");
+    assert_int_equal(dc_tensor_dim(x, 2), 0);
+    assert_int_equal(dc_tensor_dim(x, -3), 0);
+    assert_int_equal(dc_tensor_dim(x, -1), 3);
+    dc_tensor_set_name(one, "named");
+    dc_tensor_set_name(one, NULL);
+    assert_string_equal(dc_tensor_name(one), "");
+    assert_int_equal(dc_tape_set_region(NULL, 1), 0);
+    assert_true(dc_tape_region_seconds(NULL, 0) == 0.0);
+    assert_true(dc_tape_region_seconds(tape, -1) == 0.0);
+    assert_true(dc_tape_region_seconds(tape, DC_TAPE_REGIONS) == 0.0);
+    assert_true(dc_optimizer_lr(NULL) == 0.0);
+    dc_tape_set_timing(NULL, true);
+    dc_tape_clear_timing(NULL);
+    dc_optimizer_set_lr(NULL, 0.1);
+    dc_optimizer_zero_grad(NULL);
+    dc_optimizer_free(NULL);
+
+    /* ---- tensors ---- */
+    EXPECT_STATUS(ctx, dc_tensor_to_host(x, NULL, sizeof buf), DC_ERR_ARG, "dc_tensor_to_host", "NULL");
+    EXPECT_STATUS(ctx, dc_tensor_from_host_copy(x, NULL, sizeof buf), DC_ERR_ARG, "dc_tensor_from_host_copy", "NULL");
+    EXPECT_STATUS(ctx, dc_tensor_from_host_copy(x, buf, 0), DC_ERR_ARG, "dc_tensor_from_host_copy", "0 bytes", "48");
+    EXPECT_STATUS(ctx, dc_tensor_get(x, 0, NULL), DC_ERR_ARG, "dc_tensor_get", "NULL");
+    EXPECT_STATUS(ctx, dc_tensor_get(x, -1, &v), DC_ERR_ARG, "dc_tensor_get", "-1", "0..5");
+    EXPECT_STATUS(ctx, dc_tensor_get(x, INT64_MAX, &v), DC_ERR_ARG, "dc_tensor_get", "0..5");
+    EXPECT_STATUS(ctx, dc_tensor_item(one, NULL), DC_ERR_ARG, "dc_tensor_item", "NULL");
+    EXPECT_STATUS(ctx, dc_tensor_set(x, 6, 0.0), DC_ERR_ARG, "dc_tensor_set", "6", "0..5");
+    EXPECT_STATUS(ctx, dc_tensor_set(x, INT64_MIN, 0.0), DC_ERR_ARG, "dc_tensor_set", "0..5");
+    EXPECT_STATUS(ctx, dc_tensor_fill_uniform(x, NAN, 1.0), DC_ERR_ARG, "dc_tensor_fill_uniform");
+    EXPECT_STATUS(ctx, dc_tensor_fill_normal(x, 0.0, NAN), DC_ERR_ARG, "dc_tensor_fill_normal");
+    EXPECT_STATUS(ctx, dc_tensor_copy(x, NULL), DC_ERR_ARG, "dc_tensor_copy", "source", "NULL");
+    EXPECT_OP_FAILS(ctx, dc_tensor_from_host(ctx, (dc_dtype)7, 2, s23, buf), "dc_tensor_new", "dtype 7");
+    EXPECT_OP_FAILS(ctx, dc_tensor_from_host(ctx, DC_F64, DC_MAX_DIMS + 1, rank8, buf), "dc_tensor_new", "rank 9");
+
+    /* ---- tapes ---- */
+    EXPECT_OP_FAILS(ctx, dc_tape_tensor_new(tape, (dc_dtype)7, 2, s23, NULL), "dc_tape_tensor_new", "dtype 7");
+    EXPECT_OP_FAILS(ctx, dc_tape_tensor_new(tape, DC_F64, 2, NULL, NULL), "dc_tape_tensor_new", "NULL");
+    EXPECT_OP_FAILS(ctx, dc_tape_tensor_new(tape, DC_F64, -1, s23, NULL), "dc_tape_tensor_new", "rank -1");
+    EXPECT_OP_FAILS(ctx, dc_tape_scalar(tape, (dc_dtype)7, 1.0), "dc_tape_scalar", "dtype 7");
+    assert_int_equal(dc_tape_set_region(tape, 3), 0);
+    const int bad_regions[3] = {DC_TAPE_REGIONS, -1, INT32_MIN};
+    for (int k = 0; k < 3; ++k) {
+        dc_clear_error(ctx);
+        if (dc_tape_set_region(tape, bad_regions[k]) != 3)
+            fail_msg("dc_tape_set_region(tape, %d): expected the previous region 3", bad_regions[k]);
+        expect_status("dc_tape_set_region with a bad region", dc_last_status(ctx), DC_ERR_ARG, dc_last_error(ctx));
+        expect_words("dc_tape_set_region with a bad region", dc_last_error(ctx), "dc_tape_set_region", "0..7",
+                     (const char *)NULL);
+    }
+    assert_int_equal(dc_tape_set_region(tape, 0), 3); /* the bad regions left region 3 in place */
+
+    /* adjoints from elsewhere */
+    dc_tensor *y = dc_op_mul(tape, x, w), *elsewhere = dc_tape_tensor_new(other_tape, DC_F64, 2, s23, NULL);
+    TEST_NONNULL(ctx, y);
+    TEST_NONNULL(ctx, elsewhere);
+    EXPECT_STATUS(ctx, dc_backward_with(tape, y, foreign), DC_ERR_ARG, "dc_backward_with", "another context");
+    EXPECT_STATUS(ctx, dc_backward_with(tape, y, elsewhere), DC_ERR_ARG, "dc_backward_with", "another tape");
+
+    /* a gradient belongs to its tensor, a tape tensor to its tape: dc_tensor_free leaves both alone */
+    dc_tape_reset(tape);
+    dc_tensor *loss = dc_op_sum(tape, dc_op_mul(tape, x, w), 0, NULL, false);
+    TEST_NONNULL(ctx, loss);
+    TEST_OK(ctx, dc_backward(tape, loss));
+    dc_tensor_free(dc_tensor_grad(x));
+    dc_tensor_free(loss);
+    TEST_OK(ctx, dc_tensor_item(loss, &v));
+    double *gx = test_values(dc_tensor_grad(x)), *wv = test_values(w);
+    test_assert_close(gx, wv, 6, 0, 0, "x's gradient after dc_tensor_free was given it");
+    free(wv);
+
+    /* ---- ops ---- */
+    const size_t nodes = dc_tape_node_count(tape);
+    EXPECT_OP_FAILS(ctx, dc_op_hard_sigmoid(tape, NULL, 1.0), "dc_op_hard_sigmoid: input x is NULL");
+    EXPECT_OP_FAILS(ctx, dc_op_step_st(tape, NULL, 0.5), "dc_op_step_st: input x is NULL");
+    EXPECT_OP_FAILS(ctx, dc_op_hard_sigmoid(tape, foreign, 1.0), "dc_op_hard_sigmoid", "another context");
+    EXPECT_OP_FAILS(ctx, dc_op_slice(tape, NULL, 0, 0, 1), "dc_op_slice: input x is NULL");
+    EXPECT_OP_FAILS(ctx, dc_op_slice(tape, x, 2, 0, 1), "dc_op_slice", "axis 2", "[2, 3]");
+    EXPECT_OP_FAILS(ctx, dc_op_slice(tape, x, -3, 0, 1), "dc_op_slice", "axis -3", "[2, 3]");
+    EXPECT_OP_FAILS(ctx, dc_op_slice(tape, x, 1, -1, 1), "dc_op_slice", "-1", "[2, 3]");
+    EXPECT_OP_FAILS(ctx, dc_op_slice(tape, x, 1, 0, -1), "dc_op_slice", "-1", "[2, 3]");
+    EXPECT_OP_FAILS(ctx, dc_op_slice(tape, x, 1, 2, 2), "dc_op_slice", "2..3", "[2, 3]");
+    EXPECT_OP_FAILS(ctx, dc_op_slice(tape, x, 1, 4, 0), "dc_op_slice", "4", "[2, 3]");
+    EXPECT_OP_FAILS(ctx, dc_op_slice(tape, x, 1, 1, INT64_MAX), "dc_op_slice", "[2, 3]");
+    EXPECT_OP_FAILS(ctx, dc_op_slice(tape, x, 1, INT64_MAX, 1), "dc_op_slice", "[2, 3]");
+    EXPECT_OP_FAILS(ctx, dc_op_slice(tape, x, 1, INT64_MIN, 0), "dc_op_slice", "[2, 3]");
+    EXPECT_OP_FAILS(ctx, dc_op_concat(tape, 2, (dc_tensor *[2]){x, NULL}, 0), "dc_op_concat: input xs[1] is NULL");
+    EXPECT_OP_FAILS(ctx, dc_op_concat(tape, 2, NULL, 0), "dc_op_concat", "xs", "NULL");
+    EXPECT_OP_FAILS(ctx, dc_op_concat(tape, -1, pair, 0), "dc_op_concat", "-1");
+    EXPECT_OP_FAILS(ctx, dc_op_concat(tape, 2, pair, 2), "dc_op_concat", "axis 2");
+    EXPECT_OP_FAILS(ctx, dc_op_concat(tape, 2, pair, -3), "dc_op_concat", "axis -3");
+    EXPECT_OP_FAILS(ctx, dc_op_concat(tape, 2, (dc_tensor *[2]){x, foreign}, 0), "dc_op_concat", "xs[1]",
+                    "another context");
+    const int64_t too_big[2] = {INT64_MAX, 2}, too_big_inferred[3] = {INT64_MAX / 2, 4, -1};
+    EXPECT_OP_FAILS(ctx, dc_op_reshape(tape, x, 2, too_big), "dc_op_reshape", "[2, 3]");
+    EXPECT_OP_FAILS(ctx, dc_op_reshape(tape, x, 3, too_big_inferred), "dc_op_reshape", "[2, 3]");
+    EXPECT_OP_FAILS(ctx, dc_op_reshape(tape, x, -1, s23), "dc_op_reshape", "rank -1");
+    const int nine_axes[DC_MAX_DIMS + 1] = {0};
+    EXPECT_OP_FAILS(ctx, dc_op_mean(tape, x, DC_MAX_DIMS + 1, nine_axes, false), "dc_op_mean", "9 axes");
+    EXPECT_OP_FAILS(ctx, dc_op_embedding(tape, NULL, ids), "dc_op_embedding: input table is NULL");
+    EXPECT_OP_FAILS(ctx, dc_op_embedding(tape, table, NULL), "dc_op_embedding: input ids is NULL");
+    EXPECT_OP_FAILS(ctx, dc_op_embedding(tape, table, ids), "dc_op_embedding", "ids[1]", "4", "0..3");
+    EXPECT_OP_FAILS(ctx, dc_op_embedding(tape, table, nan_ids), "dc_op_embedding", "ids[1]", "0..3");
+    EXPECT_OP_FAILS(ctx, dc_op_embedding(tape, flat, ids), "dc_op_embedding", "[4]");
+    EXPECT_OP_FAILS(ctx, dc_op_embedding(tape, table, deep_ids), "dc_op_embedding", "rank 8");
+    EXPECT_OP_FAILS(ctx, dc_op_embedding(tape, table, ids32), "dc_op_embedding", "f64", "f32");
+    EXPECT_OP_FAILS(ctx, dc_op_embedding(tape, table, foreign), "dc_op_embedding", "ids", "another context");
+    EXPECT_OP_FAILS(ctx, dc_op_cross_entropy(tape, NULL, targets), "dc_op_cross_entropy: input logits is NULL");
+    EXPECT_OP_FAILS(ctx, dc_op_cross_entropy(tape, x, NULL), "dc_op_cross_entropy: input targets is NULL");
+    EXPECT_OP_FAILS(ctx, dc_op_cross_entropy(tape, x, targets), "dc_op_cross_entropy", "targets[1]", "3", "0..2");
+    EXPECT_OP_FAILS(ctx, dc_op_cross_entropy(tape, x, ids), "dc_op_cross_entropy", "[2, 3]", "[3]");
+    EXPECT_OP_FAILS(ctx, dc_op_cross_entropy(tape, flat, targets), "dc_op_cross_entropy", "[4]", "[2]");
+    if (dc_tape_node_count(tape) != nodes)
+        fail_msg("refused ops recorded %zu nodes", dc_tape_node_count(tape) - nodes);
+
+    /* ---- broadcast functions ---- */
+    dc_bfn stale = *DC_BFN_REF(polar_pair);
+    stale.abi_version = DC_BFN_ABI_VERSION + 1;
+    dc_tensor *outputs[2] = {NULL, NULL};
+    EXPECT_STATUS(ctx, dc_broadcast(tape, &stale, 2, pair, 2, outputs), DC_ERR_ARG, "dc_broadcast", "polar_pair",
+                  "interface version", "rebuild");
+    EXPECT_OP_FAILS(ctx, dc_broadcast1(tape, DC_BFN_REF(gated_scale), 3, NULL), "dc_broadcast(gated_scale)", "inputs",
+                    "NULL");
+
+    /* ---- gradient check ---- */
+    dc_tensor *on_tape = dc_tape_tensor_new(tape, DC_F64, 2, s23, NULL);
+    TEST_NONNULL(ctx, on_tape);
+    EXPECT_STATUS(ctx, dc_gradcheck(ctx, sum_loss, NULL, 1, NULL, NULL, NULL), DC_ERR_ARG, "dc_gradcheck", "input");
+    EXPECT_STATUS(ctx, dc_gradcheck(ctx, sum_loss, NULL, -1, &x, NULL, NULL), DC_ERR_ARG, "dc_gradcheck", "input");
+    EXPECT_STATUS(ctx, dc_gradcheck(ctx, sum_loss, NULL, 1, (dc_tensor *[1]){NULL}, NULL, NULL), DC_ERR_ARG,
+                  "dc_gradcheck", "input 0 is NULL");
+    EXPECT_STATUS(ctx, dc_gradcheck(ctx, sum_loss, NULL, 1, &on_tape, NULL, NULL), DC_ERR_ARG, "dc_gradcheck",
+                  "tape tensor");
+    const struct {
+        const char *field;
+        dc_gradcheck_options options;
+    } bad_check[] = {
+        {"eps", {0.0, 1e-8, 1e-6, 0}},
+        {"eps", {NAN, 1e-8, 1e-6, 0}},
+        {"eps", {-1e-6, 1e-8, 1e-6, 0}},
+        {"eps", {INFINITY, 1e-8, 1e-6, 0}},
+        {"atol", {1e-6, -1.0, 1e-6, 0}},
+        {"rtol", {1e-6, 1e-8, NAN, 0}},
+        {"max_per_input", {1e-6, 1e-8, 1e-6, -1}},
+    };
+    for (size_t k = 0; k < sizeof bad_check / sizeof bad_check[0]; ++k) {
+        dc_gradcheck_report report = {.checked = -7};
+        EXPECT_STATUS(ctx, dc_gradcheck(ctx, sum_loss, NULL, 1, &x, &bad_check[k].options, &report), DC_ERR_ARG,
+                      "dc_gradcheck", bad_check[k].field);
+        if (report.checked != -7)
+            fail_msg("dc_gradcheck with a bad %s wrote the report", bad_check[k].field);
+    }
+
+    /* ---- optimizers and clipping ---- */
+    dc_tensor *no_param[1] = {NULL};
+    EXPECT_OP_FAILS(ctx, dc_optimizer_adam(ctx, 0, &x, NULL), "dc_optimizer_adam", "parameter");
+    EXPECT_OP_FAILS(ctx, dc_optimizer_adam(ctx, -1, &x, NULL), "dc_optimizer_adam", "parameter");
+    EXPECT_OP_FAILS(ctx, dc_optimizer_adam(ctx, 1, NULL, NULL), "dc_optimizer_adam", "parameter");
+    EXPECT_OP_FAILS(ctx, dc_optimizer_adam(ctx, 1, no_param, NULL), "dc_optimizer_adam", "parameter 0 is NULL");
+    EXPECT_OP_FAILS(ctx, dc_optimizer_adam(ctx, 1, &on_tape, NULL), "dc_optimizer_adam", "persistent");
+    EXPECT_OP_FAILS(ctx, dc_optimizer_adam(ctx, 1, &foreign, NULL), "dc_optimizer_adam", "parameter 0",
+                    "another context");
+    EXPECT_OP_FAILS(ctx, dc_optimizer_sgd(ctx, 1, no_param, 0.1, 0.0), "dc_optimizer_sgd", "parameter 0 is NULL");
+    EXPECT_OP_FAILS(ctx, dc_optimizer_sgd(ctx, 1, &foreign, 0.1, 0.0), "dc_optimizer_sgd", "another context");
+    EXPECT_OP_FAILS(ctx, dc_optimizer_sgd(ctx, 1, &x, 0.1, -0.5), "dc_optimizer_sgd", "momentum");
+    const dc_adam_options good = dc_adam_options_default();
+    dc_adam_options bad_adam[5] = {good, good, good, good, good};
+    bad_adam[0].lr = -1.0;
+    bad_adam[1].beta1 = 1.0;
+    bad_adam[2].beta2 = NAN;
+    bad_adam[3].eps = 0.0;
+    bad_adam[4].weight_decay = -0.1;
+    for (int k = 0; k < 5; ++k)
+        EXPECT_OP_FAILS(ctx, dc_optimizer_adam(ctx, 1, &x, &bad_adam[k]), "dc_optimizer_adam", "out of range");
+    dc_optimizer *opt = dc_optimizer_sgd(ctx, 1, &x, 0.25, 0.0);
+    TEST_NONNULL(ctx, opt);
+    const double bad_lr[3] = {-1.0, NAN, -INFINITY};
+    for (int k = 0; k < 3; ++k) {
+        dc_clear_error(ctx);
+        dc_optimizer_set_lr(opt, bad_lr[k]);
+        if (dc_optimizer_lr(opt) != 0.25)
+            fail_msg("dc_optimizer_set_lr(opt, %g) changed the learning rate to %g", bad_lr[k], dc_optimizer_lr(opt));
+        expect_status("dc_optimizer_set_lr with a bad rate", dc_last_status(ctx), DC_ERR_ARG, dc_last_error(ctx));
+        expect_words("dc_optimizer_set_lr with a bad rate", dc_last_error(ctx), "dc_optimizer_set_lr", "learning rate",
+                     (const char *)NULL);
+    }
+    dc_optimizer_free(opt);
+    EXPECT_STATUS(ctx, dc_clip_grad_norm(ctx, -1, &x, 1.0, NULL), DC_ERR_ARG, "dc_clip_grad_norm", "-1");
+    EXPECT_STATUS(ctx, dc_clip_grad_norm(ctx, 1, NULL, 1.0, NULL), DC_ERR_ARG, "dc_clip_grad_norm", "NULL");
+    EXPECT_STATUS(ctx, dc_clip_grad_norm(ctx, 1, no_param, 1.0, NULL), DC_ERR_ARG, "dc_clip_grad_norm", "tensor 0",
+                  "NULL");
+    EXPECT_STATUS(ctx, dc_clip_grad_norm(ctx, 1, &x, NAN, NULL), DC_ERR_ARG, "dc_clip_grad_norm", "max_norm");
+    EXPECT_STATUS(ctx, dc_clip_grad_norm(ctx, 1, &x, 0.0, NULL), DC_ERR_ARG, "dc_clip_grad_norm", "max_norm");
+    EXPECT_STATUS(ctx, dc_clip_grad_norm(ctx, 1, &foreign, 1.0, NULL), DC_ERR_ARG, "dc_clip_grad_norm", "tensor 0",
+                  "another context");
+
+    /* ---- checkpoints ---- */
+    const char *path = "test_errors_refused.ckpt", *no_dir = "/nonexistent-dualcast-dir/x.ckpt";
+    const char *no_name[1] = {NULL};
+    remove(path);
+    EXPECT_STATUS(ctx, dc_checkpoint_save(ctx, NULL, 1, &x, names1), DC_ERR_ARG, "dc_checkpoint_save", "path");
+    EXPECT_STATUS(ctx, dc_checkpoint_save(ctx, path, -1, &x, names1), DC_ERR_ARG, "dc_checkpoint_save", "-1");
+    EXPECT_STATUS(ctx, dc_checkpoint_save(ctx, path, 1, NULL, names1), DC_ERR_ARG, "dc_checkpoint_save", "tensors",
+                  "NULL");
+    EXPECT_STATUS(ctx, dc_checkpoint_save(ctx, path, 1, &x, NULL), DC_ERR_ARG, "dc_checkpoint_save", "names", "NULL");
+    EXPECT_STATUS(ctx, dc_checkpoint_save(ctx, path, 1, no_param, names1), DC_ERR_ARG, "dc_checkpoint_save", "0",
+                  "NULL");
+    EXPECT_STATUS(ctx, dc_checkpoint_save(ctx, path, 1, &x, no_name), DC_ERR_ARG, "dc_checkpoint_save", "0", "NULL");
+    EXPECT_STATUS(ctx, dc_checkpoint_save(ctx, no_dir, 1, &x, names1), DC_ERR_IO, "dc_checkpoint_save", no_dir);
+    FILE *written = fopen(path, "rb");
+    if (written) {
+        fclose(written);
+        remove(path);
+        fail_msg("refused saves wrote %s", path);
+    }
+    EXPECT_STATUS(ctx, dc_checkpoint_load(ctx, NULL, 1, &x, names1), DC_ERR_ARG, "dc_checkpoint_load", "path");
+    EXPECT_STATUS(ctx, dc_checkpoint_load(ctx, path, -1, &x, names1), DC_ERR_ARG, "dc_checkpoint_load", "-1");
+    EXPECT_STATUS(ctx, dc_checkpoint_load(ctx, path, 1, NULL, names1), DC_ERR_ARG, "dc_checkpoint_load", "tensors",
+                  "NULL");
+    EXPECT_STATUS(ctx, dc_checkpoint_load(ctx, path, 1, &x, NULL), DC_ERR_ARG, "dc_checkpoint_load", "names", "NULL");
+    EXPECT_STATUS(ctx, dc_checkpoint_load(ctx, path, 1, no_param, names1), DC_ERR_ARG, "dc_checkpoint_load", "0",
+                  "NULL");
+    EXPECT_STATUS(ctx, dc_checkpoint_load(ctx, path, 1, &x, no_name), DC_ERR_ARG, "dc_checkpoint_load", "0", "NULL");
+    EXPECT_STATUS(ctx, dc_checkpoint_load(ctx, no_dir, 1, &x, names1), DC_ERR_IO, "dc_checkpoint_load", no_dir);
+
+    /* nothing refused changed the values or the gradient */
+    double *x_after = test_values(x), *gx_after = test_values(dc_tensor_grad(x));
+    test_assert_close(x_after, x_before, 6, 0, 0, "x after the refused calls");
+    test_assert_close(gx_after, gx, 6, 0, 0, "x's gradient after the refused calls");
+    free(x_before);
+    free(x_after);
+    free(gx);
+    free(gx_after);
+    expect_tape_usable(ctx, tape);
+    dc_tape_free(tape);
+    dc_tape_free(other_tape);
+    dc_tensor *owned[] = {x, w, foreign, one, table, flat, deep_ids, ids, nan_ids, targets, ids32};
+    for (size_t k = 0; k < sizeof owned / sizeof owned[0]; ++k)
+        dc_tensor_free(owned[k]);
+    dc_ctx_free(ctx);
+    dc_ctx_free(other_ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -819,6 +1170,7 @@ int main(void)
         cmocka_unit_test(test_requires_grad_on_non_leaf),
         cmocka_unit_test(test_ctx_cuda_unavailable),
         cmocka_unit_test(test_ctx_device_env),
+        cmocka_unit_test(test_every_public_function_rejects_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

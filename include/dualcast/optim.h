@@ -37,7 +37,8 @@ dc_status dc_optimizer_step(dc_optimizer *opt);
 void dc_optimizer_zero_grad(dc_optimizer *opt);
 
 /* Sets / returns the learning rate (for a schedule). It also scales Adam's
- * decoupled weight decay; the bias correction is unaffected. */
+ * decoupled weight decay; the bias correction is unaffected. A negative or
+ * NaN rate is refused with DC_ERR_ARG in dc_last_error, the rate unchanged. */
 void dc_optimizer_set_lr(dc_optimizer *opt, double lr);
 double dc_optimizer_lr(const dc_optimizer *opt);
 

@@ -70,8 +70,10 @@ dc_ctx *dc_tape_ctx(const dc_tape *tape);
 
 /* Regions attribute backward work to parts of a model. Nodes recorded after
  * dc_tape_set_region(tape, r) belong to region r (0 to DC_TAPE_REGIONS - 1;
- * 0 by default); with timing on, each backward pass adds the time spent in
- * the adjoints of a region's nodes to dc_tape_region_seconds(tape, r). */
+ * 0 by default; another r is refused with DC_ERR_ARG in dc_last_error and
+ * the region stays as it was); with timing on, each backward pass adds the
+ * time spent in the adjoints of a region's nodes to
+ * dc_tape_region_seconds(tape, r). */
 #define DC_TAPE_REGIONS 8
 int dc_tape_set_region(dc_tape *tape, int region); /* returns the previous region */
 /* Turns the timing of backward passes on or off (off by default). */

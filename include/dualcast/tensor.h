@@ -28,10 +28,10 @@ typedef enum dc_dtype {
 
 typedef struct dc_tensor dc_tensor;
 
-/* "f32" or "f64". */
+/* "f32" or "f64"; "unknown" for any other value. */
 const char *dc_dtype_name(dc_dtype dtype);
 
-/* Bytes per element: 4 or 8. */
+/* Bytes per element: 4 or 8; 0 for an unknown dtype. */
 size_t dc_dtype_size(dc_dtype dtype);
 
 /* A new persistent tensor filled with zeros. `shape` may be NULL when ndim is
@@ -44,7 +44,8 @@ dc_tensor *dc_tensor_from_host(dc_ctx *ctx, dc_dtype dtype, int ndim, const int6
                                const void *data);
 
 /* Frees a persistent tensor and its gradient. NULL is allowed. Tape tensors
- * are left alone: their tape frees them. */
+ * and gradients (dc_tensor_grad) are left alone: their tape or their tensor
+ * frees them. */
 void dc_tensor_free(dc_tensor *tensor);
 
 /* Names the tensor for error messages (copied, truncated to 31 characters). */

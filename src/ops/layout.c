@@ -65,6 +65,7 @@ dc_tensor *dc_op_reshape(dc_tape *tape, dc_tensor *x, int ndim, const int64_t *s
     int64_t s[DC_MAX_DIMS];
     int infer = -1;
     int64_t known = 1;
+    bool too_large = false; /* the given sizes multiply past INT64_MAX */
     for (int d = 0; d < ndim; ++d) {
         s[d] = shape[d];
         if (shape[d] == -1 && infer < 0) {
@@ -73,13 +74,15 @@ dc_tensor *dc_op_reshape(dc_tape *tape, dc_tensor *x, int ndim, const int64_t *s
             dc_error(ctx, DC_ERR_SHAPE, "dc_op_reshape: size %lld at axis %d (only one -1 is allowed)",
                      (long long)shape[d], d);
             return NULL;
+        } else if (shape[d] > 0 && known > INT64_MAX / shape[d]) {
+            too_large = true;
         } else {
             known *= shape[d];
         }
     }
     if (infer >= 0)
         s[infer] = known ? x->numel / known : 0;
-    if (dc_shape_numel(ndim, s) != x->numel || (infer >= 0 && known == 0)) {
+    if (too_large || dc_shape_numel(ndim, s) != x->numel || (infer >= 0 && known == 0)) {
         char sx[128], sn[128];
         dc_error(ctx, DC_ERR_SHAPE, "dc_op_reshape: cannot reshape %s (%lld elements) to %s",
                  dc_tensor_shape_str(x, sx, sizeof sx), (long long)x->numel, dc_shape_format(sn, sizeof sn, ndim, shape));
@@ -134,9 +137,14 @@ dc_tensor *dc_op_slice(dc_tape *tape, dc_tensor *x, int axis, int64_t start, int
                  dc_tensor_shape_str(x, s, sizeof s));
         return NULL;
     }
-    if (start < 0 || length < 0 || start + length > x->shape[a]) {
-        dc_error(tape->ctx, DC_ERR_ARG, "dc_op_slice: elements %lld..%lld of axis %d are outside shape %s",
-                 (long long)start, (long long)(start + length - 1), axis, dc_tensor_shape_str(x, s, sizeof s));
+    if (start < 0 || length < 0 || start > x->shape[a] || length > x->shape[a] - start) {
+        if (length > 0 && start <= INT64_MAX - (length - 1))
+            dc_error(tape->ctx, DC_ERR_ARG, "dc_op_slice: elements %lld..%lld of axis %d are outside shape %s",
+                     (long long)start, (long long)(start + (length - 1)), axis, dc_tensor_shape_str(x, s, sizeof s));
+        else
+            dc_error(tape->ctx, DC_ERR_ARG,
+                     "dc_op_slice: length %lld from element %lld of axis %d does not fit shape %s", (long long)length,
+                     (long long)start, axis, dc_tensor_shape_str(x, s, sizeof s));
         return NULL;
     }
     int64_t shape[DC_MAX_DIMS];
@@ -187,8 +195,12 @@ dc_tensor *dc_op_concat(dc_tape *tape, int n, dc_tensor *const *xs, int axis)
     if (!tape)
         return NULL;
     dc_ctx *ctx = tape->ctx;
-    if (n <= 0 || !xs) {
+    if (n <= 0) {
         dc_error(ctx, DC_ERR_ARG, "dc_op_concat: %d tensors given; join at least one", n);
+        return NULL;
+    }
+    if (!xs) {
+        dc_error(ctx, DC_ERR_ARG, "dc_op_concat: xs is NULL for %d tensors", n);
         return NULL;
     }
     for (int i = 0; i < n; ++i) {

@@ -1,3 +1,4 @@
+#include <stdlib.h>
 #include <string.h>
 
 #include "../cuda/cuda_backend.h"
@@ -145,11 +146,31 @@ const dc_tensor *dc_grad_contiguous(dc_tape *tape, const dc_tensor *t)
     return c;
 }
 
+/* A copy between contexts of which one runs on a GPU goes through host
+ * memory: one context's kernels cannot read the other's memory, nor wait for
+ * its stream. */
+static dc_status copy_through_host(dc_tensor *dst, const dc_tensor *src)
+{
+    const size_t bytes = (size_t)src->numel * dc_dtype_size(src->dtype);
+    void *host = malloc(bytes ? bytes : 1);
+    if (!host)
+        return dc_error(dst->ctx, DC_ERR_MEMORY, "dc_tensor_copy: out of memory for %zu bytes", bytes);
+    dc_status st = dc_tensor_to_host(src, host, bytes);
+    if (st != DC_OK)
+        dc_error(dst->ctx, st, "dc_tensor_copy: reading the source failed: %s", dc_last_error(src->ctx));
+    else
+        st = dc_tensor_from_host_copy(dst, host, bytes);
+    free(host);
+    return st;
+}
+
 dc_status dc_tensor_copy(dc_tensor *dst, const dc_tensor *src)
 {
-    if (!dst || !src)
+    if (!dst)
         return DC_ERR_ARG;
     dc_ctx *ctx = dst->ctx;
+    if (!src)
+        return dc_error(ctx, DC_ERR_ARG, "dc_tensor_copy: the source is NULL");
     if (dst->dtype != src->dtype)
         return dc_error(ctx, DC_ERR_DTYPE, "dc_tensor_copy: destination is %s, source is %s",
                         dc_dtype_name(dst->dtype), dc_dtype_name(src->dtype));
@@ -161,6 +182,8 @@ dc_status dc_tensor_copy(dc_tensor *dst, const dc_tensor *src)
         return dc_error(ctx, DC_ERR_SHAPE, "dc_tensor_copy: destination %s and source %s differ in shape",
                         dc_tensor_shape_str(dst, a, sizeof a), dc_tensor_shape_str(src, b, sizeof b));
     }
+    if (src->ctx != ctx && (src->ctx->cuda || ctx->cuda))
+        return copy_through_host(dst, src);
     dc_loop_in li;
     dc_loop_in_tensor(&li, src, dst->ndim, dst->shape);
     dc_loop_out lo;
