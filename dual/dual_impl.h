@@ -26,8 +26,9 @@
 /* Tangent times a local derivative that can be infinite or NaN for a finite
  * input (sqrt and log at 0, pow, division by 0): a zero tangent contributes
  * zero, so a singularity in one input never poisons the partials of the
- * others. Derivatives that stay finite (exp, tanh, sigmoid, products) use the
- * plain product, which costs less. */
+ * others; so does exp, whose derivative overflows with it. Derivatives that
+ * stay finite (tanh, sigmoid, softplus, products) use the plain product,
+ * which costs less. */
 #define DC_TMUL(tangent, deriv) (DC_KNOWN_ZERO(tangent) ? (tangent) : DC_SCAL(adj_mul)(tangent, deriv))
 
 /* With one partial the struct would be exactly two scalars wide, a size gcc
@@ -175,10 +176,11 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(sdiv)(DC_DUAL_S s, DC_DUAL_T b)
 
 /* ---- elementary functions ---- */
 
+/* exp is its own derivative, infinite where it overflows */
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(exp)(DC_DUAL_T a)
 {
     const DC_DUAL_S y = DC_SCAL(exp)(a.v);
-    return DC_DFN(chain)(a, y, y);
+    return DC_DFN(chain_singular)(a, y, y);
 }
 
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(log)(DC_DUAL_T a)
@@ -191,10 +193,11 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(log1p)(DC_DUAL_T a)
     return DC_DFN(chain_singular)(a, DC_SCAL(log1p)(a.v), (DC_DUAL_S)1 / ((DC_DUAL_S)1 + a.v));
 }
 
-/* the derivative is exp(x) itself: y + 1 would cancel for negative x */
+/* the derivative is exp(x) itself (y + 1 would cancel for negative x),
+ * infinite where it overflows */
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(expm1)(DC_DUAL_T a)
 {
-    return DC_DFN(chain)(a, DC_SCAL(expm1)(a.v), DC_SCAL(exp)(a.v));
+    return DC_DFN(chain_singular)(a, DC_SCAL(expm1)(a.v), DC_SCAL(exp)(a.v));
 }
 
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(sqrt)(DC_DUAL_T a)

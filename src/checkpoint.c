@@ -307,15 +307,24 @@ dc_status dc_checkpoint_load(dc_ctx *ctx, const char *path, int n, dc_tensor *co
             st = dc_error(ctx, DC_ERR_SHAPE, "dc_checkpoint_load: %s has no tensor named \"%s\"", path, names[i]);
             break;
         }
-        bool same = match[i]->ndim == t->ndim && match[i]->dtype == t->dtype;
-        for (int d = 0; same && d < t->ndim; ++d)
-            same = match[i]->shape[d] == t->shape[d];
-        if (!same) {
+        bool same_shape = match[i]->ndim == t->ndim;
+        for (int d = 0; same_shape && d < t->ndim; ++d)
+            same_shape = match[i]->shape[d] == t->shape[d];
+        if (!same_shape || match[i]->dtype != t->dtype) {
             char want[128], got[128];
-            st = dc_error(ctx, DC_ERR_SHAPE, "dc_checkpoint_load: \"%s\" is %s %s in %s but the tensor is %s %s",
+            st = dc_error(ctx, same_shape ? DC_ERR_DTYPE : DC_ERR_SHAPE,
+                          "dc_checkpoint_load: \"%s\" is %s %s in %s but the tensor is %s %s",
                           names[i], dc_dtype_name(match[i]->dtype),
                           dc_shape_format(got, sizeof got, match[i]->ndim, match[i]->shape), path,
                           dc_dtype_name(t->dtype), dc_tensor_shape_str(t, want, sizeof want));
+            break;
+        }
+        /* refused here, not half way through the copies below */
+        if (t->ctx->cuda && !dc_tensor_is_contiguous(t)) {
+            st = dc_error(ctx, DC_ERR_UNSUPPORTED,
+                          "dc_checkpoint_load: \"%s\" is a strided view on the device; load into a contiguous tensor",
+                          names[i]);
+            break;
         }
     }
     for (int i = 0; st == DC_OK && i < n; ++i)

@@ -84,8 +84,10 @@ dc_status dc_gradcheck(dc_ctx *ctx, dc_gradcheck_fn fn, void *user, int n_inputs
         if (!t->requires_grad)
             continue;
         const int64_t n = t->numel;
-        const int64_t step = (o.max_per_input > 0 && n > o.max_per_input) ? n / o.max_per_input : 1;
-        for (int64_t e = 0; e < n && st == DC_OK; e += step) {
+        /* element j * n / count for j < count: at most max_per_input, spread evenly */
+        const int64_t count = (o.max_per_input > 0 && n > o.max_per_input) ? o.max_per_input : n;
+        for (int64_t j = 0; j < count && st == DC_OK; ++j) {
+            const int64_t e = j * (n / count) + j * (n % count) / count; /* j * n / count */
             double orig, lp, lm;
             st = dc_tensor_get(t, e, &orig);
             if (st == DC_OK)

@@ -142,24 +142,30 @@ void dc_optimizer_zero_grad(dc_optimizer *opt)
         dc_tensor_zero_grad(opt->params[i]);
 }
 
+/* Elements from which an update or a sum is split over the threads. */
+#define PARALLEL_MIN 65536
+
 /* the square root in the parameter's own precision, as on the device */
 static inline float sqrt_float(float x) { return __builtin_sqrtf(x); }
 static inline double sqrt_double(double x) { return __builtin_sqrt(x); }
 
 #define DEFINE_UPDATES(T)                                                                          \
-    static void adam_##T(int64_t n, T *restrict w, const T *restrict g, T *restrict m, T *restrict v, T lr_t, \
-                         T b1, T b2, T eps_t, T decay)                                             \
+    static void adam_##T(int n_threads, int64_t n, T *restrict w, const T *restrict g, T *restrict m, \
+                         T *restrict v, T lr_t, T b1, T b2, T eps_t, T decay)                      \
     {                                                                                              \
-        _Pragma("omp parallel for simd if (n > 65536) schedule(static)") for (int64_t e = 0; e < n; ++e) \
+        _Pragma("omp parallel for simd num_threads(n_threads) if (n > PARALLEL_MIN) schedule(static)") \
+        for (int64_t e = 0; e < n; ++e)                                                            \
         {                                                                                          \
             m[e] = b1 * m[e] + (1 - b1) * g[e];                                                    \
             v[e] = b2 * v[e] + (1 - b2) * g[e] * g[e];                                             \
             w[e] -= lr_t * m[e] / (sqrt_##T(v[e]) + eps_t) + decay * w[e];                         \
         }                                                                                          \
     }                                                                                              \
-    static void sgd_##T(int64_t n, T *restrict w, const T *restrict g, T *restrict buf, T lr, T mu) \
+    static void sgd_##T(int n_threads, int64_t n, T *restrict w, const T *restrict g, T *restrict buf, T lr, \
+                        T mu)                                                                      \
     {                                                                                              \
-        _Pragma("omp parallel for simd if (n > 65536) schedule(static)") for (int64_t e = 0; e < n; ++e) \
+        _Pragma("omp parallel for simd num_threads(n_threads) if (n > PARALLEL_MIN) schedule(static)") \
+        for (int64_t e = 0; e < n; ++e)                                                            \
         {                                                                                          \
             buf[e] = mu * buf[e] + g[e];                                                           \
             w[e] -= lr * buf[e];                                                                   \
@@ -179,14 +185,15 @@ dc_status dc_optimizer_step(dc_optimizer *opt)
         const dc_tensor *g = dc_tensor_grad(w);
         if (!g)
             continue;
+        if (!dc_tensor_is_contiguous(g))
+            return dc_error(opt->ctx, DC_ERR_ARG, "dc_optimizer_step: the gradient of parameter %d is a view", i);
         /* Bias correction, folded into the step size and epsilon, counts
          * the updates this parameter received. */
         const int64_t t = ++opt->steps[i];
         const double c1 = 1.0 - pow(b1, (double)t), c2 = 1.0 - pow(b2, (double)t);
         const double lr_t = opt->lr * sqrt(c2) / c1, eps_t = opt->adam.eps * sqrt(c2);
-        if (!dc_tensor_is_contiguous(g))
-            return dc_error(opt->ctx, DC_ERR_ARG, "dc_optimizer_step: the gradient of parameter %d is a view", i);
         const int64_t n = w->numel;
+        const int nt = opt->ctx->num_threads;
         if (opt->ctx->cuda) {
             dc_status st = opt->kind == OPT_ADAM ? dc_cuda_adam(opt->ctx, w->dtype, n, w->data, g->data, opt->m[i]->data,
                                                                 opt->v[i]->data, lr_t, b1, b2, eps_t, decay)
@@ -198,18 +205,48 @@ dc_status dc_optimizer_step(dc_optimizer *opt)
         }
         if (opt->kind == OPT_ADAM) {
             if (w->dtype == DC_F32)
-                adam_float(n, w->data, g->data, opt->m[i]->data, opt->v[i]->data, (float)lr_t, (float)b1,
+                adam_float(nt, n, w->data, g->data, opt->m[i]->data, opt->v[i]->data, (float)lr_t, (float)b1,
                            (float)b2, (float)eps_t, (float)decay);
             else
-                adam_double(n, w->data, g->data, opt->m[i]->data, opt->v[i]->data, lr_t, b1, b2, eps_t, decay);
+                adam_double(nt, n, w->data, g->data, opt->m[i]->data, opt->v[i]->data, lr_t, b1, b2, eps_t, decay);
         } else {
             if (w->dtype == DC_F32)
-                sgd_float(n, w->data, g->data, opt->m[i]->data, (float)opt->lr, (float)opt->momentum);
+                sgd_float(nt, n, w->data, g->data, opt->m[i]->data, (float)opt->lr, (float)opt->momentum);
             else
-                sgd_double(n, w->data, g->data, opt->m[i]->data, opt->lr, opt->momentum);
+                sgd_double(nt, n, w->data, g->data, opt->m[i]->data, opt->lr, opt->momentum);
         }
     }
     return DC_OK;
+}
+
+/* The sum of squares of g's elements in double, in SUM_BLOCKS fixed blocks
+ * added in block order: the same result on any number of threads. */
+enum { SUM_BLOCKS = 64 };
+static double sum_squares(const dc_tensor *g, int n_threads)
+{
+    const int64_t n = g->numel;
+    double part[SUM_BLOCKS];
+#pragma omp parallel for num_threads(n_threads) if (n > PARALLEL_MIN) schedule(static)
+    for (int b = 0; b < SUM_BLOCKS; ++b) {
+        const int64_t e0 = n * b / SUM_BLOCKS, e1 = n * (b + 1) / SUM_BLOCKS;
+        double s = 0;
+        if (g->dtype == DC_F32) {
+            const float *x = g->data;
+#pragma omp simd reduction(+ : s)
+            for (int64_t e = e0; e < e1; ++e)
+                s += (double)x[e] * x[e];
+        } else {
+            const double *x = g->data;
+#pragma omp simd reduction(+ : s)
+            for (int64_t e = e0; e < e1; ++e)
+                s += x[e] * x[e];
+        }
+        part[b] = s;
+    }
+    double total = 0;
+    for (int b = 0; b < SUM_BLOCKS; ++b)
+        total += part[b];
+    return total;
 }
 
 dc_status dc_clip_grad_norm(dc_ctx *ctx, int n, dc_tensor *const *params, double max_norm, double *norm)
@@ -239,26 +276,14 @@ dc_status dc_clip_grad_norm(dc_ctx *ctx, int n, dc_tensor *const *params, double
     }
     for (int i = 0; !ctx->cuda && i < n; ++i) {
         const dc_tensor *g = dc_tensor_grad(params[i]);
-        if (!g)
-            continue;
-        double s = 0;
-        if (g->dtype == DC_F32) {
-            const float *x = g->data;
-#pragma omp parallel for simd reduction(+ : s) if (g->numel > 65536)
-            for (int64_t e = 0; e < g->numel; ++e)
-                s += (double)x[e] * x[e];
-        } else {
-            const double *x = g->data;
-#pragma omp parallel for simd reduction(+ : s) if (g->numel > 65536)
-            for (int64_t e = 0; e < g->numel; ++e)
-                s += x[e] * x[e];
-        }
-        total += s;
+        if (g)
+            total += sum_squares(g, ctx->num_threads);
     }
     const double global = sqrt(total);
     if (norm)
         *norm = global;
-    if (!(global > max_norm))
+    /* NaN fails the comparison; an infinite norm would scale by zero */
+    if (!(global > max_norm) || isinf(global))
         return DC_OK;
     const double scale = max_norm / global;
     for (int i = 0; i < n; ++i) {

@@ -264,11 +264,13 @@ dc_status dc_op_check_args(dc_tape *tape, const char *op, int n, dc_tensor *cons
     for (int i = 0; i < n; ++i) {
         if (in[i])
             continue;
-        /* Keep the cause when the NULL came from a failed op. */
+        /* Keep the cause, status and message, when the NULL came from a
+         * failed op: the context's last error. */
         char cause[sizeof tape->ctx->error];
         memcpy(cause, tape->ctx->error, sizeof cause);
-        if (cause[0])
-            return dc_error(tape->ctx, DC_ERR_ARG, "%s: input %s is NULL (after: %s)", op, labels[i], cause);
+        const dc_status cause_status = tape->ctx->status;
+        if (cause[0] && cause_status != DC_OK)
+            return dc_error(tape->ctx, cause_status, "%s: input %s is NULL (after: %s)", op, labels[i], cause);
         return dc_error(tape->ctx, DC_ERR_ARG, "%s: input %s is NULL", op, labels[i]);
     }
     for (int i = 0; i < n; ++i) {

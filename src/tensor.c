@@ -358,7 +358,25 @@ static double gen_const(dc_ctx *ctx, const double *p)
     return p[0];
 }
 
-static double gen_uniform(dc_ctx *ctx, const double *p) { return p[0] + (p[1] - p[0]) * dc_rng_uniform(ctx); }
+/* p: lo, hi and the largest value of the dtype below hi. Rounding to the
+ * dtype could reach hi; the cap keeps every value in [lo, hi), or at lo when
+ * no value of the dtype lies there (lo == hi). */
+static double gen_uniform(dc_ctx *ctx, const double *p)
+{
+    const double v = fmin(p[0] + (p[1] - p[0]) * dc_rng_uniform(ctx), p[2]);
+    return v < p[0] ? p[0] : v;
+}
+
+/* The largest value of dtype below x. */
+static double below(dc_dtype dtype, double x)
+{
+    if (dtype == DC_F64)
+        return nextafter(x, -INFINITY);
+    float f = (float)x;
+    while ((double)f >= x)
+        f = nextafterf(f, -INFINITY);
+    return f;
+}
 
 static double gen_normal(dc_ctx *ctx, const double *p)
 {
@@ -381,7 +399,7 @@ dc_status dc_tensor_fill_uniform(dc_tensor *t, double lo, double hi)
         return DC_ERR_ARG;
     if (!(lo <= hi))
         return dc_error(t->ctx, DC_ERR_ARG, "dc_tensor_fill_uniform: lo %g is above hi %g", lo, hi);
-    double p[2] = {lo, hi};
+    double p[3] = {lo, hi, below(t->dtype, hi)};
     return fill_with("dc_tensor_fill_uniform", t, gen_uniform, p);
 }
 

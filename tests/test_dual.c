@@ -676,7 +676,7 @@ static void test_adj_mul(void **state)
 /* ---- zero tangents stay zero next to an infinite local derivative ---- */
 
 /* At x = 0, sqrt and x^0.5 have a finite value and an infinite derivative
- * (log an infinite one).
+ * (log an infinite one); exp overflows with its derivative.
  * A partial whose tangent is zero (the value does not depend on that input)
  * must stay 0, not become inf * 0 = NaN; the same for the exponent's partial
  * of 0^b (0 for b > 0, as dual_impl.h documents for pow) and for the base's
@@ -711,6 +711,20 @@ static void test_zero_tangent(void **state)
             if (cases[i].check[k] && !agrees(cases[i].r.d[k], cases[i].want_d[k], cases[i].want_d[k], 1e-15, 0.0))
                 failure(&fl, "%s: partial %d = %.17g, want %.17g", cases[i].what, k, cases[i].r.d[k],
                         cases[i].want_d[k]);
+    }
+    /* exp and expm1 overflow with their derivative: x = 1000 + 0 * w, the
+     * zero known only at run time, keeps w's partial at 0 */
+    volatile double runtime_zero = 0.0;
+    const d3 big = dc_dual3d_add(dc_dual3d_seed(1000.0, 0), dc_dual3d_muls(dc_dual3d_seed(1.0, 1), runtime_zero));
+    const struct {
+        const char *what;
+        d3 r;
+    } overflowing[] = {{"exp(1000 + 0 * w)", dc_dual3d_exp(big)}, {"expm1(1000 + 0 * w)", dc_dual3d_expm1(big)}};
+    for (size_t i = 0; i < sizeof overflowing / sizeof overflowing[0]; ++i) {
+        const d3 r = overflowing[i].r;
+        if (!(r.v == INFINITY && r.d[0] == INFINITY && r.d[1] == 0.0 && r.d[2] == 0.0))
+            failure(&fl, "%s: value %g, partials %g %g %g; want inf, inf 0 0", overflowing[i].what, r.v, r.d[0], r.d[1],
+                    r.d[2]);
     }
     FINISH(fl, "zero tangents");
 }

@@ -1733,6 +1733,100 @@ static void test_clip_grad_norm(void **state)
     dc_ctx_free(ctx);
 }
 
+/* A norm that is not finite leaves the gradients as they are: an infinite or
+ * NaN element, and float64 elements whose squares overflow the sum. */
+static void test_clip_grad_norm_not_finite(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t s3[1] = {3};
+    const struct {
+        const char *what;
+        double values[3];
+        bool norm_is_nan;
+    } cases[] = {
+        {"an infinite element", {INFINITY, 1.0, 1.0}, false},
+        {"a NaN element", {NAN, 1.0, 1.0}, true},
+        {"squares beyond the double range", {1e200, 1.0, 2.0}, false},
+    };
+    dc_tensor *p = f64_random(ctx, 1, s3, -1, 1, true);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        dc_tensor *g = test_tensor(ctx, DC_F64, 1, s3, cases[i].values);
+        set_grads(ctx, 1, &p, &g);
+        double norm = 0;
+        TEST_OK(ctx, dc_clip_grad_norm(ctx, 1, &p, 1.0, &norm));
+        if (cases[i].norm_is_nan ? !isnan(norm) : norm != INFINITY)
+            fail_msg("clip with %s: norm %g, expected %s", cases[i].what, norm, cases[i].norm_is_nan ? "NaN" : "inf");
+        double *after = grad_values(ctx, p, "clip");
+        for (int e = 0; e < 3; ++e) {
+            const double want = cases[i].values[e];
+            if (!(after[e] == want || (isnan(after[e]) && isnan(want))))
+                fail_msg("clip with %s: element %d changed from %g to %g", cases[i].what, e, want, after[e]);
+        }
+        free(after);
+        dc_tensor_free(g);
+    }
+    dc_tensor_free(p);
+    dc_ctx_free(ctx);
+}
+
+/* Sums whose order could follow the threads (the clip's global norm, the
+ * cross-entropy loss) give the same bits on 1 and 2 threads and from run to
+ * run. */
+static void test_sums_independent_of_threads(void **state)
+{
+    (void)state;
+    enum { N_GRAD = 300000, ROWS = 4096, CLASSES = 64, RUNS = 5 };
+    double *grad_values_host = malloc(N_GRAD * sizeof *grad_values_host);
+    double *logits_host = malloc((size_t)ROWS * CLASSES * sizeof *logits_host);
+    double *targets_host = malloc(ROWS * sizeof *targets_host);
+    assert_non_null(grad_values_host);
+    assert_non_null(logits_host);
+    assert_non_null(targets_host);
+    for (int64_t e = 0; e < N_GRAD; ++e)
+        grad_values_host[e] = sin(0.7 * (double)e) * (1.0 + (double)(e % 97));
+    for (int64_t e = 0; e < (int64_t)ROWS * CLASSES; ++e)
+        logits_host[e] = 3.0 * sin(0.37 * (double)e + 0.1);
+    for (int r = 0; r < ROWS; ++r)
+        targets_host[r] = (double)(r * 7 % CLASSES);
+    double norms[2][RUNS], losses[2][RUNS];
+    for (int threads = 1; threads <= 2; ++threads) {
+        dc_ctx *ctx = test_cpu_ctx_threads(threads, 1);
+        const int64_t sg[1] = {N_GRAD}, sl[2] = {ROWS, CLASSES}, st[1] = {ROWS};
+        dc_tensor *p = test_random(ctx, DC_F32, 1, sg, -1, 1);
+        TEST_OK(ctx, dc_tensor_set_requires_grad(p, true));
+        dc_tensor *g = test_tensor(ctx, DC_F32, 1, sg, grad_values_host);
+        dc_tensor *logits = test_tensor(ctx, DC_F64, 2, sl, logits_host);
+        dc_tensor *targets = test_tensor(ctx, DC_F64, 1, st, targets_host);
+        for (int run = 0; run < RUNS; ++run) {
+            set_grads(ctx, 1, &p, &g);
+            TEST_OK(ctx, dc_clip_grad_norm(ctx, 1, &p, 1e30, &norms[threads - 1][run]));
+            dc_tape *tape = dc_tape_new(ctx);
+            dc_tensor *loss = dc_op_cross_entropy(tape, logits, targets);
+            TEST_NONNULL(ctx, loss);
+            TEST_OK(ctx, dc_tensor_item(loss, &losses[threads - 1][run]));
+            dc_tape_free(tape);
+        }
+        dc_tensor_free(p);
+        dc_tensor_free(g);
+        dc_tensor_free(logits);
+        dc_tensor_free(targets);
+        dc_ctx_free(ctx);
+    }
+    for (int t = 0; t < 2; ++t)
+        for (int run = 0; run < RUNS; ++run) {
+            if (memcmp(&norms[t][run], &norms[0][0], sizeof(double)) != 0)
+                fail_msg("clip norm on %d thread(s), run %d: %.17g, first run on 1 thread %.17g", t + 1, run,
+                         norms[t][run], norms[0][0]);
+            if (memcmp(&losses[t][run], &losses[0][0], sizeof(double)) != 0)
+                fail_msg("cross-entropy loss on %d thread(s), run %d: %.17g, first run on 1 thread %.17g", t + 1, run,
+                         losses[t][run], losses[0][0]);
+        }
+    free(grad_values_host);
+    free(logits_host);
+    free(targets_host);
+}
+
 /* ---- checkpoints ---- */
 
 typedef struct ckpt_dir {
@@ -2052,7 +2146,7 @@ static void test_checkpoint_refusals(void **state)
     expect_load_refused(ctx, path, 2, pair, scalar, DC_ERR_SHAPE, "a rank mismatch", "[]", "[1]");
     pair[1] = wrong[2];
     const char *f32[2] = {"special", "weights.f32"};
-    expect_load_refused(ctx, path, 2, pair, f32, DC_ERR_SHAPE, "a dtype mismatch", "f32 [2, 3]", "f64 [2, 3]");
+    expect_load_refused(ctx, path, 2, pair, f32, DC_ERR_DTYPE, "a dtype mismatch", "f32 [2, 3]", "f64 [2, 3]");
     /* no file */
     char nowhere[512];
     path_in(&d, "absent.ckpt", nowhere, sizeof nowhere);
@@ -2119,6 +2213,8 @@ int main(void)
         cmocka_unit_test(test_adam_late_parameter),
         cmocka_unit_test(test_optimizer_bad_options),
         cmocka_unit_test(test_clip_grad_norm),
+        cmocka_unit_test(test_clip_grad_norm_not_finite),
+        cmocka_unit_test(test_sums_independent_of_threads),
         cmocka_unit_test(test_checkpoint_round_trip),
         cmocka_unit_test(test_checkpoint_refusals),
     };

@@ -1684,6 +1684,68 @@ static dc_tensor *twice_loss(dc_tape *tape, dc_tensor *const *inputs, void *user
     return dc_op_sum(tape, dc_op_mul(tape, u->k->build(tape, inputs[0], u->cond), u->w), 0, NULL, false);
 }
 
+/* sum(x * x) for dc_gradcheck */
+static dc_tensor *sum_of_squares_loss(dc_tape *tape, dc_tensor *const *x, void *user)
+{
+    (void)user;
+    return dc_op_sum(tape, dc_op_mul(tape, x[0], x[0]), 0, NULL, false);
+}
+
+/* max_per_input bounds the elements checked and spreads them: 0 checks all. */
+static void test_gradcheck_max_per_input(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t shape[1] = {10};
+    dc_tensor *x = test_random(ctx, DC_F64, 1, shape, -1.0, 1.0);
+    TEST_OK(ctx, dc_tensor_set_requires_grad(x, true));
+    const int64_t limits[] = {0, 1, 3, 6, 9, 10, 20}, want[] = {10, 1, 3, 6, 9, 10, 10};
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0]; ++i) {
+        dc_gradcheck_options o = dc_gradcheck_options_default();
+        o.max_per_input = limits[i];
+        dc_gradcheck_report rep;
+        TEST_OK(ctx, dc_gradcheck(ctx, sum_of_squares_loss, NULL, 1, &x, &o, &rep));
+        if (rep.checked != want[i])
+            fail_msg("gradcheck with max_per_input %lld over 10 elements checked %lld, expected %lld",
+                     (long long)limits[i], (long long)rep.checked, (long long)want[i]);
+    }
+    dc_tensor_free(x);
+    dc_ctx_free(ctx);
+}
+
+/* Uniform values stay below hi after rounding to the dtype; lo == hi gives lo. */
+static void test_fill_uniform_bounds(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t shape[1] = {1 << 16};
+    const struct {
+        dc_dtype dtype;
+        double lo, hi;
+    } ranges[] = {
+        {DC_F32, 16777216.0, 16777218.0}, /* floats 2 apart: only lo lies in [lo, hi) */
+        {DC_F32, 0.0, 1.0},
+        {DC_F32, 1.0, 1.0 + 0x1p-20},
+        {DC_F64, 0.0, 1.0},
+        {DC_F32, 3.0, 3.0},
+        {DC_F64, -2.5, -2.5},
+    };
+    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; ++i) {
+        dc_tensor *t = dc_tensor_new(ctx, ranges[i].dtype, 1, shape);
+        TEST_NONNULL(ctx, t);
+        TEST_OK(ctx, dc_tensor_fill_uniform(t, ranges[i].lo, ranges[i].hi));
+        double *v = test_values(t);
+        const bool empty = ranges[i].lo == ranges[i].hi;
+        for (int64_t e = 0; e < shape[0]; ++e)
+            if (empty ? v[e] != ranges[i].lo : !(v[e] >= ranges[i].lo && v[e] < ranges[i].hi))
+                fail_msg("fill_uniform(%s, %.17g, %.17g): element %lld is %.17g", dc_dtype_name(ranges[i].dtype),
+                         ranges[i].lo, ranges[i].hi, (long long)e, v[e]);
+        free(v);
+        dc_tensor_free(t);
+    }
+    dc_ctx_free(ctx);
+}
+
 static void test_same_tensor_twice(void **state)
 {
     (void)state;
@@ -1756,6 +1818,8 @@ int main(void)
         cmocka_unit_test(test_forward_values),
         cmocka_unit_test(test_gradcheck_table),
         cmocka_unit_test(test_gradcheck_sliced_inputs),
+        cmocka_unit_test(test_gradcheck_max_per_input),
+        cmocka_unit_test(test_fill_uniform_bounds),
         cmocka_unit_test(test_recording_off),
         cmocka_unit_test(test_gradients_overwrite_then_accumulate),
         cmocka_unit_test(test_backward_with_adjoint_layouts),

@@ -29,9 +29,16 @@ typedef enum dc_partials_policy {
 /* Runs `fn` over n_inputs inputs (in the order of its DC_BFN) and stores its
  * n_outputs results, new tape tensors of the broadcast shape, in outputs[].
  * Inputs must share a dtype. With recording off, or when no differentiable
- * input requires a gradient, only the primal instantiation runs. Errors: wrong
- * counts (DC_ERR_ARG, naming the function's inputs), shapes that do not
- * broadcast (DC_ERR_SHAPE, naming both), mixed dtypes (DC_ERR_DTYPE). */
+ * input requires a gradient, only the primal instantiation runs.
+ * Errors found before outputs[] is touched: wrong counts (DC_ERR_ARG, naming
+ * the function's inputs), a NULL tape, fn, inputs or outputs array, an
+ * unknown policy, a function compiled for another DC_BFN_ABI_VERSION (all
+ * DC_ERR_ARG), a function built without GPU kernels called on a CUDA
+ * context (DC_ERR_UNSUPPORTED). Otherwise outputs[] is set to NULL before
+ * the inputs are checked: a NULL input (as for ops, the status of the
+ * error that produced it), an input of another tape or context (DC_ERR_ARG),
+ * shapes that do not broadcast (DC_ERR_SHAPE, naming both), mixed dtypes
+ * (DC_ERR_DTYPE). After any error outputs[] holds no usable result. */
 dc_status dc_broadcast(dc_tape *tape, const dc_bfn *fn, int n_inputs, dc_tensor *const *inputs,
                        int n_outputs, dc_tensor **outputs);
 

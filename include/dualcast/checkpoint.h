@@ -23,8 +23,9 @@ dc_status dc_checkpoint_save(dc_ctx *ctx, const char *path, int n, dc_tensor *co
 /* Loads the tensors named `names` from `path` into `tensors` (each must
  * match the stored dtype and shape). The whole file is checked first: a
  * truncated or corrupt file (DC_ERR_FORMAT), another format version
- * (DC_ERR_FORMAT), a missing name or a mismatched shape (DC_ERR_SHAPE) is
- * refused with a message, and no tensor is changed. */
+ * (DC_ERR_FORMAT), a missing name or a mismatched shape (DC_ERR_SHAPE), a
+ * mismatched dtype (DC_ERR_DTYPE), a strided view on a GPU as destination
+ * (DC_ERR_UNSUPPORTED) is refused with a message, and no tensor is changed. */
 dc_status dc_checkpoint_load(dc_ctx *ctx, const char *path, int n, dc_tensor *const *tensors,
                              const char *const *names);
 

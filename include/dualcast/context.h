@@ -1,4 +1,9 @@
-/* The context: backend choice, threads, random numbers and the last error. */
+/* The context: backend choice, threads, random numbers and the last error.
+ *
+ * A context and everything made from it (tensors, tapes, optimizers) must be
+ * used from one host thread at a time: its scratch buffers, random number
+ * generator, CUDA allocator and error buffer are shared by every call made
+ * through it, without locks. */
 #ifndef DUALCAST_CONTEXT_H
 #define DUALCAST_CONTEXT_H
 
@@ -14,26 +19,41 @@ extern "C" {
 typedef struct dc_ctx dc_ctx;
 
 typedef enum dc_backend {
-    DC_BACKEND_AUTO = 0, /* CUDA when built with it and a device works, else the CPU */
+    /* DC_DEVICE if set (see dc_ctx_options.backend); else CUDA when built
+     * with it and a device works, else the CPU */
+    DC_BACKEND_AUTO = 0,
     DC_BACKEND_CPU,
     DC_BACKEND_CUDA,
 } dc_backend;
 
 typedef struct dc_ctx_options {
-    dc_backend backend; /* DC_BACKEND_AUTO also reads DC_DEVICE=cpu|cuda from the environment */
-    int num_threads;    /* CPU threads; 0: OpenMP's default */
-    uint64_t seed;      /* seed of the context's random number generator */
-    bool quiet;         /* do not print the line saying AUTO fell back to the CPU */
-    bool cuda_tf32;     /* allow TF32 tensor cores in CUDA matmuls (off: results match the CPU) */
+    /* Only DC_BACKEND_AUTO reads DC_DEVICE from the environment: "cpu" and
+     * "cuda" act as DC_BACKEND_CPU and DC_BACKEND_CUDA (so "cuda" fails
+     * without a usable device instead of falling back), "auto" or an empty or
+     * unset variable as AUTO; any other value fails with DC_ERR_ARG. */
+    dc_backend backend;
+    /* Threads of dualcast's own CPU loops (the broadcast engine, cross
+     * entropy, embedding, optimizer updates, gradient clipping); 0:
+     * omp_get_max_threads() when the context is made. Matrix products on the
+     * CPU run in OpenBLAS on OpenBLAS's own thread count (see README.md). */
+    int num_threads;
+    uint64_t seed;  /* seed of the context's random number generator */
+    bool quiet;     /* do not print the line saying AUTO fell back to the CPU */
+    bool cuda_tf32; /* allow TF32 tensor cores in CUDA matmuls (off: results match the CPU) */
 } dc_ctx_options;
 
-/* Default options: AUTO backend, OpenMP's thread count, seed 0. */
+/* Default options: AUTO backend, num_threads 0, seed 0, quiet and cuda_tf32
+ * off. */
 dc_ctx_options dc_ctx_options_default(void);
 
 /* Creates a context; `options` may be NULL for the defaults. Returns NULL on
- * failure (an explicit CUDA request without a usable device, out of memory)
- * and sets *status if `status` is not NULL; dc_last_error(NULL) then says why.
- * Free with dc_ctx_free after every tensor and tape made from it. */
+ * failure and sets *status if `status` is not NULL; dc_last_error(NULL) then
+ * says why. Failures: DC_ERR_ARG for an unknown backend, a negative
+ * num_threads or a DC_DEVICE value other than cpu, cuda or auto;
+ * DC_ERR_DEVICE when CUDA is asked for (DC_BACKEND_CUDA, or DC_DEVICE=cuda
+ * with AUTO) and cannot be used, a build without CUDA included;
+ * DC_ERR_MEMORY. Free with dc_ctx_free after every tensor and tape made
+ * from it. */
 dc_ctx *dc_ctx_new(const dc_ctx_options *options, dc_status *status);
 
 /* Frees the context. NULL is allowed. */
@@ -51,7 +71,8 @@ dc_status dc_last_status(const dc_ctx *ctx);
 /* Forgets the last error. */
 void dc_clear_error(dc_ctx *ctx);
 
-/* The backend this context runs on: DC_BACKEND_CPU or DC_BACKEND_CUDA. */
+/* The backend this context runs on: DC_BACKEND_CPU or DC_BACKEND_CUDA
+ * (DC_BACKEND_CPU for NULL). */
 dc_backend dc_ctx_backend(const dc_ctx *ctx);
 
 /* "auto", "cpu" or "cuda". */
@@ -60,7 +81,9 @@ const char *dc_backend_name(dc_backend backend);
 /* Restarts the context's random number generator from `seed`. */
 void dc_ctx_seed(dc_ctx *ctx, uint64_t seed);
 
-/* CPU threads the context uses. */
+/* The threads of the context's own CPU loops (num_threads, or the default
+ * it resolved to); 1 for NULL. Matrix products on the CPU do not follow it:
+ * OpenBLAS runs them on its own thread count. */
 int dc_ctx_num_threads(const dc_ctx *ctx);
 
 /* Waits for all queued device work (a no-op on the CPU). Reports a CUDA error
@@ -70,9 +93,14 @@ dc_status dc_ctx_synchronize(dc_ctx *ctx);
 /* A short description of the device ("CPU, 2 threads" or the GPU's name). */
 const char *dc_ctx_device_name(const dc_ctx *ctx);
 
-/* Device memory the CUDA allocator obtained from cudaMalloc so far, and how
- * many cudaMalloc and cudaFree calls it made (all 0 on the CPU). A training
- * loop in steady state leaves the counts unchanged. */
+/* The context's CUDA allocator (all 0 on the CPU): bytes_reserved is the
+ * device memory it holds now, in blocks obtained from cudaMalloc and not yet
+ * returned with cudaFree, whether in use or cached for reuse (sizes rounded
+ * up to the allocator's size classes); the 256-byte probe allocation made
+ * when the context starts and cuBLAS's own workspace are not counted.
+ * malloc_calls and free_calls count its cudaMalloc calls (failed ones
+ * included) and its cudaFree calls. A training loop in steady state leaves
+ * all three unchanged. */
 typedef struct dc_device_memory_stats {
     uint64_t bytes_reserved;
     uint64_t malloc_calls;

@@ -34,11 +34,22 @@ typedef struct dc_gradcheck_report {
 /* The default options (the values given in the comments above). */
 dc_gradcheck_options dc_gradcheck_options_default(void);
 
-/* Checks d(loss)/d(input) for every input that requires a gradient (float64,
- * CPU). Returns DC_OK when every element is within tolerance and
- * DC_ERR_MISMATCH otherwise, with a message naming the worst element; any
- * other status is an error of fn or of the arguments. `options` and `report`
- * may be NULL. Input values are restored before it returns. */
+/* Checks d(loss)/d(input) for every input that requires a gradient; the
+ * other inputs are not checked. Returns DC_OK when every element is within
+ * tolerance and DC_ERR_MISMATCH otherwise, with a message naming the worst
+ * element; any other status is an error of fn or of the arguments.
+ * `options` and `report` may be NULL. The inputs must be persistent tensors
+ * (DC_ERR_ARG for a tape tensor) of float64 (DC_ERR_DTYPE). With no input
+ * that requires a gradient, fn records no node and the backward pass fails
+ * with DC_ERR_STATE (unless fn uses other tensors that require one: then
+ * nothing is checked and the result is DC_OK). Options out of range (eps
+ * not finite and positive, a negative atol, rtol or max_per_input) give
+ * DC_ERR_ARG.
+ * The inputs' gradients are overwritten: dc_gradcheck zeroes them and runs
+ * one backward pass into them, so on return they hold this loss's gradient
+ * (none if fn failed when first called). Other tensors fn uses that require
+ * a gradient get that pass's gradient added to theirs. Input values are
+ * restored before it returns, also after an error. */
 dc_status dc_gradcheck(dc_ctx *ctx, dc_gradcheck_fn fn, void *user, int n_inputs, dc_tensor *const *inputs,
                        const dc_gradcheck_options *options, dc_gradcheck_report *report);
 

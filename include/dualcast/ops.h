@@ -4,10 +4,12 @@
  *
  * Every op takes the tape it records on and returns a tape tensor, or NULL on
  * error with the reason in dc_last_error (a shape mismatch names the op and
- * both shapes). An op given a NULL input returns NULL and keeps the message of
- * the error that produced the NULL, so a chain of ops can be checked once at
- * its end. Elementwise ops broadcast their operands NumPy-style, and their
- * adjoints sum over the broadcast dimensions. Operands must share a dtype. */
+ * both shapes). An op given a NULL input returns NULL and keeps the status
+ * and the message of the error that produced the NULL (the context's last
+ * error: dc_clear_error once an error is handled), so a chain of ops can be
+ * checked once at its end; with no error before, the status is DC_ERR_ARG.
+ * Elementwise ops broadcast their operands NumPy-style, and their adjoints
+ * sum over the broadcast dimensions. Operands must share a dtype. */
 #ifndef DUALCAST_OPS_H
 #define DUALCAST_OPS_H
 
@@ -19,7 +21,12 @@
 extern "C" {
 #endif
 
-/* Elementwise arithmetic: a + b, a - b, a * b, a / b, a ^ b. */
+/* Elementwise arithmetic: a + b, a - b, a * b, a / b, a ^ b. For a ^ b (C's
+ * pow), d/da = b a^(b-1) is taken as 0 where b == 0, and d/db = a^b log a
+ * as 0 where a == 0 (its limit for b > 0). At a == 0 and b != 0, d/da is
+ * b 0^(b-1): 0 for b > 1, 1 for b == 1, infinite for b < 1. For a < 0, d/db
+ * is NaN (log a is), and a^b and d/da are NaN for a finite b that is not an
+ * integer. A zero adjoint still gives exact zeros (see dc_op_select). */
 dc_tensor *dc_op_add(dc_tape *tape, dc_tensor *a, dc_tensor *b);
 dc_tensor *dc_op_sub(dc_tape *tape, dc_tensor *a, dc_tensor *b);
 dc_tensor *dc_op_mul(dc_tape *tape, dc_tensor *a, dc_tensor *b);
@@ -46,13 +53,20 @@ dc_tensor *dc_op_hard_sigmoid(dc_tape *tape, dc_tensor *x, double slope);
 dc_tensor *dc_op_step_st(dc_tape *tape, dc_tensor *x, double threshold);
 
 /* cond != 0 ? a : b, elementwise, the three operands broadcast together.
- * The gradient reaches only the side taken; the other side gets exact zeros
- * even where its values (or partials further down) are infinite or NaN.
- * cond gets no gradient. */
+ * The gradient reaches only the side taken; the other side gets exact zeros,
+ * and cond gets no gradient. Those zeros stay zero through the elementwise
+ * ops and broadcast functions further down, even where their local
+ * derivatives are infinite or NaN (dc_op_affine with an infinite s aside),
+ * and through sums, layout ops and dc_op_embedding. They do not stay zero
+ * through dc_op_matmul or dc_op_cross_entropy, whose adjoints are matrix
+ * products and softmax terms: there a zero adjoint times an infinite or NaN
+ * operand or logit gives NaN, as in other frameworks. */
 dc_tensor *dc_op_select(dc_tape *tape, dc_tensor *cond, dc_tensor *a, dc_tensor *b);
 
 /* Sum / mean over `axes` (n_axes of them; negative axes count from the end),
- * or over every axis when n_axes is 0. keepdims keeps reduced axes as size 1. */
+ * or over every axis when n_axes is 0. keepdims keeps reduced axes as size 1.
+ * An axis out of range or given twice fails with DC_ERR_ARG. Over no
+ * elements (a reduced axis of size 0) the sum is 0 and the mean NaN. */
 dc_tensor *dc_op_sum(dc_tape *tape, dc_tensor *x, int n_axes, const int *axes, bool keepdims);
 dc_tensor *dc_op_mean(dc_tape *tape, dc_tensor *x, int n_axes, const int *axes, bool keepdims);
 
@@ -82,7 +96,9 @@ dc_tensor *dc_op_embedding(dc_tape *tape, dc_tensor *table, dc_tensor *ids);
 /* Mean over rows of -log softmax(logits)[target]: logits [N, C], targets [N]
  * (class indices in 0..C-1, in the logits' dtype). A scalar, in nats; one
  * fused pass, computed stably (the row maximum is subtracted). targets get
- * no gradient. */
+ * no gradient. A target that is not an integer in 0..C-1 fails with
+ * DC_ERR_ARG naming it; C == 0 with N > 0 fails with DC_ERR_SHAPE. With
+ * N == 0 the loss is NaN (the mean over no rows). */
 dc_tensor *dc_op_cross_entropy(dc_tape *tape, dc_tensor *logits, dc_tensor *targets);
 
 #ifdef __cplusplus

@@ -23,14 +23,28 @@ dc_adam_options dc_adam_options_default(void);
 
 /* Adam over n persistent parameters (its moment buffers are allocated here,
  * once). The optimizer keeps the pointers; the parameters must outlive it.
- * NULL on error (see dc_last_error(ctx)). */
+ * Returns NULL on error, with the reason in dc_last_error(ctx): DC_ERR_ARG
+ * when n < 1, params or a parameter is NULL, a parameter is a tape tensor,
+ * is not contiguous or belongs to another context, or an option is out of
+ * range (lr >= 0, 0 <= beta1 < 1, 0 <= beta2 < 1, eps > 0, weight_decay >=
+ * 0; NaN is out of range); DC_ERR_MEMORY. options NULL: the defaults; ctx
+ * NULL: NULL, with no message.
+ * Each step, for a parameter w with gradient g, its t-th update:
+ *   m = beta1 m + (1 - beta1) g,   v = beta2 v + (1 - beta2) g^2,
+ *   w -= lr m_hat / (sqrt(v_hat) + eps) + lr weight_decay w,
+ * with m_hat = m / (1 - beta1^t), v_hat = v / (1 - beta2^t) (folded into the
+ * step size and eps) and w on the right its value before the step. */
 dc_optimizer *dc_optimizer_adam(dc_ctx *ctx, int n, dc_tensor *const *params, const dc_adam_options *options);
 
-/* Stochastic gradient descent with momentum (0 for none). */
+/* Stochastic gradient descent with momentum (0 for none). Each step, with a
+ * buffer b that starts at zero: b = momentum b + g, then w -= lr b (no
+ * dampening, no Nesterov, no weight decay). Errors as for dc_optimizer_adam,
+ * with lr >= 0 and 0 <= momentum < 1. */
 dc_optimizer *dc_optimizer_sgd(dc_ctx *ctx, int n, dc_tensor *const *params, double lr, double momentum);
 
 /* Updates every parameter from its gradient; a parameter with no gradient
- * (none reached it) is left alone. */
+ * (none reached it) is left alone, and its update count (Adam's t) does not
+ * advance. */
 dc_status dc_optimizer_step(dc_optimizer *opt);
 
 /* Zeroes every parameter's gradient (costs nothing: see dc_tensor_zero_grad). */
@@ -48,7 +62,9 @@ void dc_optimizer_free(dc_optimizer *opt);
 /* Scales the gradients of the n tensors so that their global L2 norm is at
  * most max_norm; stores the norm before clipping in *norm if not NULL. A
  * norm that is not finite (a NaN or infinite gradient) is reported through
- * *norm and the gradients are left as they are. */
+ * *norm and the gradients are left as they are. The sum of squares is taken
+ * in double, so float64 gradients with elements beyond about 1e154 overflow
+ * it: their norm is reported as infinite, and they are left as they are. */
 dc_status dc_clip_grad_norm(dc_ctx *ctx, int n, dc_tensor *const *params, double max_norm, double *norm);
 
 #ifdef __cplusplus

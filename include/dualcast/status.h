@@ -13,7 +13,7 @@ typedef enum dc_status {
     DC_ERR_DTYPE,       /* element types that differ or are not supported */
     DC_ERR_STATE,       /* a call out of order: backward twice, after a reset */
     DC_ERR_MEMORY,      /* an allocation failed */
-    DC_ERR_DEVICE,      /* no usable CUDA device, or a CUDA call failed */
+    DC_ERR_DEVICE,      /* no usable CUDA device (a build without CUDA included), or a CUDA call failed */
     DC_ERR_IO,          /* reading or writing a file failed */
     DC_ERR_FORMAT,      /* a file's contents are invalid */
     DC_ERR_UNSUPPORTED, /* not available in this build or on this backend */

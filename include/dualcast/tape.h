@@ -39,7 +39,15 @@ dc_status dc_backward(dc_tape *tape, dc_tensor *loss);
 
 /* Reverse sweep from `output` seeded with `adjoint` (same shape; may be a
  * broadcastable shape, for example a scalar 1 for an all-ones adjoint). The
- * output's gradient is then a view of `adjoint`, valid while it lives. */
+ * output's gradient is then a view of `adjoint`, not a copy: it has the
+ * adjoint's strides (0 along the dimensions the adjoint is broadcast over),
+ * is valid while `adjoint` lives and until dc_tape_reset, and changes when
+ * `adjoint` is written. An adjoint that is itself a gradient
+ * (dc_tensor_grad) is copied into the output's gradient instead. Fails as
+ * dc_backward does (the one-element rule aside), with DC_ERR_SHAPE if
+ * `adjoint` does not broadcast to the output's shape, DC_ERR_DTYPE if their
+ * dtypes differ and DC_ERR_ARG if it is NULL or belongs to another context
+ * or tape. */
 dc_status dc_backward_with(dc_tape *tape, dc_tensor *output, const dc_tensor *adjoint);
 
 /* Turns recording on or off (no-grad mode) and returns the previous setting.
@@ -57,8 +65,12 @@ dc_tensor *dc_tape_scalar(dc_tape *tape, dc_dtype dtype, double value);
 /* Nodes recorded since the last reset. */
 size_t dc_tape_node_count(const dc_tape *tape);
 
-/* Bytes of the tape's arena in use now, and the most in use at any time
- * since the tape was made (tensors, partials, gradients of the step). */
+/* Bytes of the tape's arenas in use now, and their peak since the tape was
+ * made (tensors, partials, gradients of the step; alignment padding
+ * included). The tape has two arenas, one of host memory for its bookkeeping
+ * and one for tensor data (device memory on CUDA); both numbers are sums over
+ * the two, and the peak adds each arena's own peak, which may come from
+ * different steps: an upper bound on the most the tape used at one time. */
 size_t dc_tape_bytes_in_use(const dc_tape *tape);
 size_t dc_tape_peak_bytes(const dc_tape *tape);
 

@@ -59,7 +59,8 @@ dc_dtype dc_tensor_dtype(const dc_tensor *tensor);
 int dc_tensor_ndim(const dc_tensor *tensor);
 /* The shape: ndim entries owned by the tensor. */
 const int64_t *dc_tensor_shape(const dc_tensor *tensor);
-/* Size of one dimension; a negative axis counts from the end. */
+/* Size of one dimension; a negative axis counts from the end. 0 for an axis
+ * the tensor does not have (and for NULL). */
 int64_t dc_tensor_dim(const dc_tensor *tensor, int axis);
 /* The number of elements (the product of the shape; 1 for a scalar). */
 int64_t dc_tensor_numel(const dc_tensor *tensor);
@@ -69,15 +70,23 @@ dc_ctx *dc_tensor_ctx(const dc_tensor *tensor);
 /* Writes the shape as "[2, 3]" into buf (always NUL-terminated); returns buf. */
 char *dc_tensor_shape_str(const dc_tensor *tensor, char *buf, size_t size);
 
-/* Marks a leaf tensor as a parameter whose gradient backward computes. */
+/* Marks a leaf tensor as a parameter whose gradient backward computes (or
+ * unmarks it). The output of a recorded op (one with an input that requires
+ * a gradient, recording on) is not a leaf: DC_ERR_ARG. */
 dc_status dc_tensor_set_requires_grad(dc_tensor *tensor, bool requires_grad);
 /* Whether backward computes a gradient for the tensor (set on a leaf, or
  * recorded from an input that requires one). */
 bool dc_tensor_requires_grad(const dc_tensor *tensor);
 
-/* The accumulated gradient of the tensor: a tensor of the same shape owned by
- * it, or NULL when no gradient has flowed to it since it was made or zeroed.
- * Gradients accumulate over backward passes until dc_tensor_zero_grad. */
+/* The accumulated gradient of the tensor, or NULL when no gradient has
+ * flowed to it since it was made or zeroed. It has the tensor's shape and
+ * dtype. A persistent tensor's gradient is a contiguous tensor it owns: it
+ * outlives tape resets and is freed with the tensor. A tape tensor's gradient lives until dc_tape_reset and may be a
+ * view that is not contiguous: a slice's is a view into its base's
+ * gradient, and the output seeded by dc_backward_with gets a view of the
+ * adjoint (see there). Check dc_tensor_is_contiguous before reading
+ * dc_tensor_data as a dense array. Gradients accumulate over backward passes
+ * until dc_tensor_zero_grad. */
 dc_tensor *dc_tensor_grad(const dc_tensor *tensor);
 
 /* Zeroes the gradient. Costs nothing: the next backward overwrites instead of
@@ -85,7 +94,10 @@ dc_tensor *dc_tensor_grad(const dc_tensor *tensor);
 void dc_tensor_zero_grad(dc_tensor *tensor);
 
 /* Copies the elements, row-major, to host memory of `bytes` bytes (numel *
- * element size) / from host memory into the tensor. Waits for device work. */
+ * element size) / from host memory into the tensor. Waits for device work.
+ * On a CUDA context the tensor must be contiguous: a strided view (a
+ * transpose, a slice along an inner axis, a gradient view) fails with
+ * DC_ERR_UNSUPPORTED. */
 dc_status dc_tensor_to_host(const dc_tensor *tensor, void *dst, size_t bytes);
 dc_status dc_tensor_from_host_copy(dc_tensor *tensor, const void *src, size_t bytes);
 
@@ -95,16 +107,25 @@ dc_status dc_tensor_get(const dc_tensor *tensor, int64_t index, double *value);
 /* The single element of a tensor with numel 1. */
 dc_status dc_tensor_item(const dc_tensor *tensor, double *value);
 
-/* Sets every element / element `index` to `value`. */
+/* Sets every element / element `index` to `value`. dc_tensor_fill, like the
+ * random fills below, fills a host buffer and copies it in as
+ * dc_tensor_from_host_copy does: on a CUDA context a strided view fails with
+ * DC_ERR_UNSUPPORTED (the random fills have drawn their numbers by then).
+ * dc_tensor_set works on any tensor. */
 dc_status dc_tensor_fill(dc_tensor *tensor, double value);
 dc_status dc_tensor_set(dc_tensor *tensor, int64_t index, double value);
 
 /* Fills with uniform random numbers in [lo, hi) / normal ones with the given
- * mean and standard deviation, from the context's seeded generator. */
+ * mean and standard deviation, from the context's seeded generator. Uniform
+ * values stay below hi after rounding to the tensor's dtype; with lo == hi
+ * (or no value of the dtype in [lo, hi)) every element is lo. lo > hi and a
+ * negative stddev are refused with DC_ERR_ARG. */
 dc_status dc_tensor_fill_uniform(dc_tensor *tensor, double lo, double hi);
 dc_status dc_tensor_fill_normal(dc_tensor *tensor, double mean, double stddev);
 
-/* Copies src's values into dst (same shape and dtype; any devices). */
+/* Copies src's values into dst (same shape and dtype; any devices). Between
+ * two contexts of which one runs on CUDA the copy goes through host memory,
+ * and a strided view on the CUDA side fails with DC_ERR_UNSUPPORTED. */
 dc_status dc_tensor_copy(dc_tensor *dst, const dc_tensor *src);
 
 /* A pointer to the first element and the strides in elements: host memory on

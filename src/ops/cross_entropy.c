@@ -65,9 +65,10 @@ dc_tensor *dc_op_cross_entropy(dc_tape *tape, dc_tensor *logits, dc_tensor *targ
         if (x && dc_tensor_copy(x, logits) != DC_OK)
             x = NULL;
     }
-    /* per-row log-sum-exp (and, on a GPU, per-row losses) where kernels read them */
+    /* per-row log-sum-exp, then per-row losses, where kernels read them */
     const size_t rows_bytes = (size_t)(n ? n : 1) * sizeof(double);
-    double *lse = (t && x) ? (ctx->cuda ? dc_tape_alloc_data(tape, 2 * rows_bytes) : dc_tape_alloc_meta(tape, rows_bytes))
+    double *lse = (t && x) ? (ctx->cuda ? dc_tape_alloc_data(tape, 2 * rows_bytes)
+                                        : dc_tape_alloc_meta(tape, 2 * rows_bytes))
                            : NULL;
     dc_tensor *y = lse ? dc_tape_alloc_tensor(tape, logits->dtype, 0, NULL) : NULL;
     if (!y)
@@ -76,12 +77,16 @@ dc_tensor *dc_op_cross_entropy(dc_tape *tape, dc_tensor *logits, dc_tensor *targ
         if (dc_cuda_cross_entropy(ctx, logits->dtype, x->data, n, c, t, lse, lse + (n ? n : 1), y->data) != DC_OK)
             return NULL;
     } else {
-        double total = 0;
+        double *row_loss = lse + (n ? n : 1);
         const int n_threads = n * c > 32768 ? ctx->num_threads : 1;
-#pragma omp parallel for num_threads(n_threads) reduction(+ : total) schedule(static)
+#pragma omp parallel for num_threads(n_threads) schedule(static)
         for (int64_t r = 0; r < n; ++r)
-            total += logits->dtype == DC_F32 ? ce_row_f32((const float *)x->data + r * c, c, t[r], &lse[r])
-                                             : ce_row_f64((const double *)x->data + r * c, c, t[r], &lse[r]);
+            row_loss[r] = logits->dtype == DC_F32 ? ce_row_f32((const float *)x->data + r * c, c, t[r], &lse[r])
+                                                  : ce_row_f64((const double *)x->data + r * c, c, t[r], &lse[r]);
+        /* added in row order: the same loss on any number of threads */
+        double total = 0;
+        for (int64_t r = 0; r < n; ++r)
+            total += row_loss[r];
         const double mean = n ? total / (double)n : NAN;
         if (logits->dtype == DC_F32)
             *(float *)y->data = (float)mean;
