@@ -70,7 +70,8 @@ ${extra}#include <broadcast/bfn_cpu_instance.h>
 
   # -ffp-contract=off: a*b + c is not fused into an FMA behind the math's
   # back (it is what ISO C mode gives; GNU modes and clang fuse by default),
-  # so a function gives the same bits in any project that builds it
+  # so a function's CPU code gives the same bits in any project that builds
+  # it (nvcc fuses in device code, as it does by default)
   set(cflags -O3 -fno-trapping-math -fno-math-errno -ffp-contract=off -Wno-unused-parameter)
   if(CMAKE_C_COMPILER_ID STREQUAL "GNU")
     list(APPEND cflags --param=max-unswitch-insns=5000 --param=max-unswitch-level=4)

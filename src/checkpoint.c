@@ -69,21 +69,35 @@ static void put_u64(buf *b, uint64_t v)
     put_u32(b, (uint32_t)(v >> 32));
 }
 
+/* The arguments save and load share: a path, n >= 0 tensors of this
+ * context, and their names. */
+static dc_status check_args(dc_ctx *ctx, const char *fn, const char *path, int n, dc_tensor *const *tensors,
+                            const char *const *names)
+{
+    if (!path)
+        return dc_error(ctx, DC_ERR_ARG, "%s: path is NULL", fn);
+    if (n < 0)
+        return dc_error(ctx, DC_ERR_ARG, "%s: n is %d; give 0 or more tensors", fn, n);
+    if (n > 0 && (!tensors || !names))
+        return dc_error(ctx, DC_ERR_ARG, "%s: %s is NULL for %d tensors", fn, !tensors ? "tensors" : "names", n);
+    for (int i = 0; i < n; ++i) {
+        if (!tensors[i] || !names[i])
+            return dc_error(ctx, DC_ERR_ARG, "%s: tensor or name %d is NULL", fn, i);
+        if (tensors[i]->ctx != ctx)
+            return dc_error(ctx, DC_ERR_ARG, "%s: tensor %d (\"%s\") belongs to another context", fn, i, names[i]);
+    }
+    return DC_OK;
+}
+
 dc_status dc_checkpoint_save(dc_ctx *ctx, const char *path, int n, dc_tensor *const *tensors,
                              const char *const *names)
 {
     if (!ctx)
         return DC_ERR_ARG;
-    if (!path)
-        return dc_error(ctx, DC_ERR_ARG, "dc_checkpoint_save: path is NULL");
-    if (n < 0)
-        return dc_error(ctx, DC_ERR_ARG, "dc_checkpoint_save: n is %d; give 0 or more tensors", n);
-    if (n > 0 && (!tensors || !names))
-        return dc_error(ctx, DC_ERR_ARG, "dc_checkpoint_save: %s is NULL for %d tensors",
-                        !tensors ? "tensors" : "names", n);
+    dc_status st = check_args(ctx, "dc_checkpoint_save", path, n, tensors, names);
+    if (st != DC_OK)
+        return st;
     for (int i = 0; i < n; ++i) {
-        if (!tensors[i] || !names[i])
-            return dc_error(ctx, DC_ERR_ARG, "dc_checkpoint_save: tensor or name %d is NULL", i);
         if (strlen(names[i]) == 0 || strlen(names[i]) > 255)
             return dc_error(ctx, DC_ERR_ARG, "dc_checkpoint_save: name %d must have 1 to 255 bytes", i);
         for (int j = 0; j < i; ++j)
@@ -94,7 +108,6 @@ dc_status dc_checkpoint_save(dc_ctx *ctx, const char *path, int n, dc_tensor *co
     put(&b, magic, sizeof magic);
     put_u32(&b, DC_CHECKPOINT_VERSION);
     put_u32(&b, (uint32_t)n);
-    dc_status st = DC_OK;
     for (int i = 0; i < n && st == DC_OK; ++i) {
         const dc_tensor *t = tensors[i];
         const uint32_t len = (uint32_t)strlen(names[i]);
@@ -275,19 +288,12 @@ dc_status dc_checkpoint_load(dc_ctx *ctx, const char *path, int n, dc_tensor *co
 {
     if (!ctx)
         return DC_ERR_ARG;
-    if (!path)
-        return dc_error(ctx, DC_ERR_ARG, "dc_checkpoint_load: path is NULL");
-    if (n < 0)
-        return dc_error(ctx, DC_ERR_ARG, "dc_checkpoint_load: n is %d; give 0 or more tensors", n);
-    if (n > 0 && (!tensors || !names))
-        return dc_error(ctx, DC_ERR_ARG, "dc_checkpoint_load: %s is NULL for %d tensors",
-                        !tensors ? "tensors" : "names", n);
-    for (int i = 0; i < n; ++i)
-        if (!tensors[i] || !names[i])
-            return dc_error(ctx, DC_ERR_ARG, "dc_checkpoint_load: tensor or name %d is NULL", i);
+    dc_status st = check_args(ctx, "dc_checkpoint_load", path, n, tensors, names);
+    if (st != DC_OK)
+        return st;
     unsigned char *file = NULL;
     size_t len = 0;
-    dc_status st = read_file(ctx, path, &file, &len);
+    st = read_file(ctx, path, &file, &len);
     if (st != DC_OK)
         return st;
     entry *entries = NULL;

@@ -131,7 +131,7 @@ dc_ctx *dc_ctx_new(const dc_ctx_options *options, dc_status *status)
         } else if (!ctx->quiet && cs != DC_ERR_UNSUPPORTED) {
             fprintf(stderr, "dualcast: no usable CUDA device (%s); running on the CPU\n", ctx->error);
         }
-        ctx->error[0] = '\0';
+        dc_clear_error(ctx); /* the context starts with no error */
     }
     if (ctx->backend == DC_BACKEND_CPU)
         snprintf(ctx->device_name, sizeof ctx->device_name, "CPU, %d thread%s", ctx->num_threads,

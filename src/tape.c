@@ -1,3 +1,4 @@
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -257,6 +258,18 @@ const dc_tensor *dc_node_adjoint(dc_tape *tape, const dc_tensor *t, dc_tensor *z
     return zero_view;
 }
 
+/* `what` of `fn` is NULL: when the NULL came from a failed op, the error
+ * keeps the cause's status and message (the context's last error). */
+static dc_status null_tensor_error(dc_ctx *ctx, const char *fn, const char *what)
+{
+    char cause[sizeof ctx->error];
+    memcpy(cause, ctx->error, sizeof cause);
+    const dc_status cause_status = ctx->status;
+    if (cause[0] && cause_status != DC_OK)
+        return dc_error(ctx, cause_status, "%s: %s is NULL (after: %s)", fn, what, cause);
+    return dc_error(ctx, DC_ERR_ARG, "%s: %s is NULL", fn, what);
+}
+
 dc_status dc_op_check_args(dc_tape *tape, const char *op, int n, dc_tensor *const *in, const char *const *labels)
 {
     if (!tape)
@@ -264,14 +277,9 @@ dc_status dc_op_check_args(dc_tape *tape, const char *op, int n, dc_tensor *cons
     for (int i = 0; i < n; ++i) {
         if (in[i])
             continue;
-        /* Keep the cause, status and message, when the NULL came from a
-         * failed op: the context's last error. */
-        char cause[sizeof tape->ctx->error];
-        memcpy(cause, tape->ctx->error, sizeof cause);
-        const dc_status cause_status = tape->ctx->status;
-        if (cause[0] && cause_status != DC_OK)
-            return dc_error(tape->ctx, cause_status, "%s: input %s is NULL (after: %s)", op, labels[i], cause);
-        return dc_error(tape->ctx, DC_ERR_ARG, "%s: input %s is NULL", op, labels[i]);
+        char what[48];
+        snprintf(what, sizeof what, "input %s", labels[i]);
+        return null_tensor_error(tape->ctx, op, what);
     }
     for (int i = 0; i < n; ++i) {
         if (in[i]->tape && in[i]->tape != tape)
@@ -361,8 +369,7 @@ static dc_status check_output(dc_tape *tape, const dc_tensor *output, const char
 {
     dc_ctx *ctx = tape->ctx;
     if (!output)
-        return ctx->error[0] ? dc_error(ctx, DC_ERR_ARG, "%s: the output is NULL (after: %s)", fn, ctx->error)
-                             : dc_error(ctx, DC_ERR_ARG, "%s: the output is NULL", fn);
+        return null_tensor_error(ctx, fn, "the output");
     if (tape->backward_done)
         return dc_error(ctx, DC_ERR_STATE,
                         "%s: backward already ran on this tape; call dc_tape_reset and record the step again", fn);

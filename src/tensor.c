@@ -46,14 +46,17 @@ dc_status dc_check_shape(dc_ctx *ctx, const char *what, int ndim, const int64_t 
         return dc_error(ctx, DC_ERR_SHAPE, "%s: rank %d is outside 0..%d", what, ndim, DC_MAX_DIMS);
     if (ndim > 0 && !shape)
         return dc_error(ctx, DC_ERR_ARG, "%s: shape is NULL for rank %d", what, ndim);
-    int64_t n = 1;
+    /* the product of the sizes, zeros counted as ones: it bounds the
+     * elements, their bytes and the strides (which skip the zeros) */
+    int64_t span = 1;
     for (int d = 0; d < ndim; ++d) {
         if (shape[d] < 0)
             return dc_error(ctx, DC_ERR_SHAPE, "%s: dimension %d is %lld; sizes must be >= 0", what, d,
                             (long long)shape[d]);
-        if (shape[d] > 0 && n > INT64_MAX / 16 / shape[d])
+        const int64_t at_least_one = shape[d] > 0 ? shape[d] : 1;
+        if (span > INT64_MAX / 16 / at_least_one)
             return dc_error(ctx, DC_ERR_SHAPE, "%s: shape is too large", what);
-        n *= shape[d];
+        span *= at_least_one;
     }
     return DC_OK;
 }
@@ -358,16 +361,28 @@ static double gen_const(dc_ctx *ctx, const double *p)
     return p[0];
 }
 
-/* p: lo, hi and the largest value of the dtype below hi. Rounding to the
- * dtype could reach hi; the cap keeps every value in [lo, hi), or at lo when
- * no value of the dtype lies there (lo == hi). */
+/* p: lo, hi, the smallest value of the dtype at or above lo and the largest
+ * below hi. The draw is clamped between the two, so that rounding to the
+ * dtype keeps it in [lo, hi); where the dtype has no value there, it is lo. */
 static double gen_uniform(dc_ctx *ctx, const double *p)
 {
-    const double v = fmin(p[0] + (p[1] - p[0]) * dc_rng_uniform(ctx), p[2]);
-    return v < p[0] ? p[0] : v;
+    if (p[2] > p[3])
+        return p[0];
+    const double v = p[0] + (p[1] - p[0]) * dc_rng_uniform(ctx);
+    return v < p[2] ? p[2] : v > p[3] ? p[3] : v;
 }
 
-/* The largest value of dtype below x. */
+/* The smallest value of dtype at or above finite x / the largest below it. */
+static double at_or_above(dc_dtype dtype, double x)
+{
+    if (dtype == DC_F64)
+        return x;
+    float f = (float)x;
+    while ((double)f < x)
+        f = nextafterf(f, INFINITY);
+    return f;
+}
+
 static double below(dc_dtype dtype, double x)
 {
     if (dtype == DC_F64)
@@ -397,9 +412,11 @@ dc_status dc_tensor_fill_uniform(dc_tensor *t, double lo, double hi)
 {
     if (!t)
         return DC_ERR_ARG;
+    if (!isfinite(lo) || !isfinite(hi))
+        return dc_error(t->ctx, DC_ERR_ARG, "dc_tensor_fill_uniform: lo %g and hi %g must be finite", lo, hi);
     if (!(lo <= hi))
         return dc_error(t->ctx, DC_ERR_ARG, "dc_tensor_fill_uniform: lo %g is above hi %g", lo, hi);
-    double p[3] = {lo, hi, below(t->dtype, hi)};
+    double p[4] = {lo, hi, at_or_above(t->dtype, lo), below(t->dtype, hi)};
     return fill_with("dc_tensor_fill_uniform", t, gen_uniform, p);
 }
 

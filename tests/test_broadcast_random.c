@@ -1475,6 +1475,43 @@ static void print_coverage(const char *name, const coverage *cov)
     print_message("\n");
 }
 
+/* Fails when a group of cases no longer reaches what it is there for, so
+ * that a change to the generator cannot drop coverage unnoticed. */
+static void require_coverage(category cat, const char *name, const coverage *cov)
+{
+    const char *missing = NULL;
+    for (int f = 0; f < FN_COUNT && !missing; ++f)
+        if (cov->by_fn[f] == 0)
+            missing = "a function or op";
+    if (!missing && (cov->policy_runs[0] == 0 || cov->policy_runs[1] == 0))
+        missing = "a partials policy";
+    if (!missing && (cov->f32 == 0 || cov->f32 == cov->cases))
+        missing = "a dtype";
+    if (!missing && (cov->threads2 == 0 || cov->threads2 == cov->cases))
+        missing = "a thread count";
+    if (!missing && (cov->views == 0 || cov->shared_leaves == 0 || cov->aliases == 0))
+        missing = "views, shared leaves or a tensor passed twice";
+    for (int h = 0; h < 3 && !missing; ++h)
+        if (cov->by_head[h] == 0)
+            missing = "a way of seeding the backward pass";
+    if (cat == CAT_SMALL) {
+        for (int r = 0; r <= DC_MAX_DIMS && !missing; ++r)
+            if (cov->rank[r] == 0)
+                missing = "an output rank from 0 to 8";
+        if (!missing && cov->zero_size == 0)
+            missing = "a zero-size dimension";
+    } else if (cat == CAT_CHUNKS) {
+        if (cov->over_chunk < cov->cases * 3 / 4)
+            missing = "three quarters of the cases over 2048 elements";
+        else if (cov->big_row_sums == 0)
+            missing = "a gradient of over 16384 elements summed on 2 threads";
+    } else if (cov->long_rows < cov->cases) {
+        missing = "rows of 512 or more in every case";
+    }
+    if (missing)
+        fail_msg("%s: the %d cases no longer cover %s", name, cov->cases, missing);
+}
+
 static void run_category(category cat, int n_cases, const char *name)
 {
     dc_ctx *ctxs[2] = {test_cpu_ctx_threads(1, 1), test_cpu_ctx_threads(2, 1)};
@@ -1493,6 +1530,8 @@ static void run_category(category cat, int n_cases, const char *name)
     }
     free(c);
     print_coverage(name, &cov);
+    if (!(only && *only))
+        require_coverage(cat, name, &cov);
     dc_ctx_free(ctxs[0]);
     dc_ctx_free(ctxs[1]);
 }

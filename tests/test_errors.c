@@ -371,6 +371,12 @@ static void test_null_from_failed_op_keeps_cause(void **state)
     expect_status("dc_broadcast after a failed add", st, DC_ERR_SHAPE, dc_last_error(ctx));
     expect_words("dc_broadcast after a failed add", dc_last_error(ctx), "input i is NULL", "dc_op_add", "[4, 5]",
                  (const char *)NULL);
+    /* and so does backward on the NULL end of a failed chain */
+    dc_clear_error(ctx);
+    st = dc_backward(tape, dc_op_add(tape, a, b));
+    expect_status("dc_backward of a failed add", st, DC_ERR_SHAPE, dc_last_error(ctx));
+    expect_words("dc_backward of a failed add", dc_last_error(ctx), "dc_backward: the output is NULL", "dc_op_add",
+                 (const char *)NULL);
     if (dc_tape_node_count(tape) != 0)
         fail_msg("a failed chain recorded %zu nodes, expected 0", dc_tape_node_count(tape));
     dc_tape_free(tape);
@@ -581,12 +587,20 @@ static void test_bad_tensor_shapes(void **state)
     EXPECT_OP_FAILS(ctx, dc_tensor_new(ctx, DC_F64, 2, neg), "dc_tensor_new", "dimension 1", "-3");
     EXPECT_OP_FAILS(ctx, dc_tensor_new(ctx, DC_F64, 2, NULL), "dc_tensor_new", "NULL");
     EXPECT_OP_FAILS(ctx, dc_tensor_new(ctx, DC_F64, 2, huge), "dc_tensor_new", "too large");
+    /* no elements, but strides past INT64_MAX */
+    const int64_t zero_huge[3] = {0, INT64_MAX, INT64_MAX};
+    EXPECT_OP_FAILS(ctx, dc_tensor_new(ctx, DC_F64, 3, zero_huge), "dc_tensor_new", "too large");
     EXPECT_OP_FAILS(ctx, dc_tensor_new(ctx, (dc_dtype)5, 1, nine), "dc_tensor_new", "dtype");
     EXPECT_OP_FAILS(ctx, dc_tensor_from_host(ctx, DC_F64, 1, nine, NULL), "dc_tensor_from_host", "NULL");
     EXPECT_OP_FAILS(ctx, dc_tensor_from_host(ctx, DC_F64, 2, neg, nine), "dc_tensor_new", "-3");
     dc_tape *tape = dc_tape_new(ctx);
     EXPECT_OP_FAILS(ctx, dc_tape_tensor_new(tape, DC_F64, 9, nine, NULL), "dc_tape_tensor_new", "rank 9");
     EXPECT_OP_FAILS(ctx, dc_tape_tensor_new(tape, DC_F64, 2, neg, NULL), "dc_tape_tensor_new", "-3");
+    EXPECT_OP_FAILS(ctx, dc_tape_tensor_new(tape, DC_F64, 3, zero_huge, NULL), "dc_tape_tensor_new", "too large");
+    const int64_t s03[2] = {0, 3};
+    dc_tensor *empty = f64_tensor(ctx, 2, s03);
+    EXPECT_OP_FAILS(ctx, dc_op_reshape(tape, empty, 3, zero_huge), "dc_op_reshape", "[0, 3]");
+    dc_tensor_free(empty);
 
     /* element access out of range or with the wrong buffer size */
     const int64_t s23[2] = {2, 3};
@@ -778,6 +792,16 @@ static void test_ctx_device_env(void **state)
     }
     expect_status("DC_DEVICE=bogus", st, DC_ERR_ARG, dc_last_error(NULL));
     expect_words("DC_DEVICE=bogus", dc_last_error(NULL), "DC_DEVICE=bogus", "cpu", "cuda", (const char *)NULL);
+
+    /* AUTO, with or without a GPU: a new context holds no error, also when
+     * it fell back to the CPU */
+    ctx = ctx_with_env(NULL, DC_BACKEND_AUTO, &st);
+    if (!ctx)
+        fail_msg("AUTO: expected a context, got %s: %s", dc_status_name(st), dc_last_error(NULL));
+    expect_status("a new AUTO context's last status", dc_last_status(ctx), DC_OK, dc_last_error(ctx));
+    if (dc_last_error(ctx)[0])
+        fail_msg("a new AUTO context's last error is \"%s\"", dc_last_error(ctx));
+    dc_ctx_free(ctx);
 
     /* An explicit backend ignores DC_DEVICE. */
     ctx = ctx_with_env("bogus", DC_BACKEND_CPU, &st);
@@ -1120,6 +1144,8 @@ static void test_every_public_function_rejects_bad_arguments(void **state)
                   "NULL");
     EXPECT_STATUS(ctx, dc_checkpoint_save(ctx, path, 1, &x, no_name), DC_ERR_ARG, "dc_checkpoint_save", "0", "NULL");
     EXPECT_STATUS(ctx, dc_checkpoint_save(ctx, no_dir, 1, &x, names1), DC_ERR_IO, "dc_checkpoint_save", no_dir);
+    EXPECT_STATUS(ctx, dc_checkpoint_save(ctx, path, 1, &foreign, names1), DC_ERR_ARG, "dc_checkpoint_save",
+                  "tensor 0", "another context");
     FILE *written = fopen(path, "rb");
     if (written) {
         fclose(written);
@@ -1134,6 +1160,8 @@ static void test_every_public_function_rejects_bad_arguments(void **state)
     EXPECT_STATUS(ctx, dc_checkpoint_load(ctx, path, 1, no_param, names1), DC_ERR_ARG, "dc_checkpoint_load", "0",
                   "NULL");
     EXPECT_STATUS(ctx, dc_checkpoint_load(ctx, path, 1, &x, no_name), DC_ERR_ARG, "dc_checkpoint_load", "0", "NULL");
+    EXPECT_STATUS(ctx, dc_checkpoint_load(ctx, path, 1, &foreign, names1), DC_ERR_ARG, "dc_checkpoint_load",
+                  "tensor 0", "another context");
     EXPECT_STATUS(ctx, dc_checkpoint_load(ctx, no_dir, 1, &x, names1), DC_ERR_IO, "dc_checkpoint_load", no_dir);
 
     /* nothing refused changed the values or the gradient */

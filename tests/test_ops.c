@@ -1713,7 +1713,8 @@ static void test_gradcheck_max_per_input(void **state)
     dc_ctx_free(ctx);
 }
 
-/* Uniform values stay below hi after rounding to the dtype; lo == hi gives lo. */
+/* Uniform values stay in [lo, hi) after rounding to the dtype; with no value
+ * of the dtype there, every element is lo rounded; infinite bounds refused. */
 static void test_fill_uniform_bounds(void **state)
 {
     (void)state;
@@ -1727,8 +1728,10 @@ static void test_fill_uniform_bounds(void **state)
         {DC_F32, 0.0, 1.0},
         {DC_F32, 1.0, 1.0 + 0x1p-20},
         {DC_F64, 0.0, 1.0},
+        {DC_F32, 0.7, 0.70000006}, /* lo is not a float: values round to it from below */
         {DC_F32, 3.0, 3.0},
         {DC_F64, -2.5, -2.5},
+        {DC_F32, 0.1, 0.1}, /* no float in [lo, hi): lo, rounded */
     };
     for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; ++i) {
         dc_tensor *t = dc_tensor_new(ctx, ranges[i].dtype, 1, shape);
@@ -1736,13 +1739,22 @@ static void test_fill_uniform_bounds(void **state)
         TEST_OK(ctx, dc_tensor_fill_uniform(t, ranges[i].lo, ranges[i].hi));
         double *v = test_values(t);
         const bool empty = ranges[i].lo == ranges[i].hi;
+        const double lo_rounded = ranges[i].dtype == DC_F32 ? (double)(float)ranges[i].lo : ranges[i].lo;
         for (int64_t e = 0; e < shape[0]; ++e)
-            if (empty ? v[e] != ranges[i].lo : !(v[e] >= ranges[i].lo && v[e] < ranges[i].hi))
+            if (empty ? v[e] != lo_rounded : !(v[e] >= ranges[i].lo && v[e] < ranges[i].hi))
                 fail_msg("fill_uniform(%s, %.17g, %.17g): element %lld is %.17g", dc_dtype_name(ranges[i].dtype),
                          ranges[i].lo, ranges[i].hi, (long long)e, v[e]);
         free(v);
         dc_tensor_free(t);
     }
+    /* bounds that are not finite are refused (nextafter from an infinity never moves) */
+    dc_tensor *t = dc_tensor_new(ctx, DC_F32, 1, shape);
+    TEST_NONNULL(ctx, t);
+    const double bad[][2] = {{-INFINITY, -INFINITY}, {0.0, INFINITY}, {-INFINITY, 0.0}, {NAN, 1.0}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i)
+        if (dc_tensor_fill_uniform(t, bad[i][0], bad[i][1]) != DC_ERR_ARG)
+            fail_msg("fill_uniform(%g, %g): expected DC_ERR_ARG: %s", bad[i][0], bad[i][1], dc_last_error(ctx));
+    dc_tensor_free(t);
     dc_ctx_free(ctx);
 }
 

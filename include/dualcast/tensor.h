@@ -117,9 +117,10 @@ dc_status dc_tensor_set(dc_tensor *tensor, int64_t index, double value);
 
 /* Fills with uniform random numbers in [lo, hi) / normal ones with the given
  * mean and standard deviation, from the context's seeded generator. Uniform
- * values stay below hi after rounding to the tensor's dtype; with lo == hi
- * (or no value of the dtype in [lo, hi)) every element is lo. lo > hi and a
- * negative stddev are refused with DC_ERR_ARG. */
+ * values stay in [lo, hi) after rounding to the tensor's dtype; where the
+ * dtype has no value in [lo, hi) (lo == hi among others) every element is
+ * lo, rounded to the dtype. lo or hi not finite, lo > hi and a negative
+ * stddev are refused with DC_ERR_ARG. */
 dc_status dc_tensor_fill_uniform(dc_tensor *tensor, double lo, double hi);
 dc_status dc_tensor_fill_normal(dc_tensor *tensor, double mean, double stddev);
 

@@ -65,7 +65,10 @@ dc_tensor *dc_op_reshape(dc_tape *tape, dc_tensor *x, int ndim, const int64_t *s
     int64_t s[DC_MAX_DIMS];
     int infer = -1;
     int64_t known = 1;
-    bool too_large = false; /* the given sizes multiply past INT64_MAX */
+    /* The product of the sizes with zeros counted as ones bounds the strides
+     * too: past the limit of dc_check_shape the shape is refused. */
+    int64_t span = 1;
+    bool too_large = false;
     for (int d = 0; d < ndim; ++d) {
         s[d] = shape[d];
         if (shape[d] == -1 && infer < 0) {
@@ -74,10 +77,14 @@ dc_tensor *dc_op_reshape(dc_tape *tape, dc_tensor *x, int ndim, const int64_t *s
             dc_error(ctx, DC_ERR_SHAPE, "dc_op_reshape: size %lld at axis %d (only one -1 is allowed)",
                      (long long)shape[d], d);
             return NULL;
-        } else if (shape[d] > 0 && known > INT64_MAX / shape[d]) {
-            too_large = true;
         } else {
-            known *= shape[d];
+            const int64_t at_least_one = shape[d] > 0 ? shape[d] : 1;
+            if (span > INT64_MAX / 16 / at_least_one) {
+                too_large = true;
+            } else {
+                span *= at_least_one;
+                known *= shape[d];
+            }
         }
     }
     if (infer >= 0)
