@@ -248,31 +248,27 @@ static dc_status copy_strided(dc_ctx *ctx, const char *fn, dc_tensor *t, void *h
     return DC_OK;
 }
 
+/* copy_strided for a caller's host buffer, which must hold exactly the
+ * tensor's elements. */
+static dc_status copy_host_buffer(const char *fn, dc_tensor *t, void *host, size_t bytes, bool to_host)
+{
+    const size_t need = (size_t)t->numel * dc_dtype_size(t->dtype);
+    if (!host)
+        return dc_error(t->ctx, DC_ERR_ARG, "%s: the %s buffer is NULL", fn, to_host ? "destination" : "source");
+    if (bytes != need)
+        return dc_error(t->ctx, DC_ERR_ARG, "%s: buffer of %zu bytes for %lld %s elements (%zu bytes)", fn, bytes,
+                        (long long)t->numel, dc_dtype_name(t->dtype), need);
+    return copy_strided(t->ctx, fn, t, host, to_host);
+}
+
 dc_status dc_tensor_to_host(const dc_tensor *t, void *dst, size_t bytes)
 {
-    if (!t)
-        return DC_ERR_ARG;
-    const size_t need = (size_t)t->numel * dc_dtype_size(t->dtype);
-    if (!dst)
-        return dc_error(t->ctx, DC_ERR_ARG, "dc_tensor_to_host: the destination buffer is NULL");
-    if (bytes != need)
-        return dc_error(t->ctx, DC_ERR_ARG, "dc_tensor_to_host: buffer of %zu bytes for %lld %s elements (%zu bytes)",
-                        bytes, (long long)t->numel, dc_dtype_name(t->dtype), need);
-    return copy_strided(t->ctx, "dc_tensor_to_host", (dc_tensor *)t, dst, true);
+    return t ? copy_host_buffer("dc_tensor_to_host", (dc_tensor *)t, dst, bytes, true) : DC_ERR_ARG;
 }
 
 dc_status dc_tensor_from_host_copy(dc_tensor *t, const void *src, size_t bytes)
 {
-    if (!t)
-        return DC_ERR_ARG;
-    const size_t need = (size_t)t->numel * dc_dtype_size(t->dtype);
-    if (!src)
-        return dc_error(t->ctx, DC_ERR_ARG, "dc_tensor_from_host_copy: the source buffer is NULL");
-    if (bytes != need)
-        return dc_error(t->ctx, DC_ERR_ARG,
-                        "dc_tensor_from_host_copy: buffer of %zu bytes for %lld %s elements (%zu bytes)", bytes,
-                        (long long)t->numel, dc_dtype_name(t->dtype), need);
-    return copy_strided(t->ctx, "dc_tensor_from_host_copy", t, (void *)src, false);
+    return t ? copy_host_buffer("dc_tensor_from_host_copy", t, (void *)src, bytes, false) : DC_ERR_ARG;
 }
 
 static int64_t element_offset(const dc_tensor *t, int64_t index)

@@ -101,6 +101,20 @@ static dc_tensor *b_mul_overlap(dc_tape *t, dc_tensor *const *x, const void *a)
     (void)a;
     return dc_op_mul(t, dc_op_slice(t, x[0], 0, 0, 200), dc_op_slice(t, x[0], 0, 100, 200));
 }
+/* Element i of host values stored in dtype, read and written as a double. */
+static double element(const void *values, dc_dtype dtype, int64_t i)
+{
+    return dtype == DC_F64 ? ((const double *)values)[i] : (double)((const float *)values)[i];
+}
+
+static void set_element(void *values, dc_dtype dtype, int64_t i, double value)
+{
+    if (dtype == DC_F64)
+        ((double *)values)[i] = value;
+    else
+        ((float *)values)[i] = (float)value;
+}
+
 /* A tape tensor holding whole numbers (class targets, embedding ids) in
  * dtype: ops take their indices in the dtype of the tensor they index.
  * value(i) is the i-th number. */
@@ -112,10 +126,7 @@ static dc_tensor *tape_indices(dc_tape *t, dc_dtype dtype, int ndim, const int64
     const size_t size = dc_dtype_size(dtype);
     void *values = malloc((size_t)(n ? n : 1) * size);
     for (int64_t i = 0; i < n; ++i) {
-        if (dtype == DC_F64)
-            ((double *)values)[i] = (double)value(i);
-        else
-            ((float *)values)[i] = (float)value(i);
+        set_element(values, dtype, i, (double)value(i));
     }
     dc_tensor *indices = dc_tape_tensor_new(t, dtype, ndim, shape, values);
     free(values);
@@ -236,18 +247,9 @@ static void *host_input(const op_case *c, int k, dc_dtype dtype, int64_t *n, uin
         s ^= s >> 7;
         s ^= s << 17;
         const double value = c->lo[k] + (c->hi[k] - c->lo[k]) * (double)(s >> 11) * 0x1.0p-53;
-        if (dtype == DC_F64)
-            ((double *)v)[i] = value;
-        else
-            ((float *)v)[i] = (float)value;
+        set_element(v, dtype, i, value);
     }
     return v;
-}
-
-/* Element i of host values stored in dtype. */
-static double element(const void *values, dc_dtype dtype, int64_t i)
-{
-    return dtype == DC_F64 ? ((const double *)values)[i] : (double)((const float *)values)[i];
 }
 
 /* Normalized mean squared error of b against a reference a (n values in
@@ -302,10 +304,7 @@ static void run_case(dc_ctx *ctx, const op_case *c, dc_dtype dtype, void **out, 
     void *adj = malloc((size_t)(*n_out ? *n_out : 1) * size);
     for (int64_t i = 0; i < *n_out; ++i) {
         const double value = sin(0.37 * (double)i + 0.1);
-        if (dtype == DC_F64)
-            ((double *)adj)[i] = value;
-        else
-            ((float *)adj)[i] = (float)value;
+        set_element(adj, dtype, i, value);
     }
     dc_tensor *g = dc_tape_tensor_new(tape, dtype, dc_tensor_ndim(y), dc_tensor_shape(y), adj);
     free(adj);

@@ -64,29 +64,21 @@ dc_tensor *dc_op_reshape(dc_tape *tape, dc_tensor *x, int ndim, const int64_t *s
     }
     int64_t s[DC_MAX_DIMS];
     int infer = -1;
-    int64_t known = 1;
-    /* The product of the sizes with zeros counted as ones bounds the strides
-     * too: past the limit of dc_check_shape the shape is refused. */
-    int64_t span = 1;
-    bool too_large = false;
     for (int d = 0; d < ndim; ++d) {
         s[d] = shape[d];
         if (shape[d] == -1 && infer < 0) {
             infer = d;
+            s[d] = 1; /* until inferred */
         } else if (shape[d] < 0) {
             dc_error(ctx, DC_ERR_SHAPE, "dc_op_reshape: size %lld at axis %d (only one -1 is allowed)",
                      (long long)shape[d], d);
             return NULL;
-        } else {
-            const int64_t at_least_one = shape[d] > 0 ? shape[d] : 1;
-            if (span > INT64_MAX / 16 / at_least_one) {
-                too_large = true;
-            } else {
-                span *= at_least_one;
-                known *= shape[d];
-            }
         }
     }
+    /* Within dc_check_shape's bounds the product of the given sizes cannot
+     * overflow, nor can the strides; beyond them the message below says why. */
+    const bool too_large = dc_check_shape(ctx, "dc_op_reshape", ndim, s) != DC_OK;
+    const int64_t known = too_large ? 0 : dc_shape_numel(ndim, s);
     if (infer >= 0)
         s[infer] = known ? x->numel / known : 0;
     if (too_large || dc_shape_numel(ndim, s) != x->numel || (infer >= 0 && known == 0)) {
