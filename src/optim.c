@@ -1,5 +1,6 @@
 /* Adam and SGD with momentum, and gradient clipping, over persistent
  * parameters (CPU; the update is one vectorized pass per parameter). */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,34 +220,102 @@ dc_status dc_optimizer_step(dc_optimizer *opt)
     return DC_OK;
 }
 
-/* The sum of squares of g's elements in double, in SUM_BLOCKS fixed blocks
- * added in block order: the same result on any number of threads. */
+/* The sum of the squares of g's elements times scale, in double, in
+ * SUM_BLOCKS fixed blocks added in block order: the same result on any
+ * number of threads. */
 enum { SUM_BLOCKS = 64 };
-static double sum_squares(const dc_tensor *g, int n_threads)
-{
-    const int64_t n = g->numel;
-    double part[SUM_BLOCKS];
-#pragma omp parallel for num_threads(n_threads) if (n > PARALLEL_MIN) schedule(static)
-    for (int b = 0; b < SUM_BLOCKS; ++b) {
-        const int64_t e0 = n * b / SUM_BLOCKS, e1 = n * (b + 1) / SUM_BLOCKS;
-        double s = 0;
-        if (g->dtype == DC_F32) {
-            const float *x = g->data;
-#pragma omp simd reduction(+ : s)
-            for (int64_t e = e0; e < e1; ++e)
-                s += (double)x[e] * x[e];
-        } else {
-            const double *x = g->data;
-#pragma omp simd reduction(+ : s)
-            for (int64_t e = e0; e < e1; ++e)
-                s += x[e] * x[e];
-        }
-        part[b] = s;
+#define DEFINE_SUM_SQUARES(T)                                                                                         \
+    static double sum_squares_##T(const T *x, int64_t n, double scale, int n_threads)                                 \
+    {                                                                                                                 \
+        double part[SUM_BLOCKS];                                                                                      \
+        _Pragma("omp parallel for num_threads(n_threads) if (n > PARALLEL_MIN) schedule(static)")                     \
+        for (int b = 0; b < SUM_BLOCKS; ++b) {                                                                        \
+            const int64_t e0 = n * b / SUM_BLOCKS, e1 = n * (b + 1) / SUM_BLOCKS;                                     \
+            double s = 0;                                                                                             \
+            _Pragma("omp simd reduction(+ : s)")                                                                      \
+            for (int64_t e = e0; e < e1; ++e) {                                                                       \
+                const double v = (double)x[e] * scale;                                                                \
+                s += v * v;                                                                                           \
+            }                                                                                                         \
+            part[b] = s;                                                                                              \
+        }                                                                                                             \
+        double total = 0;                                                                                             \
+        for (int b = 0; b < SUM_BLOCKS; ++b)                                                                          \
+            total += part[b];                                                                                         \
+        return total;                                                                                                 \
+    }                                                                                                                 \
+    static double max_abs_##T(const T *x, int64_t n, int n_threads)                                                   \
+    {                                                                                                                 \
+        double m = 0;                                                                                                 \
+        _Pragma("omp parallel for simd num_threads(n_threads) if (n > PARALLEL_MIN) reduction(max : m)")              \
+        for (int64_t e = 0; e < n; ++e)                                                                               \
+            m = fmax(m, fabs((double)x[e]));                                                                          \
+        return m;                                                                                                     \
+    }                                                                                                                 \
+    /* the product in double: a float32 scale may underflow where the      \
+     * scaled elements do not */                                               \
+    static void scale_##T(T *x, int64_t n, double s, int n_threads)                                                   \
+    {                                                                                                                 \
+        _Pragma("omp parallel for simd num_threads(n_threads) if (n > PARALLEL_MIN) schedule(static)")                \
+        for (int64_t e = 0; e < n; ++e)                                                                               \
+            x[e] = (T)((double)x[e] * s);                                                                             \
     }
-    double total = 0;
-    for (int b = 0; b < SUM_BLOCKS; ++b)
-        total += part[b];
-    return total;
+DEFINE_SUM_SQUARES(float)
+DEFINE_SUM_SQUARES(double)
+
+/* The reduction `kind` over every gradient of params[0..n): the sum of the
+ * squares of the elements times scale, or the largest magnitude. */
+static dc_status grad_reduce(dc_ctx *ctx, int n, dc_tensor *const *params, dc_grad_reduction kind, double scale,
+                             double *out)
+{
+    if (ctx->cuda)
+        return dc_cuda_grad_reduce(ctx, n, params, kind, scale, out);
+    double r = 0;
+    for (int i = 0; i < n; ++i) {
+        const dc_tensor *g = dc_tensor_grad(params[i]);
+        if (!g)
+            continue;
+        const int nt = ctx->num_threads;
+        if (kind == DC_GRAD_MAX_ABS)
+            r = fmax(r, g->dtype == DC_F32 ? max_abs_float(g->data, g->numel, nt) : max_abs_double(g->data, g->numel, nt));
+        else
+            r += g->dtype == DC_F32 ? sum_squares_float(g->data, g->numel, scale, nt)
+                                    : sum_squares_double(g->data, g->numel, scale, nt);
+    }
+    *out = r;
+    return DC_OK;
+}
+
+/* The global L2 norm of the gradients. Squares of float64 elements beyond
+ * about 1e154 overflow a double and those below about 1e-154 lose precision
+ * or vanish; when the plain sum is infinite or below the smallest normal
+ * double, the elements are summed again scaled by the power of two that
+ * brings the largest magnitude into [0.5, 1). */
+static dc_status global_norm(dc_ctx *ctx, int n, dc_tensor *const *params, double *norm)
+{
+    double total;
+    dc_status st = grad_reduce(ctx, n, params, DC_GRAD_SUM_SQUARES, 1.0, &total);
+    if (st != DC_OK)
+        return st;
+    if (!(isinf(total) || total < DBL_MIN)) { /* finite and normal, or NaN */
+        *norm = sqrt(total);
+        return DC_OK;
+    }
+    double largest;
+    st = grad_reduce(ctx, n, params, DC_GRAD_MAX_ABS, 1.0, &largest);
+    if (st != DC_OK)
+        return st;
+    if (largest == 0 || isinf(largest)) {
+        *norm = largest;
+        return DC_OK;
+    }
+    int e;
+    frexp(largest, &e);
+    st = grad_reduce(ctx, n, params, DC_GRAD_SUM_SQUARES, ldexp(1.0, -e), &total);
+    if (st != DC_OK)
+        return st;
+    *norm = ldexp(sqrt(total), e);
+    return DC_OK;
 }
 
 dc_status dc_clip_grad_norm(dc_ctx *ctx, int n, dc_tensor *const *params, double max_norm, double *norm)
@@ -268,18 +337,10 @@ dc_status dc_clip_grad_norm(dc_ctx *ctx, int n, dc_tensor *const *params, double
         if (g && !dc_tensor_is_contiguous(g))
             return dc_error(ctx, DC_ERR_ARG, "dc_clip_grad_norm: the gradient of tensor %d is a view", i);
     }
-    double total = 0;
-    if (ctx->cuda) {
-        dc_status st = dc_cuda_grad_sum_squares(ctx, n, params, &total);
-        if (st != DC_OK)
-            return st;
-    }
-    for (int i = 0; !ctx->cuda && i < n; ++i) {
-        const dc_tensor *g = dc_tensor_grad(params[i]);
-        if (g)
-            total += sum_squares(g, ctx->num_threads);
-    }
-    const double global = sqrt(total);
+    double global;
+    dc_status st = global_norm(ctx, n, params, &global);
+    if (st != DC_OK)
+        return st;
     if (norm)
         *norm = global;
     /* NaN fails the comparison; an infinite norm would scale by zero */
@@ -291,18 +352,13 @@ dc_status dc_clip_grad_norm(dc_ctx *ctx, int n, dc_tensor *const *params, double
         if (!g)
             continue;
         if (ctx->cuda) {
-            dc_status st = dc_cuda_scale(ctx, g->dtype, g->data, g->numel, scale);
+            st = dc_cuda_scale(ctx, g->dtype, g->data, g->numel, scale);
             if (st != DC_OK)
                 return st;
         } else if (g->dtype == DC_F32) {
-            float *x = g->data;
-            const float sc = (float)scale;
-            for (int64_t e = 0; e < g->numel; ++e)
-                x[e] *= sc;
+            scale_float(g->data, g->numel, scale, ctx->num_threads);
         } else {
-            double *x = g->data;
-            for (int64_t e = 0; e < g->numel; ++e)
-                x[e] *= scale;
+            scale_double(g->data, g->numel, scale, ctx->num_threads);
         }
     }
     return DC_OK;

@@ -777,6 +777,52 @@ static void test_clip_norm_of_many_tensors(void **state)
         dc_tensor_free(w[i]);
 }
 
+/* Float64 gradients whose squares overflow or vanish in a double: the norm
+ * is summed again scaled by a power of two from the largest magnitude over
+ * every block of every tensor, and the clip scales as for any other norm.
+ * The larger tensor spans more blocks than one pass of the grid covers. */
+static void test_clip_norm_rescaled(void **state)
+{
+    (void)state;
+    const int64_t shape[2][2] = {{2048, 1024}, {3, 5}};
+    const struct {
+        const char *what;
+        double a[2], max_norm;
+    } rescale_cases[] = {
+        {"near 1e153", {1e153, -4e153}, 1.0},
+        {"near 1e-170", {1e-170, 3e-170}, 1e-168},
+    };
+    for (size_t c = 0; c < sizeof rescale_cases / sizeof rescale_cases[0]; ++c) {
+        dc_tensor *w[2];
+        dc_tape *tape = dc_tape_new(gpu);
+        long double squares = 0;
+        for (int i = 0; i < 2; ++i) {
+            w[i] = dc_tensor_new(gpu, DC_F64, 2, shape[i]);
+            TEST_OK(gpu, dc_tensor_fill(w[i], 0.25));
+            dc_tensor_set_requires_grad(w[i], true);
+            dc_tape_reset(tape);
+            TEST_OK(gpu, dc_backward(tape, dc_op_sum(tape, dc_op_affine(tape, w[i], rescale_cases[c].a[i], 0.0), 0, NULL,
+                                                     false)));
+            squares += (long double)rescale_cases[c].a[i] * rescale_cases[c].a[i] * (long double)(shape[i][0] * shape[i][1]);
+        }
+        const long double expected = sqrtl(squares);
+        double norm = 0;
+        TEST_OK(gpu, dc_clip_grad_norm(gpu, 2, w, rescale_cases[c].max_norm, &norm));
+        if (!(fabsl((long double)norm - expected) <= 1e-13L * expected))
+            fail_msg("%s: norm %.17g, expected %.17Lg", rescale_cases[c].what, norm, expected);
+        for (int i = 0; i < 2; ++i) {
+            const double want = (double)(rescale_cases[c].a[i] * (rescale_cases[c].max_norm / expected));
+            double got;
+            TEST_OK(gpu, dc_tensor_get(dc_tensor_grad(w[i]), 7, &got));
+            if (!(fabs(got - want) <= 1e-13 * fabs(want)))
+                fail_msg("%s: tensor %d after clipping holds %.17g, expected %.17g", rescale_cases[c].what, i, got, want);
+        }
+        dc_tape_free(tape);
+        for (int i = 0; i < 2; ++i)
+            dc_tensor_free(w[i]);
+    }
+}
+
 static void test_host_round_trip(void **state)
 {
     (void)state;
@@ -818,6 +864,7 @@ int main(void)
         cmocka_unit_test(test_optimizers_match_cpu),
         cmocka_unit_test(test_clip_norm_of_a_large_gradient),
         cmocka_unit_test(test_clip_norm_of_many_tensors),
+        cmocka_unit_test(test_clip_norm_rescaled),
         cmocka_unit_test(test_host_round_trip),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -1734,31 +1734,31 @@ static void test_clip_grad_norm(void **state)
 }
 
 /* A norm that is not finite leaves the gradients as they are: an infinite or
- * NaN element, and float64 elements whose squares overflow the sum. */
+ * NaN element, and float64 elements whose norm is beyond the double range. */
 static void test_clip_grad_norm_not_finite(void **state)
 {
     (void)state;
     dc_ctx *ctx = test_cpu_ctx();
-    const int64_t s3[1] = {3};
+    const int64_t s4[1] = {4};
     const struct {
         const char *what;
-        double values[3];
+        double values[4];
         bool norm_is_nan;
     } cases[] = {
-        {"an infinite element", {INFINITY, 1.0, 1.0}, false},
-        {"a NaN element", {NAN, 1.0, 1.0}, true},
-        {"squares beyond the double range", {1e200, 1.0, 2.0}, false},
+        {"an infinite element", {INFINITY, 1.0, 1.0, 0.0}, false},
+        {"a NaN element", {NAN, 1.0, 1.0, 0.0}, true},
+        {"a norm of 2e308", {1e308, 1e308, -1e308, 1e308}, false},
     };
-    dc_tensor *p = f64_random(ctx, 1, s3, -1, 1, true);
+    dc_tensor *p = f64_random(ctx, 1, s4, -1, 1, true);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
-        dc_tensor *g = test_tensor(ctx, DC_F64, 1, s3, cases[i].values);
+        dc_tensor *g = test_tensor(ctx, DC_F64, 1, s4, cases[i].values);
         set_grads(ctx, 1, &p, &g);
         double norm = 0;
         TEST_OK(ctx, dc_clip_grad_norm(ctx, 1, &p, 1.0, &norm));
         if (cases[i].norm_is_nan ? !isnan(norm) : norm != INFINITY)
             fail_msg("clip with %s: norm %g, expected %s", cases[i].what, norm, cases[i].norm_is_nan ? "NaN" : "inf");
         double *after = grad_values(ctx, p, "clip");
-        for (int e = 0; e < 3; ++e) {
+        for (int e = 0; e < 4; ++e) {
             const double want = cases[i].values[e];
             if (!(after[e] == want || (isnan(after[e]) && isnan(want))))
                 fail_msg("clip with %s: element %d changed from %g to %g", cases[i].what, e, want, after[e]);
@@ -1767,6 +1767,73 @@ static void test_clip_grad_norm_not_finite(void **state)
         dc_tensor_free(g);
     }
     dc_tensor_free(p);
+    dc_ctx_free(ctx);
+}
+
+/* Gradients whose squares overflow or underflow a double still get their
+ * norm to the last bits, and are clipped: float64 elements near 1e200, many
+ * near 1e153 whose squares are each finite but whose sum is not, elements
+ * near 1e-170 whose squares vanish, and a float32 clip whose scale is below
+ * the float32 range while the clipped elements are not. The reference is a
+ * long double sum (its exponent reaches 1e4932). */
+static void test_clip_grad_norm_extreme_magnitudes(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    static double many[N];
+    for (int e = 0; e < N; ++e)
+        many[e] = (e % 3 ? 1e153 : -7e152) * (1.0 + e / (double)N);
+    const double big[3] = {1e200, 1.0, -2.5e199}, tiny[3] = {1e-170, -3e-170, 0.0};
+    const float f32_huge[3] = {3e38f, 0.0f, -1.5f};
+    const struct {
+        const char *what;
+        dc_dtype dtype;
+        int64_t n;
+        const double *f64;
+        const float *f32;
+        double max_norm;
+    } cases[] = {
+        {"float64 near 1e200", DC_F64, 3, big, NULL, 1.0},
+        {"float64, many near 1e153", DC_F64, N, many, NULL, 1e100},
+        {"float64 near 1e-170", DC_F64, 3, tiny, NULL, 1e-171},
+        {"float64 near 1e-170, not clipped", DC_F64, 3, tiny, NULL, 1.0},
+        {"float32 clipped to 1e-10", DC_F32, 3, NULL, f32_huge, 1e-10},
+    };
+    dc_ctx *ctx = test_cpu_ctx();
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
+        const int64_t n = cases[c].n;
+        double *src = malloc((size_t)n * sizeof *src);
+        assert_non_null(src);
+        long double sq = 0;
+        for (int64_t e = 0; e < n; ++e) {
+            src[e] = cases[c].f64 ? cases[c].f64[e] : (double)cases[c].f32[e];
+            sq += (long double)src[e] * src[e];
+        }
+        const long double want_norm = sqrtl(sq);
+        dc_tensor *p = test_random(ctx, cases[c].dtype, 1, &n, -1, 1);
+        TEST_OK(ctx, dc_tensor_set_requires_grad(p, true));
+        dc_tensor *g = test_tensor(ctx, cases[c].dtype, 1, &n, src);
+        set_grads(ctx, 1, &p, &g);
+        double norm = 0;
+        TEST_OK(ctx, dc_clip_grad_norm(ctx, 1, &p, cases[c].max_norm, &norm));
+        if (!(fabsl((long double)norm - want_norm) <= 1e-15L * want_norm))
+            fail_msg("clip, %s: norm %.17g, expected %.17Lg", cases[c].what, norm, want_norm);
+        const bool clipped = want_norm > cases[c].max_norm;
+        /* float32: relative, and below the smallest subnormal, absolute */
+        const double tol = cases[c].dtype == DC_F32 ? 1.2e-7 : 1e-15;
+        const double abs_tol = cases[c].dtype == DC_F32 ? 0x1p-149 : 0.0;
+        double *after = grad_values(ctx, p, "clip");
+        for (int64_t e = 0; e < n; ++e) {
+            const long double want = clipped ? src[e] * (cases[c].max_norm / want_norm) : src[e];
+            if (!(fabsl((long double)after[e] - want) <= tol * fabsl(want) + abs_tol))
+                fail_msg("clip, %s: element %lld is %.17g, expected %.17Lg", cases[c].what, (long long)e, after[e],
+                         want);
+        }
+        free(after);
+        free(src);
+        dc_tensor_free(g);
+        dc_tensor_free(p);
+    }
     dc_ctx_free(ctx);
 }
 
@@ -2214,6 +2281,7 @@ int main(void)
         cmocka_unit_test(test_optimizer_bad_options),
         cmocka_unit_test(test_clip_grad_norm),
         cmocka_unit_test(test_clip_grad_norm_not_finite),
+        cmocka_unit_test(test_clip_grad_norm_extreme_magnitudes),
         cmocka_unit_test(test_sums_independent_of_threads),
         cmocka_unit_test(test_checkpoint_round_trip),
         cmocka_unit_test(test_checkpoint_refusals),

@@ -61,10 +61,14 @@ void dc_optimizer_free(dc_optimizer *opt);
 
 /* Scales the gradients of the n tensors so that their global L2 norm is at
  * most max_norm; stores the norm before clipping in *norm if not NULL. A
- * norm that is not finite (a NaN or infinite gradient) is reported through
- * *norm and the gradients are left as they are. The sum of squares is taken
- * in double, so float64 gradients with elements beyond about 1e154 overflow
- * it: their norm is reported as infinite, and they are left as they are. */
+ * norm that is not finite (a NaN or infinite gradient, or a norm beyond the
+ * double range) is reported through *norm and the gradients are left as they
+ * are. The sum of squares is taken in double; where it overflows or falls
+ * below the normal doubles (float64 elements beyond about 1e154 or below
+ * about 1e-154), the elements are summed again scaled by a power of two, so
+ * the norm keeps its precision at any magnitude. Each element is multiplied
+ * by max_norm / norm in double. The sums run in a fixed order: the same norm
+ * on any number of threads. */
 dc_status dc_clip_grad_norm(dc_ctx *ctx, int n, dc_tensor *const *params, double max_norm, double *norm);
 
 #ifdef __cplusplus

@@ -2,7 +2,8 @@
  * scatter-add adjoint split by column so each sum runs in id order), cross
  * entropy (a block per row, blocks taking several rows beyond the grid cap),
  * Adam and SGD updates, and the squared global norm of the gradients for
- * clipping (fixed-order trees, one copy to the host). */
+ * clipping (fixed-order trees, one copy to the host), with the largest
+ * magnitude for a rescaled norm. */
 #include "block_reduce.cuh"
 #include "nn_cuda.h"
 
@@ -87,6 +88,18 @@ __global__ void sum_of(const double *v, int64_t n, double *out)
         *out = s;
 }
 
+/* one block: the largest of v[0..n) (entries are >= 0) */
+__global__ void max_of(const double *v, int64_t n, double *out)
+{
+    __shared__ double part[kBlock];
+    double m = 0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        m = fmax(m, v[i]);
+    m = block_reduce(m, part, true);
+    if (threadIdx.x == 0)
+        *out = m;
+}
+
 template <typename T>
 __global__ void ce_grad(T *g, int64_t rs, int64_t cs, const T *logits, int64_t n, int64_t c, const int64_t *target,
                         const double *lse, const T *gy, int add)
@@ -118,22 +131,27 @@ template <typename T> __global__ void sgd(int64_t n, T *w, const T *g, T *buf, T
     }
 }
 
-/* per-block partial sums of squares; block b writes part[b] */
-template <typename T> __global__ void sum_squares(const T *x, int64_t n, double *part_out)
+/* per-block partial results; block b writes part[b]: the sum of the squares
+ * of x[e] * scale, or (take_max) the largest |x[e]| */
+template <typename T> __global__ void grad_reduce(const T *x, int64_t n, double scale, bool take_max, double *part_out)
 {
     __shared__ double part[kBlock];
     double s = 0;
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x)
-        s += (double)x[e] * (double)x[e];
-    s = block_reduce(s, part, false);
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
+        const double v = (double)x[e];
+        s = take_max ? fmax(s, fabs(v)) : s + (v * scale) * (v * scale);
+    }
+    s = block_reduce(s, part, take_max);
     if (threadIdx.x == 0)
         part_out[blockIdx.x] = s;
 }
 
-template <typename T> __global__ void scale_by(T *x, int64_t n, T s)
+/* the product in double, as on the CPU: a float32 scale may underflow where
+ * the scaled elements do not */
+template <typename T> __global__ void scale_by(T *x, int64_t n, double s)
 {
     for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x)
-        x[e] *= s;
+        x[e] = (T)((double)x[e] * s);
 }
 
 } // namespace
@@ -230,8 +248,10 @@ dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const voi
     return dc_cuda_check(ctx, cudaGetLastError(), "sgd");
 }
 
-dc_status dc_cuda_grad_sum_squares(dc_ctx *ctx, int n, dc_tensor *const *params, double *total)
+dc_status dc_cuda_grad_reduce(dc_ctx *ctx, int n, dc_tensor *const *params, dc_grad_reduction kind, double scale,
+                              double *total)
 {
+    const bool take_max = kind == DC_GRAD_MAX_ABS;
     /* Tensor i's blocks write their sums into row i of a table of kParts
      * columns (the kernel strides over its grid, so kParts blocks cover any
      * size); rows a tensor leaves short stay zero. One block then sums the
@@ -243,7 +263,7 @@ dc_status dc_cuda_grad_sum_squares(dc_ctx *ctx, int n, dc_tensor *const *params,
         return DC_ERR_MEMORY;
     double *sum = table + cells;
     cudaStream_t st = ctx->cuda->stream;
-    dc_status s = dc_cuda_check(ctx, cudaMemsetAsync(table, 0, cells * sizeof(double), st), "sum of squares");
+    dc_status s = dc_cuda_check(ctx, cudaMemsetAsync(table, 0, cells * sizeof(double), st), "gradient norm");
     for (int i = 0; s == DC_OK && i < n; ++i) {
         const dc_tensor *g = dc_tensor_grad(params[i]);
         if (!g)
@@ -251,14 +271,17 @@ dc_status dc_cuda_grad_sum_squares(dc_ctx *ctx, int n, dc_tensor *const *params,
         const unsigned grid = grid_for(ctx, g->numel), blocks = grid < kParts ? grid : kParts;
         double *row = table + (size_t)i * kParts;
         if (g->dtype == DC_F32)
-            sum_squares<float><<<blocks, kBlock, 0, st>>>((const float *)g->data, g->numel, row);
+            grad_reduce<float><<<blocks, kBlock, 0, st>>>((const float *)g->data, g->numel, scale, take_max, row);
         else
-            sum_squares<double><<<blocks, kBlock, 0, st>>>((const double *)g->data, g->numel, row);
-        s = dc_cuda_check(ctx, cudaGetLastError(), "sum of squares");
+            grad_reduce<double><<<blocks, kBlock, 0, st>>>((const double *)g->data, g->numel, scale, take_max, row);
+        s = dc_cuda_check(ctx, cudaGetLastError(), "gradient norm");
     }
     if (s == DC_OK) {
-        sum_of<<<1, kBlock, 0, st>>>(table, (int64_t)cells, sum);
-        s = dc_cuda_check(ctx, cudaGetLastError(), "sum of squares");
+        if (take_max)
+            max_of<<<1, kBlock, 0, st>>>(table, (int64_t)cells, sum);
+        else
+            sum_of<<<1, kBlock, 0, st>>>(table, (int64_t)cells, sum);
+        s = dc_cuda_check(ctx, cudaGetLastError(), "gradient norm");
     }
     if (s == DC_OK)
         s = dc_cuda_to_host(ctx, total, sum, sizeof *total);
@@ -270,7 +293,7 @@ dc_status dc_cuda_scale(dc_ctx *ctx, dc_dtype dtype, void *x, int64_t n, double 
 {
     cudaStream_t st = ctx->cuda->stream;
     if (dtype == DC_F32)
-        scale_by<float><<<grid_for(ctx, n), kBlock, 0, st>>>((float *)x, n, (float)s);
+        scale_by<float><<<grid_for(ctx, n), kBlock, 0, st>>>((float *)x, n, s);
     else
         scale_by<double><<<grid_for(ctx, n), kBlock, 0, st>>>((double *)x, n, s);
     return dc_cuda_check(ctx, cudaGetLastError(), "scale");

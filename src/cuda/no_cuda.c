@@ -133,9 +133,10 @@ dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const voi
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
 
-dc_status dc_cuda_grad_sum_squares(dc_ctx *ctx, int n, dc_tensor *const *params, double *total)
+dc_status dc_cuda_grad_reduce(dc_ctx *ctx, int n, dc_tensor *const *params, dc_grad_reduction kind, double scale,
+                              double *total)
 {
-    (void)n, (void)params, (void)total;
+    (void)n, (void)params, (void)kind, (void)scale, (void)total;
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
 
