@@ -4,13 +4,17 @@
  * normalized mean squared error (<= 1e-7 in float32, <= 1e-24 for the ops in
  * float64) with NaN and Inf in the same places, shapes without elements
  * included; Adam and SGD steps; backward determinism; the global norm of a
- * large gradient and of several tensors at once; no cudaMalloc or cudaFree in
- * a steady-state step. Exits 77 (skipped) when no CUDA device can be used,
- * or fails then if DC_REQUIRE_CUDA=1. */
+ * large gradient and of several tensors at once, and of gradients beyond the
+ * double range of squares; copies between contexts and checkpoints of CUDA
+ * tensors; no cudaMalloc or cudaFree in a steady-state step. Exits 77
+ * (skipped) when no CUDA device can be used, or fails then if
+ * DC_REQUIRE_CUDA=1. tests/cuda_emulation runs it on the CPU as well. */
+#define _POSIX_C_SOURCE 200809L /* mkstemp, close */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "support/test_support.h"
 
@@ -823,6 +827,75 @@ static void test_clip_norm_rescaled(void **state)
     }
 }
 
+/* Copies between a CPU and a CUDA context and between two CUDA contexts go
+ * through host memory; a strided view on the CUDA side of such a copy, and
+ * as the destination of a checkpoint load, is refused with nothing written.
+ * A checkpoint saved from CUDA tensors loads into CUDA and CPU tensors. */
+static void test_copies_between_contexts(void **state)
+{
+    (void)state;
+    const int64_t s[2] = {3, 5}, st[2] = {5, 3};
+    double v[15], back[15], zeros[15] = {0};
+    for (int i = 0; i < 15; ++i)
+        v[i] = 0.5 * i - 2;
+    dc_ctx_options o = dc_ctx_options_default();
+    o.backend = DC_BACKEND_CUDA;
+    o.seed = 2;
+    dc_ctx *gpu2 = dc_ctx_new(&o, NULL);
+    TEST_NONNULL(gpu, gpu2);
+    dc_tensor *c = dc_tensor_from_host(cpu, DC_F64, 2, s, v);
+    dc_tensor *g = dc_tensor_new(gpu, DC_F64, 2, s), *g2 = dc_tensor_new(gpu2, DC_F64, 2, s);
+    dc_tensor *c2 = dc_tensor_new(cpu, DC_F64, 2, s);
+    TEST_OK(gpu, dc_tensor_copy(g, c));
+    TEST_OK(gpu2, dc_tensor_copy(g2, g));
+    TEST_OK(cpu, dc_tensor_copy(c2, g2));
+    TEST_OK(cpu, dc_tensor_to_host(c2, back, sizeof back));
+    assert_memory_equal(v, back, sizeof v);
+
+    dc_tape *tape = dc_tape_new(gpu);
+    dc_tensor *gt = dc_op_transpose(tape, g, 0, 1); /* a strided view of g */
+    TEST_NONNULL(gpu, gt);
+    dc_tensor *ct = dc_tensor_new(cpu, DC_F64, 2, st);
+    TEST_OK(cpu, dc_tensor_fill(ct, 0.0));
+    if (dc_tensor_copy(ct, gt) != DC_ERR_UNSUPPORTED)
+        fail_msg("a copy from a strided CUDA view to the CPU was not refused");
+    TEST_OK(cpu, dc_tensor_to_host(ct, back, sizeof back));
+    assert_memory_equal(zeros, back, sizeof zeros);
+    if (dc_tensor_copy(gt, ct) != DC_ERR_UNSUPPORTED)
+        fail_msg("a copy from the CPU into a strided CUDA view was not refused");
+    TEST_OK(gpu, dc_tensor_to_host(g, back, sizeof back));
+    assert_memory_equal(v, back, sizeof v);
+
+    char path[] = "/tmp/dc_test_cuda_XXXXXX";
+    const int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    dc_tensor *h = dc_tensor_new(gpu, DC_F64, 2, st);
+    TEST_OK(gpu, dc_tensor_fill_uniform(h, -1, 1));
+    const char *names[1] = {"h"};
+    TEST_OK(gpu, dc_checkpoint_save(gpu, path, 1, &h, names));
+    if (dc_checkpoint_load(gpu, path, 1, &gt, names) != DC_ERR_UNSUPPORTED)
+        fail_msg("a checkpoint load into a strided CUDA view was not refused");
+    TEST_OK(gpu, dc_tensor_to_host(g, back, sizeof back));
+    assert_memory_equal(v, back, sizeof v);
+    double want[15], got[15];
+    TEST_OK(gpu, dc_tensor_to_host(h, want, sizeof want));
+    dc_tensor *h_gpu = dc_tensor_new(gpu2, DC_F64, 2, st), *h_cpu = dc_tensor_new(cpu, DC_F64, 2, st);
+    TEST_OK(gpu2, dc_checkpoint_load(gpu2, path, 1, &h_gpu, names));
+    TEST_OK(gpu2, dc_tensor_to_host(h_gpu, got, sizeof got));
+    assert_memory_equal(want, got, sizeof want);
+    TEST_OK(cpu, dc_checkpoint_load(cpu, path, 1, &h_cpu, names));
+    TEST_OK(cpu, dc_tensor_to_host(h_cpu, got, sizeof got));
+    assert_memory_equal(want, got, sizeof want);
+    remove(path);
+
+    dc_tape_free(tape);
+    dc_tensor *all[8] = {c, g, g2, c2, ct, h, h_gpu, h_cpu};
+    for (int i = 0; i < 8; ++i)
+        dc_tensor_free(all[i]);
+    dc_ctx_free(gpu2);
+}
+
 static void test_host_round_trip(void **state)
 {
     (void)state;
@@ -865,6 +938,7 @@ int main(void)
         cmocka_unit_test(test_clip_norm_of_a_large_gradient),
         cmocka_unit_test(test_clip_norm_of_many_tensors),
         cmocka_unit_test(test_clip_norm_rescaled),
+        cmocka_unit_test(test_copies_between_contexts),
         cmocka_unit_test(test_host_round_trip),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);

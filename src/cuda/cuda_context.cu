@@ -224,7 +224,7 @@ dc_status dc_cuda_init(dc_ctx *ctx)
     s->sm_count = prop.multiProcessorCount;
     s->max_blocks = prop.multiProcessorCount * 32;
     ctx->cuda = s;
-    snprintf(ctx->device_name, sizeof ctx->device_name, "%s (sm_%d%d, %d SMs, %.0f GiB)", prop.name, prop.major,
+    snprintf(ctx->device_name, sizeof ctx->device_name, "%.100s (sm_%d%d, %d SMs, %.0f GiB)", prop.name, prop.major,
              prop.minor, prop.multiProcessorCount, (double)prop.totalGlobalMem / (1 << 30));
     return DC_OK;
 }

@@ -256,7 +256,7 @@ dc_status dc_cuda_grad_reduce(dc_ctx *ctx, int n, dc_tensor *const *params, dc_g
      * columns (the kernel strides over its grid, so kParts blocks cover any
      * size); rows a tensor leaves short stay zero. One block then sums the
      * table and the host copies back that one value. */
-    enum { kParts = 1024 };
+    constexpr unsigned kParts = 1024;
     const size_t cells = (size_t)n * kParts;
     double *table = (double *)dc_cuda_alloc(ctx, (cells + 1) * sizeof(double));
     if (!table)

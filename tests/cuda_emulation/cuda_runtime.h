@@ -1,0 +1,147 @@
+/* The part of the CUDA runtime the CUDA backend uses, emulated on the CPU so
+ * that the backend's host logic and its kernels run in CI, where there is no
+ * GPU. Device memory lives in a region the host cannot touch outside the
+ * emulated runtime and kernels: a host dereference of a device pointer
+ * faults. A new allocation holds all bits set (NaN), not zeros. Kernels run
+ * block after block, the threads of a block on coroutines that switch at
+ * __syncthreads, so __syncthreads and __shared__ behave as on a device.
+ * What it cannot show: races between threads, timing, and the device's own
+ * arithmetic (it runs the host path of the math, as the CPU backend does).
+ *
+ * Only the emulated build of the tests includes this file (with its
+ * directory first on the include path); a launch `k<<<g, b, s, st>>>(args)`
+ * is rewritten to `dc_emu::launch(&k, g, b, s, st)(args)` when the sources
+ * are mirrored for that build (mirror.cmake). */
+#ifndef DC_CUDA_EMULATION_RUNTIME_H
+#define DC_CUDA_EMULATION_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <math.h>
+
+#include <tuple>
+#include <utility>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __restrict__ __restrict
+/* one instance per kernel (per template instantiation), shared by the block
+ * that runs; blocks run one at a time */
+#define __shared__ static
+
+typedef enum cudaError {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInvalidDevicePointer = 17,
+    cudaErrorInvalidConfiguration = 9,
+    cudaErrorNoDevice = 100,
+} cudaError_t;
+
+typedef enum cudaMemcpyKind {
+    cudaMemcpyHostToHost = 0,
+    cudaMemcpyHostToDevice = 1,
+    cudaMemcpyDeviceToHost = 2,
+    cudaMemcpyDeviceToDevice = 3,
+    cudaMemcpyDefault = 4,
+} cudaMemcpyKind;
+
+typedef enum cudaDeviceAttr {
+    cudaDevAttrMultiProcessorCount = 16,
+    cudaDevAttrL2CacheSize = 38,
+} cudaDeviceAttr;
+
+typedef struct dc_emu_stream *cudaStream_t;
+#define cudaStreamNonBlocking 0x01
+
+typedef struct cudaDeviceProp {
+    char name[256];
+    size_t totalGlobalMem;
+    int multiProcessorCount;
+    int major, minor;
+} cudaDeviceProp;
+
+struct uint3 {
+    unsigned x, y, z;
+};
+struct dim3 {
+    unsigned x, y, z;
+    dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
+struct alignas(16) double2 {
+    double x, y;
+};
+
+cudaError_t cudaGetDeviceCount(int *count);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaGetDevice(int *device);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device);
+cudaError_t cudaMalloc(void **ptr, size_t bytes);
+cudaError_t cudaFree(void *ptr);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream = 0);
+cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream = 0);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaGetLastError(void);
+const char *cudaGetErrorString(cudaError_t err);
+
+namespace dc_emu {
+
+/* The running thread's coordinates, set by the scheduler. */
+extern uint3 thread_idx, block_idx;
+extern dim3 block_dim, grid_dim;
+
+/* Suspends the calling thread until every thread of its block got here. */
+void sync_threads();
+
+/* Runs body(thread) for every thread of a grid of blocks: each block's
+ * threads as coroutines. Records cudaErrorInvalidConfiguration for an empty
+ * or oversized grid or block, as a launch would. */
+void run_grid(dim3 grid, dim3 block, void (*body)(void *), void *closure);
+
+/* What `k<<<grid, block, shared, stream>>>` becomes: called with the
+ * arguments, it converts them to the kernel's parameter types once (a launch
+ * copies its arguments) and runs the grid. */
+template <typename... P> struct launcher {
+    void (*kernel)(P...);
+    dim3 grid, block;
+    template <typename... A> void operator()(A &&...args) const
+    {
+        struct call {
+            void (*kernel)(P...);
+            std::tuple<P...> params;
+            static void body(void *self)
+            {
+                const call *c = static_cast<const call *>(self);
+                std::apply(c->kernel, c->params);
+            }
+        };
+        call c{kernel, std::tuple<P...>(static_cast<P>(std::forward<A>(args))...)};
+        run_grid(grid, block, &call::body, &c);
+    }
+};
+
+template <typename... P>
+launcher<P...> launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shared_bytes = 0, cudaStream_t stream = 0)
+{
+    (void)shared_bytes, (void)stream;
+    return launcher<P...>{kernel, grid, block};
+}
+
+} // namespace dc_emu
+
+#define threadIdx (dc_emu::thread_idx)
+#define blockIdx (dc_emu::block_idx)
+#define blockDim (dc_emu::block_dim)
+#define gridDim (dc_emu::grid_dim)
+#define __syncthreads() dc_emu::sync_threads()
+
+#endif /* DC_CUDA_EMULATION_RUNTIME_H */

@@ -1,0 +1,481 @@
+/* The CPU emulation of the CUDA runtime and cuBLAS declared in
+ * cuda_runtime.h and cublas_v2.h here: device memory, streams (every call
+ * completes before it returns), kernel launches and GEMM. */
+/* _longjmp between fibers' stacks: fortified longjmp would refuse it */
+#undef _FORTIFY_SOURCE
+#include "cublas_v2.h"
+#include "cuda_runtime.h"
+
+#include <map>
+#include <setjmp.h>
+#include <vector>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+
+namespace dc_emu {
+
+uint3 thread_idx, block_idx;
+dim3 block_dim, grid_dim;
+
+namespace {
+
+/* ---- device memory: a reserved region, inaccessible outside the runtime ---- */
+
+constexpr size_t kRegionBytes = size_t(64) << 30;
+constexpr size_t kAlign = 256;
+constexpr size_t kPage = 4096;
+
+unsigned char *region_base;
+size_t region_used; /* bytes handed out so far, rounded to pages; never reused */
+std::map<uintptr_t, size_t> live; /* base address -> bytes */
+cudaError_t last_error = cudaSuccess;
+
+bool region_reserve()
+{
+    if (region_base)
+        return true;
+    void *p = mmap(NULL, kRegionBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return false;
+    region_base = static_cast<unsigned char *>(p);
+    return true;
+}
+
+/* Device memory is readable and writable only while the runtime or a kernel
+ * works on it: host code that dereferences a device pointer faults. */
+struct device_access {
+    device_access()
+    {
+        if (region_used)
+            mprotect(region_base, region_used, PROT_READ | PROT_WRITE);
+    }
+    ~device_access()
+    {
+        if (region_used)
+            mprotect(region_base, region_used, PROT_NONE);
+    }
+};
+
+cudaError_t fail(cudaError_t err, const char *fmt, const char *what, const void *p, size_t bytes)
+{
+    fprintf(stderr, "cuda emulation: ");
+    fprintf(stderr, fmt, what, p, bytes);
+    fprintf(stderr, "\n");
+    last_error = err;
+    return err;
+}
+
+bool in_region(const void *p)
+{
+    const unsigned char *c = static_cast<const unsigned char *>(p);
+    return region_base && c >= region_base && c < region_base + kRegionBytes;
+}
+
+/* Whether [p, p + bytes) lies inside one live allocation. */
+bool is_device_range(const void *p, size_t bytes)
+{
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    auto it = live.upper_bound(a);
+    if (it == live.begin())
+        return false;
+    --it;
+    return a >= it->first && a + bytes <= it->first + it->second;
+}
+
+/* ---- kernels: a block's threads on coroutines ----
+ *
+ * A coroutine (fiber) runs the block's threads one after another until one
+ * of them waits at __syncthreads; that thread keeps the fiber, and the next
+ * thread starts on another. A kernel without barriers so runs each block on
+ * one fiber. Once every thread has finished or waits, the waiting ones are
+ * resumed in turn: the barrier is released. Fibers switch with _setjmp and
+ * _longjmp (no signal mask to save, unlike swapcontext); ucontext only
+ * starts each fiber on its own stack, once. */
+
+constexpr size_t kStackBytes = 128 * 1024;
+constexpr unsigned kMaxThreads = 1024;
+
+enum fiber_state { FIBER_FREE, FIBER_WAITING };
+
+struct fiber {
+    jmp_buf resume_at;
+    void *stack;
+    ucontext_t start;
+    fiber_state state;
+    unsigned thread; /* the thread it runs */
+};
+
+jmp_buf scheduler_at;
+ucontext_t creator;
+std::vector<fiber *> fibers;
+fiber *current;
+void (*current_body)(void *);
+void *current_closure;
+unsigned block_threads, next_thread;
+
+void set_thread_idx(unsigned t)
+{
+    thread_idx.x = t % block_dim.x;
+    thread_idx.y = t / block_dim.x % block_dim.y;
+    thread_idx.z = t / (block_dim.x * block_dim.y);
+}
+
+/* Back to the scheduler; returns when the scheduler resumes this fiber. */
+void yield(fiber *self)
+{
+    if (!_setjmp(self->resume_at))
+        _longjmp(scheduler_at, 1);
+}
+
+void fiber_main()
+{
+    fiber *self = current;
+    /* first stop: back to whoever created the fiber */
+    if (!_setjmp(self->resume_at))
+        setcontext(&creator);
+    for (;;) {
+        while (next_thread < block_threads) {
+            self->thread = next_thread++;
+            set_thread_idx(self->thread);
+            current_body(current_closure);
+        }
+        self->state = FIBER_FREE;
+        yield(self);
+    }
+}
+
+fiber *new_fiber()
+{
+    fiber *f = new fiber();
+    f->stack = mmap(NULL, kStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (f->stack == MAP_FAILED) {
+        delete f;
+        return NULL;
+    }
+    getcontext(&f->start);
+    f->start.uc_stack.ss_sp = f->stack;
+    f->start.uc_stack.ss_size = kStackBytes;
+    f->start.uc_link = NULL;
+    makecontext(&f->start, fiber_main, 0);
+    f->state = FIBER_FREE;
+    current = f;
+    swapcontext(&creator, &f->start);
+    fibers.push_back(f);
+    return f;
+}
+
+/* Runs the fiber until it yields. */
+__attribute__((noinline)) void resume(fiber *f)
+{
+    current = f;
+    if (f->state == FIBER_WAITING)
+        set_thread_idx(f->thread);
+    if (!_setjmp(scheduler_at))
+        _longjmp(f->resume_at, 1);
+}
+
+bool run_block(unsigned n_threads)
+{
+    block_threads = n_threads;
+    next_thread = 0;
+    std::vector<fiber *> waiting;
+    size_t used = 0;
+    /* start every thread */
+    while (next_thread < n_threads) {
+        fiber *f = used < fibers.size() ? fibers[used] : new_fiber();
+        if (!f)
+            return false;
+        ++used;
+        f->state = FIBER_FREE;
+        resume(f);
+        if (f->state == FIBER_WAITING)
+            waiting.push_back(f);
+    }
+    /* release the barrier until no thread waits */
+    while (!waiting.empty()) {
+        std::vector<fiber *> still;
+        for (fiber *f : waiting) {
+            resume(f);
+            if (f->state == FIBER_WAITING)
+                still.push_back(f);
+        }
+        waiting.swap(still);
+    }
+    return true;
+}
+
+} // namespace
+
+void sync_threads()
+{
+    fiber *self = current;
+    self->state = FIBER_WAITING;
+    yield(self);
+}
+
+void run_grid(dim3 grid, dim3 block, void (*body)(void *), void *closure)
+{
+    const unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
+    if (threads == 0 || threads > kMaxThreads || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 ||
+        grid.z > 65535) {
+        fprintf(stderr, "cuda emulation: a launch of grid (%u, %u, %u) and block (%u, %u, %u) is invalid\n", grid.x,
+                grid.y, grid.z, block.x, block.y, block.z);
+        last_error = cudaErrorInvalidConfiguration;
+        return;
+    }
+    device_access open;
+    grid_dim = grid;
+    block_dim = block;
+    current_body = body;
+    current_closure = closure;
+    for (unsigned z = 0; z < grid.z; ++z)
+        for (unsigned y = 0; y < grid.y; ++y)
+            for (unsigned x = 0; x < grid.x; ++x) {
+                block_idx.x = x;
+                block_idx.y = y;
+                block_idx.z = z;
+                if (!run_block((unsigned)threads)) {
+                    last_error = cudaErrorMemoryAllocation;
+                    return;
+                }
+            }
+}
+
+} // namespace dc_emu
+
+using namespace dc_emu;
+
+/* ---- runtime ---- */
+
+struct dc_emu_stream {
+    unsigned flags;
+};
+
+cudaError_t cudaGetDeviceCount(int *count)
+{
+    *count = 1;
+    return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : (last_error = cudaErrorInvalidValue); }
+
+cudaError_t cudaGetDevice(int *device)
+{
+    *device = 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device)
+{
+    if (device != 0)
+        return last_error = cudaErrorInvalidValue;
+    memset(prop, 0, sizeof *prop);
+    snprintf(prop->name, sizeof prop->name, "CUDA emulated on the CPU");
+    prop->totalGlobalMem = kRegionBytes;
+    prop->multiProcessorCount = 1;
+    prop->major = 9;
+    prop->minor = 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device)
+{
+    if (device != 0)
+        return last_error = cudaErrorInvalidValue;
+    *value = attr == cudaDevAttrMultiProcessorCount ? 1 : attr == cudaDevAttrL2CacheSize ? 4 << 20 : 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void **ptr, size_t bytes)
+{
+    if (!ptr)
+        return last_error = cudaErrorInvalidValue;
+    const size_t rounded = (bytes + kPage - 1) / kPage * kPage;
+    if (!region_reserve() || rounded > kRegionBytes - region_used) {
+        *ptr = NULL;
+        return last_error = cudaErrorMemoryAllocation;
+    }
+    unsigned char *p = region_base + region_used;
+    region_used += rounded ? rounded : kPage;
+    live[reinterpret_cast<uintptr_t>(p)] = bytes;
+    static_assert(kPage % kAlign == 0, "allocations are page aligned");
+    /* device memory starts out undefined: all bits set (a NaN in float32 and
+     * float64), so a read before the first write shows in the results */
+    {
+        device_access open;
+        memset(p, 0xff, bytes);
+    }
+    *ptr = p;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *ptr)
+{
+    if (!ptr)
+        return cudaSuccess;
+    auto it = live.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == live.end())
+        return fail(cudaErrorInvalidDevicePointer, "%s %p (%zu): not the start of a live allocation", "cudaFree", ptr,
+                    (size_t)0);
+    const size_t rounded = (it->second + kPage - 1) / kPage * kPage;
+    if (rounded)
+        madvise(ptr, rounded, MADV_DONTNEED);
+    live.erase(it);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream)
+{
+    (void)stream;
+    if (bytes == 0)
+        return cudaSuccess;
+    const bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+    const bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+    if (kind == cudaMemcpyHostToHost || kind == cudaMemcpyDefault)
+        return fail(cudaErrorInvalidValue, "%s %p (%zu bytes): only the three directions are emulated",
+                    "cudaMemcpyAsync", dst, bytes);
+    if (dst_dev ? !is_device_range(dst, bytes) : in_region(dst))
+        return fail(cudaErrorInvalidValue, "%s: destination %p (%zu bytes) is not where the direction says",
+                    "cudaMemcpyAsync", dst, bytes);
+    if (src_dev ? !is_device_range(src, bytes) : in_region(src))
+        return fail(cudaErrorInvalidValue, "%s: source %p (%zu bytes) is not where the direction says",
+                    "cudaMemcpyAsync", src, bytes);
+    device_access open;
+    memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream)
+{
+    (void)stream;
+    if (bytes == 0)
+        return cudaSuccess;
+    if (!is_device_range(ptr, bytes))
+        return fail(cudaErrorInvalidValue, "%s: %p (%zu bytes) is not device memory", "cudaMemsetAsync", ptr, bytes);
+    device_access open;
+    memset(ptr, value, bytes);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags)
+{
+    *stream = new dc_emu_stream{flags};
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream)
+{
+    delete stream;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream)
+{
+    (void)stream;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetLastError(void)
+{
+    const cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    return e;
+}
+
+const char *cudaGetErrorString(cudaError_t err)
+{
+    switch (err) {
+    case cudaSuccess:
+        return "no error";
+    case cudaErrorInvalidValue:
+        return "invalid argument";
+    case cudaErrorMemoryAllocation:
+        return "out of memory";
+    case cudaErrorInvalidDevicePointer:
+        return "invalid device pointer";
+    case cudaErrorInvalidConfiguration:
+        return "invalid configuration argument";
+    case cudaErrorNoDevice:
+        return "no CUDA-capable device is detected";
+    }
+    return "unknown error";
+}
+
+/* ---- cuBLAS ---- */
+
+struct dc_emu_blas {
+    int unused;
+};
+
+cublasStatus_t cublasCreate(cublasHandle_t *handle)
+{
+    *handle = new dc_emu_blas{0};
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasDestroy(cublasHandle_t handle)
+{
+    delete handle;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
+
+namespace {
+
+/* C = alpha op(A) op(B) + beta C, column-major, as cuBLAS defines it (C is
+ * not read when beta is 0); the leading dimensions are checked as cuBLAS
+ * checks them. */
+template <typename T>
+cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T *alpha, const T *a,
+                    int lda, long long sa, const T *b, int ldb, long long sb, const T *beta, T *c, int ldc,
+                    long long sc, int batch)
+{
+    const int rows_a = ta == CUBLAS_OP_N ? m : k, rows_b = tb == CUBLAS_OP_N ? k : n;
+    if (m < 0 || n < 0 || k < 0 || batch < 0 || lda < (rows_a > 1 ? rows_a : 1) || ldb < (rows_b > 1 ? rows_b : 1) ||
+        ldc < (m > 1 ? m : 1)) {
+        fprintf(stderr, "cuda emulation: gemm m %d n %d k %d lda %d ldb %d ldc %d batch %d is invalid\n", m, n, k, lda,
+                ldb, ldc, batch);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    device_access open;
+    for (int p = 0; p < batch; ++p) {
+        const T *A = a + p * sa, *B = b + p * sb;
+        T *C = c + p * sc;
+        for (int j = 0; j < n; ++j)
+            for (int i = 0; i < m; ++i) {
+                double s = 0;
+                for (int l = 0; l < k; ++l) {
+                    const double av = ta == CUBLAS_OP_N ? A[i + (long long)l * lda] : A[l + (long long)i * lda];
+                    const double bv = tb == CUBLAS_OP_N ? B[l + (long long)j * ldb] : B[j + (long long)l * ldb];
+                    s += av * bv;
+                }
+                T *cij = &C[i + (long long)j * ldc];
+                *cij = (T)((double)*alpha * s + (*beta == 0 ? 0.0 : (double)*beta * (double)*cij));
+            }
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+} // namespace
+
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                         int k, const float *alpha, const float *a, int lda, long long sa,
+                                         const float *b, int ldb, long long sb, const float *beta, float *c, int ldc,
+                                         long long sc, int batch)
+{
+    return gemm(ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
+}
+
+cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                         int k, const double *alpha, const double *a, int lda, long long sa,
+                                         const double *b, int ldb, long long sb, const double *beta, double *c,
+                                         int ldc, long long sc, int batch)
+{
+    return gemm(ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
+}
