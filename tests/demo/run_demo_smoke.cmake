@@ -26,6 +26,53 @@ foreach(expect "validation:" "parameters saved to" "sample (temperature" "bounda
     message(FATAL_ERROR "the demo's output lacks \"${expect}\":\n${out}")
   endif()
 endforeach()
+
+# With -DREFERENCE_DEMO=<a build on the CPU>: the same run there must give the
+# same validation figure and the same losses in the comparison table, to
+# float32 rounding (both print them rounded).
+if(DEFINED REFERENCE_DEMO)
+  set(ENV{DC_DEVICE} cpu)
+  execute_process(COMMAND "${REFERENCE_DEMO}" ${args} --layers 2 --hidden 16 --embed 8 --out 16 --batch 4 --seq 16
+                          --steps 6 --val-every 3 --val-batches 2 --sample 0 --compare 2 --checkpoint ""
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE ref ERROR_VARIABLE err)
+  unset(ENV{DC_DEVICE})
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "the reference demo failed (${rc}):\n${ref}\n${err}")
+  endif()
+  function(figures text out_var)
+    string(REGEX MATCH "validation: ([0-9.]+) bits" m "${text}")
+    set(v "${CMAKE_MATCH_1}")
+    string(REGEX MATCHALL "\\| ([0-9]+\\.[0-9]+) \\|\n" rows "${text}")
+    string(REGEX REPLACE "[| \n]" "" rows "${rows}")
+    set(${out_var} "${v};${rows}" PARENT_SCOPE)
+  endfunction()
+  figures("${out}" got)
+  figures("${ref}" want)
+  list(LENGTH want n)
+  list(LENGTH got n_got)
+  if(NOT n EQUAL 3 OR NOT n_got EQUAL 3)
+    message(FATAL_ERROR "could not read the figures to compare:\n${out}\n---\n${ref}")
+  endif()
+  # a figure in thousandths, as an integer (CMake's arithmetic has no other)
+  function(thousandths x out_var)
+    string(REGEX MATCH "([0-9]+)\\.([0-9][0-9][0-9])" m "${x}")
+    set(whole "${CMAKE_MATCH_1}")
+    string(REGEX REPLACE "^0+([0-9])" "\\1" frac "${CMAKE_MATCH_2}")
+    math(EXPR v "${whole} * 1000 + ${frac}")
+    set(${out_var} ${v} PARENT_SCOPE)
+  endfunction()
+  foreach(i RANGE 2)
+    list(GET got ${i} a)
+    list(GET want ${i} b)
+    thousandths("${a}" a)
+    thousandths("${b}" b)
+    math(EXPR d "${a} - ${b}")
+    if(d GREATER 2 OR d LESS -2)
+      message(FATAL_ERROR "figure ${i} differs from the reference by ${d} thousandths:\n${out}\n---\n${ref}")
+    endif()
+  endforeach()
+  message(STATUS "validation and losses ${got}, on the reference ${want}")
+endif()
 # resume from the checkpoint it wrote
 execute_process(COMMAND "${DEMO}" ${args} --layers 2 --hidden 16 --embed 8 --out 16 --batch 4 --seq 16 --steps 1
                         --sample 0 --compare 0 --checkpoint "" --resume "${WORK_DIR}/smoke.ckpt"
