@@ -6,6 +6,7 @@
 #include "cublas_v2.h"
 #include "cuda_runtime.h"
 
+#include <algorithm>
 #include <map>
 #include <setjmp.h>
 #include <vector>
@@ -123,6 +124,10 @@ fiber *current;
 void (*current_body)(void *);
 void *current_closure;
 unsigned block_threads, next_thread;
+/* DC_EMU_REVERSE=1: blocks, threads and the release of each barrier in
+ * descending order, so that a missing barrier or an order-dependent result
+ * shows in one of the two orders */
+bool reverse_order;
 
 void set_thread_idx(unsigned t)
 {
@@ -146,7 +151,8 @@ void fiber_main()
         setcontext(&creator);
     for (;;) {
         while (next_thread < block_threads) {
-            self->thread = next_thread++;
+            const unsigned k = next_thread++;
+            self->thread = reverse_order ? block_threads - 1 - k : k;
             set_thread_idx(self->thread);
             current_body(current_closure);
         }
@@ -205,6 +211,8 @@ bool run_block(unsigned n_threads)
     /* release the barrier until no thread waits */
     while (!waiting.empty()) {
         std::vector<fiber *> still;
+        if (reverse_order)
+            std::reverse(waiting.begin(), waiting.end());
         for (fiber *f : waiting) {
             resume(f);
             if (f->state == FIBER_WAITING)
@@ -239,12 +247,17 @@ void run_grid(dim3 grid, dim3 block, void (*body)(void *), void *closure)
     block_dim = block;
     current_body = body;
     current_closure = closure;
+    static const bool reverse = [] {
+        const char *e = getenv("DC_EMU_REVERSE");
+        return e && strcmp(e, "1") == 0;
+    }();
+    reverse_order = reverse;
     for (unsigned z = 0; z < grid.z; ++z)
         for (unsigned y = 0; y < grid.y; ++y)
             for (unsigned x = 0; x < grid.x; ++x) {
-                block_idx.x = x;
-                block_idx.y = y;
-                block_idx.z = z;
+                block_idx.x = reverse ? grid.x - 1 - x : x;
+                block_idx.y = reverse ? grid.y - 1 - y : y;
+                block_idx.z = reverse ? grid.z - 1 - z : z;
                 if (!run_block((unsigned)threads)) {
                     last_error = cudaErrorMemoryAllocation;
                     return;
