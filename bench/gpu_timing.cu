@@ -42,9 +42,13 @@ static void check(cudaError_t err, const char *what)
 
 static __device__ unsigned long long global_ns()
 {
+#ifdef DC_CUDA_EMULATION /* tests/cuda_emulation */
+    return dc_emu::clock_ns();
+#else
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
+#endif
 }
 
 /* Spins until the host writes *release (host memory, read through the bus on

@@ -56,6 +56,10 @@ typedef enum cudaDeviceAttr {
 
 typedef struct dc_emu_stream *cudaStream_t;
 #define cudaStreamNonBlocking 0x01
+/* an event holds the host time at which it was recorded: every call
+ * completes before it returns, so that is when the work before it ended */
+typedef struct dc_emu_event *cudaEvent_t;
+#define cudaHostAllocMapped 0x02
 
 typedef struct cudaDeviceProp {
     char name[256];
@@ -90,6 +94,15 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t str
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaEventCreate(cudaEvent_t *event);
+cudaError_t cudaEventDestroy(cudaEvent_t event);
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = 0);
+cudaError_t cudaEventSynchronize(cudaEvent_t event);
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
+/* mapped host memory: the device pointer is the host pointer */
+cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned flags);
+cudaError_t cudaHostGetDevicePointer(void **device_ptr, void *host_ptr, unsigned flags);
+cudaError_t cudaFreeHost(void *ptr);
 cudaError_t cudaGetLastError(void);
 const char *cudaGetErrorString(cudaError_t err);
 
@@ -101,6 +114,10 @@ extern dim3 block_dim, grid_dim;
 
 /* Suspends the calling thread until every thread of its block got here. */
 void sync_threads();
+
+/* The host's monotonic clock in nanoseconds, for code that reads the
+ * device's global timer (built with DC_CUDA_EMULATION defined). */
+unsigned long long clock_ns();
 
 /* Runs body(thread) for every thread of a grid of blocks: each block's
  * threads as coroutines. Records cudaErrorInvalidConfiguration for an empty
@@ -143,5 +160,6 @@ launcher<P...> launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shared
 #define blockDim (dc_emu::block_dim)
 #define gridDim (dc_emu::grid_dim)
 #define __syncthreads() dc_emu::sync_threads()
+inline void __nanosleep(unsigned ns) { (void)ns; }
 
 #endif /* DC_CUDA_EMULATION_RUNTIME_H */

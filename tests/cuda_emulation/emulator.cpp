@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <ucontext.h>
 
 namespace dc_emu {
@@ -398,6 +399,73 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
 cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
     (void)stream;
+    return cudaSuccess;
+}
+
+struct dc_emu_event {
+    unsigned long long ns;
+    bool recorded;
+};
+
+unsigned long long dc_emu::clock_ns()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *event)
+{
+    *event = new dc_emu_event{0, false};
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event)
+{
+    delete event;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+{
+    (void)stream;
+    event->ns = clock_ns();
+    event->recorded = true;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event)
+{
+    (void)event;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+    if (!start->recorded || !end->recorded)
+        return fail(cudaErrorInvalidValue, "%s %p (%zu): an event was not recorded", "cudaEventElapsedTime", end,
+                    (size_t)0);
+    *ms = (float)((double)(end->ns - start->ns) * 1e-6);
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned flags)
+{
+    (void)flags;
+    *ptr = malloc(bytes ? bytes : 1);
+    return *ptr ? cudaSuccess : (last_error = cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaHostGetDevicePointer(void **device_ptr, void *host_ptr, unsigned flags)
+{
+    (void)flags;
+    *device_ptr = host_ptr;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFreeHost(void *ptr)
+{
+    free(ptr);
     return cudaSuccess;
 }
 
