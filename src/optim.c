@@ -311,10 +311,13 @@ static dc_status global_norm(dc_ctx *ctx, int n, dc_tensor *const *params, doubl
     }
     int e;
     frexp(largest, &e);
-    st = grad_reduce(ctx, n, params, DC_GRAD_SUM_SQUARES, ldexp(1.0, -e), &total);
+    /* 2^1022 at most (2^-e overflows for a subnormal largest element), which
+     * already brings the squares of the subnormals into the normal range */
+    const int shift = -e > 1022 ? 1022 : -e;
+    st = grad_reduce(ctx, n, params, DC_GRAD_SUM_SQUARES, ldexp(1.0, shift), &total);
     if (st != DC_OK)
         return st;
-    *norm = ldexp(sqrt(total), e);
+    *norm = ldexp(sqrt(total), -shift);
     return DC_OK;
 }
 

@@ -1773,7 +1773,8 @@ static void test_clip_grad_norm_not_finite(void **state)
 /* Gradients whose squares overflow or underflow a double still get their
  * norm to the last bits, and are clipped: float64 elements near 1e200, many
  * near 1e153 whose squares are each finite but whose sum is not, elements
- * near 1e-170 whose squares vanish, and a float32 clip whose scale is below
+ * near 1e-170 whose squares vanish, subnormal elements (a scale of 2^-e would
+ * overflow there), and a float32 clip whose scale is below
  * the float32 range while the clipped elements are not. The reference is a
  * long double sum (its exponent reaches 1e4932). */
 static void test_clip_grad_norm_extreme_magnitudes(void **state)
@@ -1784,6 +1785,7 @@ static void test_clip_grad_norm_extreme_magnitudes(void **state)
     for (int e = 0; e < N; ++e)
         many[e] = (e % 3 ? 1e153 : -7e152) * (1.0 + e / (double)N);
     const double big[3] = {1e200, 1.0, -2.5e199}, tiny[3] = {1e-170, -3e-170, 0.0};
+    const double subnormal[3] = {4e-320, -1e-320, 0.0}, near_min[3] = {1e-310, 2e-308, -3e-311};
     const float f32_huge[3] = {3e38f, 0.0f, -1.5f};
     const struct {
         const char *what;
@@ -1797,6 +1799,8 @@ static void test_clip_grad_norm_extreme_magnitudes(void **state)
         {"float64, many near 1e153", DC_F64, N, many, NULL, 1e100},
         {"float64 near 1e-170", DC_F64, 3, tiny, NULL, 1e-171},
         {"float64 near 1e-170, not clipped", DC_F64, 3, tiny, NULL, 1.0},
+        {"float64 subnormal", DC_F64, 3, subnormal, NULL, 1e-321},
+        {"float64 near the smallest normal", DC_F64, 3, near_min, NULL, 1e-309},
         {"float32 clipped to 1e-10", DC_F32, 3, NULL, f32_huge, 1e-10},
     };
     dc_ctx *ctx = test_cpu_ctx();
@@ -1816,12 +1820,13 @@ static void test_clip_grad_norm_extreme_magnitudes(void **state)
         set_grads(ctx, 1, &p, &g);
         double norm = 0;
         TEST_OK(ctx, dc_clip_grad_norm(ctx, 1, &p, cases[c].max_norm, &norm));
-        if (!(fabsl((long double)norm - want_norm) <= 1e-15L * want_norm))
+        /* plus one unit of the subnormals, the spacing of results down there */
+        if (!(fabsl((long double)norm - want_norm) <= 1e-15L * want_norm + 0x1p-1074L))
             fail_msg("clip, %s: norm %.17g, expected %.17Lg", cases[c].what, norm, want_norm);
         const bool clipped = want_norm > cases[c].max_norm;
-        /* float32: relative, and below the smallest subnormal, absolute */
+        /* relative, and one unit of the subnormals of the dtype absolute */
         const double tol = cases[c].dtype == DC_F32 ? 1.2e-7 : 1e-15;
-        const double abs_tol = cases[c].dtype == DC_F32 ? 0x1p-149 : 0.0;
+        const double abs_tol = cases[c].dtype == DC_F32 ? 0x1p-149 : 0x1p-1074;
         double *after = grad_values(ctx, p, "clip");
         for (int64_t e = 0; e < n; ++e) {
             const long double want = clipped ? src[e] * (cases[c].max_norm / want_norm) : src[e];

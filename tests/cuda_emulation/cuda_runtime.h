@@ -4,9 +4,12 @@
  * emulated runtime and kernels: a host dereference of a device pointer
  * faults. A new allocation holds all bits set (NaN), not zeros. Kernels run
  * block after block, the threads of a block on coroutines that switch at
- * __syncthreads, so __syncthreads and __shared__ behave as on a device.
- * What it cannot show: races between threads, timing, and the device's own
- * arithmetic (it runs the host path of the math, as the CPU backend does).
+ * __syncthreads, so a block's threads share its __shared__ variables and
+ * meet at its barriers as on a device. What it cannot show: races between
+ * threads, timing, the device's own arithmetic (it runs the host path of
+ * the math, as the CPU backend does), and reads of __shared__ memory before
+ * a block writes it (it holds what the previous block left, or zeros). The
+ * emulated runtime serves one host thread, as the CUDA backend uses it.
  *
  * Only the emulated build of the tests includes this file (with its
  * directory first on the include path); a launch `k<<<g, b, s, st>>>(args)`
@@ -124,6 +127,10 @@ unsigned long long clock_ns();
  * or oversized grid or block, as a launch would. */
 void run_grid(dim3 grid, dim3 block, void (*body)(void *), void *closure);
 
+/* A launch's argument: copy-initialized from the argument as in a call (no
+ * explicit conversion, which nvcc would refuse). */
+template <typename T> T implicit_arg(T value) { return value; }
+
 /* What `k<<<grid, block, shared, stream>>>` becomes: called with the
  * arguments, it converts them to the kernel's parameter types once (a launch
  * copies its arguments) and runs the grid. */
@@ -141,7 +148,7 @@ template <typename... P> struct launcher {
                 std::apply(c->kernel, c->params);
             }
         };
-        call c{kernel, std::tuple<P...>(static_cast<P>(std::forward<A>(args))...)};
+        call c{kernel, std::tuple<P...>(implicit_arg<P>(std::forward<A>(args))...)};
         run_grid(grid, block, &call::body, &c);
     }
 };

@@ -165,11 +165,14 @@ void fiber_main()
 fiber *new_fiber()
 {
     fiber *f = new fiber();
-    f->stack = mmap(NULL, kStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (f->stack == MAP_FAILED) {
+    /* a guard page below the stack: an overflow faults */
+    void *mem = mmap(NULL, kStackBytes + kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
         delete f;
         return NULL;
     }
+    mprotect(mem, kPage, PROT_NONE);
+    f->stack = static_cast<unsigned char *>(mem) + kPage;
     getcontext(&f->start);
     f->start.uc_stack.ss_sp = f->stack;
     f->start.uc_stack.ss_size = kStackBytes;
@@ -236,8 +239,9 @@ void sync_threads()
 void run_grid(dim3 grid, dim3 block, void (*body)(void *), void *closure)
 {
     const unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
-    if (threads == 0 || threads > kMaxThreads || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 ||
-        grid.z > 65535) {
+    /* the limits of compute capability 9.0 */
+    if (threads == 0 || threads > kMaxThreads || block.x > 1024 || block.y > 1024 || block.z > 64 || grid.x == 0 ||
+        grid.x > 2147483647u || grid.y == 0 || grid.z == 0 || grid.y > 65535 || grid.z > 65535) {
         fprintf(stderr, "cuda emulation: a launch of grid (%u, %u, %u) and block (%u, %u, %u) is invalid\n", grid.x,
                 grid.y, grid.z, block.x, block.y, block.z);
         last_error = cudaErrorInvalidConfiguration;

@@ -31,11 +31,12 @@ endforeach()
 # same validation figure and the same losses in the comparison table, to
 # float32 rounding (both print them rounded).
 if(DEFINED REFERENCE_DEMO)
+  set(device_before "$ENV{DC_DEVICE}")
   set(ENV{DC_DEVICE} cpu)
   execute_process(COMMAND "${REFERENCE_DEMO}" ${args} --layers 2 --hidden 16 --embed 8 --out 16 --batch 4 --seq 16
                           --steps 6 --val-every 3 --val-batches 2 --sample 0 --compare 2 --checkpoint ""
                   RESULT_VARIABLE rc OUTPUT_VARIABLE ref ERROR_VARIABLE err)
-  unset(ENV{DC_DEVICE})
+  set(ENV{DC_DEVICE} "${device_before}")
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "the reference demo failed (${rc}):\n${ref}\n${err}")
   endif()
