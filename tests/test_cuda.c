@@ -6,7 +6,8 @@
  * included; Adam and SGD steps; backward determinism; the global norm of a
  * large gradient and of several tensors at once, and of gradients beyond the
  * double range of squares; copies between contexts and checkpoints of CUDA
- * tensors; no cudaMalloc or cudaFree in a steady-state step. Exits 77
+ * tensors; a training step of the demo's HM-LSTM; no cudaMalloc or cudaFree
+ * in a steady-state step. Exits 77
  * (skipped) when no CUDA device can be used, or fails then if
  * DC_REQUIRE_CUDA=1. tests/cuda_emulation runs it on the CPU as well. */
 #define _POSIX_C_SOURCE 200809L /* mkstemp, close */
@@ -17,6 +18,8 @@
 #include <unistd.h>
 
 #include "support/test_support.h"
+
+#include "hmlstm.h"
 
 DC_BFN_DECLARE(hmlstm_update_c);
 DC_BFN_DECLARE(polar_pair);
@@ -898,6 +901,113 @@ static void test_copies_between_contexts(void **state)
     dc_ctx_free(gpu2);
 }
 
+/* One training step of the demo's HM-LSTM (hmlstm_demo/hmlstm.c) on CUDA
+ * against the CPU: the same parameters (copied across the contexts), state
+ * and sequence; both cells and both policies in float32, the mixed cell in
+ * float64. The loss, the boundary decisions (FLUSH, COPY and UPDATE counts,
+ * all three present) and every parameter's gradient, by NMSE. */
+static void hm_step(dc_ctx *ctx, hm_model *m, hm_state *s, hm_cell_kind cell, const double *ids_v,
+                    const double *targets_v, const int64_t *shape, double *loss, double **grads,
+                    int64_t ops[HM_MAX_LAYERS][3])
+{
+    dc_tensor *ids = test_tensor(ctx, m->cfg.dtype, 2, shape, ids_v);
+    dc_tensor *targets = test_tensor(ctx, m->cfg.dtype, 2, shape, targets_v);
+    dc_tape *tape = dc_tape_new(ctx);
+    for (int i = 0; i < m->n_params; ++i)
+        dc_tensor_zero_grad(m->params[i]);
+    hm_forward_result r;
+    TEST_OK(ctx, hm_forward(tape, m, s, cell, ids, targets, 1.7, true, NULL, &r));
+    TEST_OK(ctx, dc_backward(tape, r.loss));
+    TEST_OK(ctx, dc_tensor_item(r.loss, loss));
+    memcpy(ops, r.ops, sizeof r.ops);
+    for (int i = 0; i < m->n_params; ++i) {
+        const dc_tensor *g = dc_tensor_grad(m->params[i]);
+        TEST_NONNULL(ctx, g);
+        grads[i] = test_values(g);
+    }
+    dc_tape_free(tape);
+    dc_tensor_free(ids);
+    dc_tensor_free(targets);
+}
+
+static void test_hmlstm_step_matches_cpu(void **state)
+{
+    (void)state;
+    const struct {
+        dc_dtype dtype;
+        hm_cell_kind cell;
+        dc_partials_policy policy;
+        double limit;
+    } runs[] = {
+        {DC_F32, HM_CELL_MIXED, DC_PARTIALS_STORE, 1e-8},
+        {DC_F32, HM_CELL_MIXED, DC_PARTIALS_RECOMPUTE, 1e-8},
+        {DC_F32, HM_CELL_PURE, DC_PARTIALS_STORE, 1e-8},
+        {DC_F64, HM_CELL_MIXED, DC_PARTIALS_STORE, 1e-22},
+    };
+    enum { LAYERS = 2, HIDDEN = 16, BATCH = 4, STEPS = 12 };
+    const int64_t shape[2] = {STEPS, BATCH};
+    double ids[STEPS * BATCH], targets[STEPS * BATCH];
+    for (int i = 0; i < STEPS * BATCH; ++i) {
+        ids[i] = (i * 5 + 3) % 7;
+        targets[i] = (i * 3 + 1) % 7;
+    }
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; ++k) {
+        const hm_config cfg = {LAYERS, HIDDEN, 3, 5, 7, runs[k].dtype, true, runs[k].policy};
+        hm_model *mc = hm_model_new(cpu, &cfg, 5), *mg = hm_model_new(gpu, &cfg, 5);
+        TEST_NONNULL(cpu, mc);
+        TEST_NONNULL(gpu, mg);
+        hm_state *sc = hm_state_new(cpu, &cfg, BATCH), *sg = hm_state_new(gpu, &cfg, BATCH);
+        TEST_NONNULL(cpu, sc);
+        TEST_NONNULL(gpu, sg);
+        /* boundary biases spread so that detectors fire and stay quiet, and a
+         * state that is not all zeros, some boundaries already set */
+        for (int l = 0; l < LAYERS; ++l) {
+            TEST_OK(cpu, dc_tensor_set(mc->b[l], 4 * HIDDEN, l % 2 ? 0.3 : -0.2));
+            TEST_OK(cpu, dc_tensor_fill_uniform(sc->h[l], -0.5, 0.5));
+            TEST_OK(cpu, dc_tensor_fill_uniform(sc->c[l], -0.5, 0.5));
+            for (int b = 0; b < BATCH; ++b)
+                TEST_OK(cpu, dc_tensor_set(sc->z[l], b, (b + l) % 2));
+            TEST_OK(gpu, dc_tensor_copy(sg->h[l], sc->h[l]));
+            TEST_OK(gpu, dc_tensor_copy(sg->c[l], sc->c[l]));
+            TEST_OK(gpu, dc_tensor_copy(sg->z[l], sc->z[l]));
+        }
+        for (int i = 0; i < mc->n_params; ++i)
+            TEST_OK(gpu, dc_tensor_copy(mg->params[i], mc->params[i]));
+
+        double loss_c, loss_g, *gc[4 + 3 * HM_MAX_LAYERS], *gg[4 + 3 * HM_MAX_LAYERS];
+        int64_t ops_c[HM_MAX_LAYERS][3], ops_g[HM_MAX_LAYERS][3];
+        hm_step(cpu, mc, sc, runs[k].cell, ids, targets, shape, &loss_c, gc, ops_c);
+        hm_step(gpu, mg, sg, runs[k].cell, ids, targets, shape, &loss_g, gg, ops_g);
+        char what[160];
+        const char *name = runs[k].cell == HM_CELL_PURE ? "pure" : runs[k].policy == DC_PARTIALS_STORE ? "store" : "recompute";
+        const char *dt = dc_dtype_name(runs[k].dtype);
+        if (!(fabs(loss_g - loss_c) <= (runs[k].dtype == DC_F32 ? 1e-6 : 1e-13) * fabs(loss_c)))
+            fail_msg("HM-LSTM step (%s, %s): loss %.17g on CUDA, %.17g on the CPU", name, dt, loss_g, loss_c);
+        int64_t total[3] = {0, 0, 0};
+        for (int l = 0; l < LAYERS; ++l)
+            for (int o = 0; o < 3; ++o) {
+                if (ops_g[l][o] != ops_c[l][o])
+                    fail_msg("HM-LSTM step (%s, %s): layer %d ran operation %d %lld times on CUDA, %lld on the CPU",
+                             name, dt, l, o, (long long)ops_g[l][o], (long long)ops_c[l][o]);
+                total[o] += ops_c[l][o];
+            }
+        if (!total[HM_FLUSH] || !total[HM_COPY] || !total[HM_UPDATE])
+            fail_msg("HM-LSTM step: the sequence must run FLUSH, COPY and UPDATE");
+        for (int i = 0; i < mc->n_params; ++i) {
+            snprintf(what, sizeof what, "HM-LSTM step (%s, %s): gradient of %s", name, dt, mc->names[i]);
+            const double e = nmse_of(DC_F64, gc[i], gg[i], dc_tensor_numel(mc->params[i]), what);
+            if (!(e <= runs[k].limit))
+                fail_msg("%s: NMSE %g (limit %g)", what, e, runs[k].limit);
+            free(gc[i]);
+            free(gg[i]);
+        }
+        hm_state_free(sc);
+        hm_state_free(sg);
+        hm_model_free(mc);
+        hm_model_free(mg);
+    }
+}
+
 static void test_host_round_trip(void **state)
 {
     (void)state;
@@ -941,6 +1051,7 @@ int main(void)
         cmocka_unit_test(test_clip_norm_of_many_tensors),
         cmocka_unit_test(test_clip_norm_rescaled),
         cmocka_unit_test(test_copies_between_contexts),
+        cmocka_unit_test(test_hmlstm_step_matches_cpu),
         cmocka_unit_test(test_host_round_trip),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
