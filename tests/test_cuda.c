@@ -832,9 +832,10 @@ static void test_clip_norm_rescaled(void **state)
     }
 }
 
-/* Copies between a CPU and a CUDA context and between two CUDA contexts go
- * through host memory; a strided view on the CUDA side of such a copy, and
- * as the destination of a checkpoint load, is refused with nothing written.
+/* Copies between a CPU and a CUDA context (through host memory) and between
+ * two CUDA contexts (on the device); a strided view on the CUDA side of such
+ * a copy, and as the destination of a checkpoint load, is refused with
+ * nothing written.
  * A checkpoint saved from CUDA tensors loads into CUDA and CPU tensors. */
 static void test_copies_between_contexts(void **state)
 {
@@ -868,6 +869,10 @@ static void test_copies_between_contexts(void **state)
     assert_memory_equal(zeros, back, sizeof zeros);
     if (dc_tensor_copy(gt, ct) != DC_ERR_UNSUPPORTED)
         fail_msg("a copy from the CPU into a strided CUDA view was not refused");
+    dc_tensor *g2t = dc_tensor_new(gpu2, DC_F64, 2, st);
+    if (dc_tensor_copy(g2t, gt) != DC_ERR_UNSUPPORTED)
+        fail_msg("a copy from a strided CUDA view to another CUDA context was not refused");
+    dc_tensor_free(g2t);
     TEST_OK(gpu, dc_tensor_to_host(g, back, sizeof back));
     assert_memory_equal(v, back, sizeof v);
 

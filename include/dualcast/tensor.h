@@ -125,8 +125,10 @@ dc_status dc_tensor_fill_uniform(dc_tensor *tensor, double lo, double hi);
 dc_status dc_tensor_fill_normal(dc_tensor *tensor, double mean, double stddev);
 
 /* Copies src's values into dst (same shape and dtype; any devices). Between
- * two contexts of which one runs on CUDA the copy goes through host memory,
- * and a strided view on the CUDA side fails with DC_ERR_UNSUPPORTED. */
+ * a CPU and a CUDA context the copy goes through host memory; between two
+ * CUDA contexts dense tensors are copied on the device, after the source
+ * context's queued work. A strided view on the CUDA side of a copy between
+ * contexts fails with DC_ERR_UNSUPPORTED. Done on return in every case. */
 dc_status dc_tensor_copy(dc_tensor *dst, const dc_tensor *src);
 
 /* A pointer to the first element and the strides in elements: host memory on

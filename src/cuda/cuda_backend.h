@@ -20,6 +20,9 @@ dc_status dc_cuda_memset0(dc_ctx *ctx, void *ptr, size_t bytes);
 dc_status dc_cuda_to_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes);
 dc_status dc_cuda_from_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes);
 dc_status dc_cuda_synchronize(dc_ctx *ctx);
+/* Copies device memory of src_ctx into device memory of dst_ctx (both CUDA,
+ * on the one device): after src_ctx's queued work, and done on return. */
+dc_status dc_cuda_copy_between(dc_ctx *dst_ctx, void *dst, dc_ctx *src_ctx, const void *src, size_t bytes);
 dc_device_memory_stats dc_cuda_memory_stats(const dc_ctx *ctx);
 
 /* Runs kernel `id` over `shape` (see src/ops/kernels.h and broadcast/loop.h):

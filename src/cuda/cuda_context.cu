@@ -279,4 +279,16 @@ dc_status dc_cuda_synchronize(dc_ctx *ctx)
     return dc_cuda_check(ctx, cudaStreamSynchronize(ctx->cuda->stream), "synchronize");
 }
 
+dc_status dc_cuda_copy_between(dc_ctx *dst_ctx, void *dst, dc_ctx *src_ctx, const void *src, size_t bytes)
+{
+    /* the source's writers first; then the copy, finished before the source
+     * context's later work may overwrite what it reads */
+    cudaError_t err = cudaStreamSynchronize(src_ctx->cuda->stream);
+    if (err == cudaSuccess)
+        err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, dst_ctx->cuda->stream);
+    if (err == cudaSuccess)
+        err = cudaStreamSynchronize(dst_ctx->cuda->stream);
+    return dc_cuda_check(dst_ctx, err, "copy between contexts");
+}
+
 } /* extern "C" */

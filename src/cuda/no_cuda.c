@@ -51,6 +51,12 @@ dc_status dc_cuda_synchronize(dc_ctx *ctx)
     return DC_OK;
 }
 
+dc_status dc_cuda_copy_between(dc_ctx *dst_ctx, void *dst, dc_ctx *src_ctx, const void *src, size_t bytes)
+{
+    (void)dst, (void)src_ctx, (void)src, (void)bytes;
+    return dc_error(dst_ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
 void *dc_ctx_cuda_stream(const dc_ctx *ctx)
 {
     (void)ctx;

@@ -147,10 +147,14 @@ const dc_tensor *dc_grad_contiguous(dc_tape *tape, const dc_tensor *t)
 }
 
 /* A copy between contexts of which one runs on a GPU goes through host
- * memory: one context's kernels cannot read the other's memory, nor wait for
- * its stream. */
-static dc_status copy_through_host(dc_tensor *dst, const dc_tensor *src)
+ * memory (a CPU context's loops cannot read device memory, nor a kernel the
+ * host's), except between two CUDA contexts (the same device), where dense
+ * tensors are copied on the device. */
+static dc_status copy_between_contexts(dc_tensor *dst, const dc_tensor *src)
 {
+    if (dst->ctx->cuda && src->ctx->cuda && dc_tensor_is_contiguous(dst) && dc_tensor_is_contiguous(src))
+        return dc_cuda_copy_between(dst->ctx, dst->data, src->ctx, src->data,
+                                    (size_t)src->numel * dc_dtype_size(src->dtype));
     const size_t bytes = (size_t)src->numel * dc_dtype_size(src->dtype);
     void *host = malloc(bytes ? bytes : 1);
     if (!host)
@@ -183,7 +187,7 @@ dc_status dc_tensor_copy(dc_tensor *dst, const dc_tensor *src)
                         dc_tensor_shape_str(dst, a, sizeof a), dc_tensor_shape_str(src, b, sizeof b));
     }
     if (src->ctx != ctx && (src->ctx->cuda || ctx->cuda))
-        return copy_through_host(dst, src);
+        return copy_between_contexts(dst, src);
     dc_loop_in li;
     dc_loop_in_tensor(&li, src, dst->ndim, dst->shape);
     dc_loop_out lo;
