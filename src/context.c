@@ -106,6 +106,8 @@ dc_ctx *dc_ctx_new(const dc_ctx_options *options, dc_status *status)
         goto done;
     }
     ctx->quiet = o.quiet;
+    const char *poison = getenv("DC_POISON");
+    ctx->poison = poison && strcmp(poison, "1") == 0;
     ctx->cuda_tf32 = o.cuda_tf32;
 #ifdef _OPENMP
     ctx->num_threads = o.num_threads > 0 ? o.num_threads : omp_get_max_threads();

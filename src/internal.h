@@ -29,6 +29,7 @@ struct dc_ctx {
     dc_backend backend;
     int num_threads;
     bool quiet;
+    bool poison; /* DC_POISON=1: memory to be written before it is read starts as NaN */
     bool cuda_tf32;
     uint64_t rng[4];
     char error[1024]; /* same size as the thread's message without a context */
@@ -80,6 +81,10 @@ char *dc_shape_format(char *buf, size_t size, int ndim, const int64_t *shape);
 void *dc_mem_alloc(dc_ctx *ctx, size_t bytes);
 void dc_mem_free(dc_ctx *ctx, void *ptr);
 dc_status dc_mem_zero(dc_ctx *ctx, void *ptr, size_t bytes);
+/* With DC_POISON=1 (ctx->poison): sets every byte to 0xff, a NaN in float32
+ * and float64, in memory that must be written before it is read; else
+ * nothing. */
+dc_status dc_mem_poison(dc_ctx *ctx, void *ptr, size_t bytes);
 /* Copies between the context's device and the host. */
 dc_status dc_mem_to_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes);
 dc_status dc_mem_from_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes);

@@ -22,13 +22,20 @@ void dc_mem_free(dc_ctx *ctx, void *ptr)
         free(ptr);
 }
 
-dc_status dc_mem_zero(dc_ctx *ctx, void *ptr, size_t bytes)
+static dc_status mem_set(dc_ctx *ctx, void *ptr, int value, size_t bytes)
 {
     if (ctx->cuda)
-        return dc_cuda_memset0(ctx, ptr, bytes);
+        return dc_cuda_memset(ctx, ptr, value, bytes);
     if (bytes)
-        memset(ptr, 0, bytes);
+        memset(ptr, value, bytes);
     return DC_OK;
+}
+
+dc_status dc_mem_zero(dc_ctx *ctx, void *ptr, size_t bytes) { return mem_set(ctx, ptr, 0, bytes); }
+
+dc_status dc_mem_poison(dc_ctx *ctx, void *ptr, size_t bytes)
+{
+    return ctx->poison ? mem_set(ctx, ptr, 0xff, bytes) : DC_OK;
 }
 
 dc_status dc_mem_to_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes)

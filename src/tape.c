@@ -86,6 +86,8 @@ void *dc_tape_alloc_data(dc_tape *tape, size_t bytes)
     if (!p)
         dc_error(tape->ctx, DC_ERR_MEMORY, "out of %s memory for the tape (%zu bytes)",
                  tape->ctx->cuda ? "device" : "host", bytes);
+    else if (dc_mem_poison(tape->ctx, p, bytes) != DC_OK)
+        return NULL;
     return p;
 }
 
@@ -227,6 +229,9 @@ dc_status dc_grad_prepare(dc_tape *tape, dc_tensor *t, dc_write_mode *mode)
         g->is_grad = true;
         t->grad = g;
         t->grad_valid = false;
+        dc_status st = dc_mem_poison(tape->ctx, g->data, (size_t)g->numel * dc_dtype_size(g->dtype));
+        if (st != DC_OK)
+            return st;
     }
     *mode = t->grad_valid ? DC_WRITE_ACCUMULATE : DC_WRITE_ASSIGN;
     return DC_OK;

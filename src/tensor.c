@@ -215,8 +215,13 @@ dc_tensor *dc_tensor_grad(const dc_tensor *t)
 
 void dc_tensor_zero_grad(dc_tensor *t)
 {
-    if (t)
-        t->grad_valid = false;
+    if (!t)
+        return;
+    t->grad_valid = false;
+    /* a persistent tensor's gradient is its own (a tape tensor's may be a
+     * view of another's, or of the caller's adjoint) */
+    if (t->grad && !t->tape && !t->grad_in_base)
+        dc_mem_poison(t->ctx, t->grad->data, (size_t)t->grad->numel * dc_dtype_size(t->dtype));
 }
 
 /* Copies between a possibly strided tensor and dense host memory. */

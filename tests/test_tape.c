@@ -3,7 +3,8 @@
  * dc_backward_with, reset and steady-state memory, gradients of
  * intermediates, and fused broadcast nodes: one node whatever the number of
  * inputs or outputs, control inputs without gradients, the recompute policy
- * against the store policy, and the same input passed twice. */
+ * against the store policy, and the same input passed twice; DC_POISON. */
+#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1133,6 +1134,49 @@ static void test_same_input_twice(void **state)
     dc_ctx_free(ctx);
 }
 
+/* DC_POISON=1, read when a context is made: the gradient left behind by
+ * dc_tensor_zero_grad holds NaN (a read before the next backward writes it
+ * would show), and the next backward still gives the right gradient. */
+static void test_poison_mode(void **state)
+{
+    (void)state;
+    const char *before = getenv("DC_POISON");
+    char *saved = before ? strdup(before) : NULL;
+    setenv("DC_POISON", "1", 1);
+    dc_ctx *ctx = test_cpu_ctx();
+    if (saved)
+        setenv("DC_POISON", saved, 1);
+    else
+        unsetenv("DC_POISON");
+    free(saved);
+    const int64_t shape[1] = {5};
+    dc_tensor *x = test_random(ctx, DC_F64, 1, shape, -1, 1);
+    TEST_OK(ctx, dc_tensor_set_requires_grad(x, true));
+    for (int round = 0; round < 2; ++round) {
+        dc_tape *tape = dc_tape_new(ctx);
+        TEST_OK(ctx, dc_backward(tape, dc_op_sum(tape, dc_op_affine(tape, x, 3.0, 1.0), 0, NULL, false)));
+        dc_tensor *g = dc_tensor_grad(x);
+        TEST_NONNULL(ctx, g);
+        for (int64_t i = 0; i < 5; ++i) {
+            double v;
+            TEST_OK(ctx, dc_tensor_get(g, i, &v));
+            if (v != 3.0)
+                fail_msg("round %d: gradient element %lld is %g, expected 3", round, (long long)i, v);
+        }
+        dc_tensor_zero_grad(x);
+        for (int64_t i = 0; i < 5; ++i) {
+            double v;
+            TEST_OK(ctx, dc_tensor_get(g, i, &v));
+            if (!isnan(v))
+                fail_msg("round %d: after zero_grad, element %lld of the old gradient is %g, not NaN", round,
+                         (long long)i, v);
+        }
+        dc_tape_free(tape);
+    }
+    dc_tensor_free(x);
+    dc_ctx_free(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1151,6 +1195,7 @@ int main(void)
         cmocka_unit_test(test_control_input_gets_no_grad),
         cmocka_unit_test(test_recompute_matches_store),
         cmocka_unit_test(test_same_input_twice),
+        cmocka_unit_test(test_poison_mode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

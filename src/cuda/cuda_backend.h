@@ -16,7 +16,8 @@ void dc_cuda_shutdown(dc_ctx *ctx);
 
 void *dc_cuda_alloc(dc_ctx *ctx, size_t bytes);
 void dc_cuda_free(dc_ctx *ctx, void *ptr);
-dc_status dc_cuda_memset0(dc_ctx *ctx, void *ptr, size_t bytes);
+/* Sets every byte to `value`. */
+dc_status dc_cuda_memset(dc_ctx *ctx, void *ptr, int value, size_t bytes);
 dc_status dc_cuda_to_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes);
 dc_status dc_cuda_from_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes);
 dc_status dc_cuda_synchronize(dc_ctx *ctx);

@@ -250,9 +250,9 @@ void dc_cuda_shutdown(dc_ctx *ctx)
     ctx->cuda = NULL;
 }
 
-dc_status dc_cuda_memset0(dc_ctx *ctx, void *ptr, size_t bytes)
+dc_status dc_cuda_memset(dc_ctx *ctx, void *ptr, int value, size_t bytes)
 {
-    return dc_cuda_check(ctx, cudaMemsetAsync(ptr, 0, bytes, ctx->cuda->stream), "cudaMemsetAsync");
+    return dc_cuda_check(ctx, cudaMemsetAsync(ptr, value, bytes, ctx->cuda->stream), "cudaMemsetAsync");
 }
 
 dc_status dc_cuda_to_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes)

@@ -22,9 +22,10 @@ void dc_cuda_free(dc_ctx *ctx, void *ptr)
     (void)ptr;
 }
 
-dc_status dc_cuda_memset0(dc_ctx *ctx, void *ptr, size_t bytes)
+dc_status dc_cuda_memset(dc_ctx *ctx, void *ptr, int value, size_t bytes)
 {
     (void)ptr;
+    (void)value;
     (void)bytes;
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }

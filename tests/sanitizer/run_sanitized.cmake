@@ -1,5 +1,6 @@
 # Builds this source tree with AddressSanitizer and UndefinedBehaviorSanitizer
-# (DC_SANITIZE=ON, CPU only) and runs its whole test suite there.
+# (DC_SANITIZE=ON, CPU only) and runs its whole test suite there, with
+# DC_POISON=1.
 # cmake -DDC_SOURCE_DIR=<source> -DWORK_DIR=<scratch> -P run_sanitized.cmake
 foreach(v DC_SOURCE_DIR WORK_DIR)
   if(NOT DEFINED ${v})
@@ -21,4 +22,7 @@ step("build" ${CMAKE_COMMAND} --build "${WORK_DIR}" --parallel 2)
 # leaks are errors too; the consumer project is built with the same sanitizers
 set(ENV{ASAN_OPTIONS} "detect_leaks=1:abort_on_error=0")
 set(ENV{UBSAN_OPTIONS} "print_stacktrace=1:halt_on_error=1")
+# and memory that must be written before it is read starts as NaN (the
+# library's DC_POISON), so that reading it shows in the results
+set(ENV{DC_POISON} 1)
 step("tests" ${CMAKE_CTEST_COMMAND} --test-dir "${WORK_DIR}" --output-on-failure)
