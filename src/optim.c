@@ -220,11 +220,15 @@ dc_status dc_optimizer_step(dc_optimizer *opt)
     return DC_OK;
 }
 
-/* The sum of the squares of g's elements times scale, in double, in
- * SUM_BLOCKS fixed blocks added in block order: the same result on any
- * number of threads. */
+/* The clip's passes over one gradient of n elements:
+ * - sum_squares: the sum of the squares of the elements times scale, in
+ *   double, in SUM_BLOCKS fixed blocks added in block order (the same result
+ *   on any number of threads);
+ * - max_abs: the largest magnitude;
+ * - scale: each element times s, the product in double (a float32 scale may
+ *   underflow where the scaled elements do not). */
 enum { SUM_BLOCKS = 64 };
-#define DEFINE_SUM_SQUARES(T)                                                                                         \
+#define DEFINE_CLIP_PASSES(T)                                                                                          \
     static double sum_squares_##T(const T *x, int64_t n, double scale, int n_threads)                                 \
     {                                                                                                                 \
         double part[SUM_BLOCKS];                                                                                      \
@@ -252,16 +256,14 @@ enum { SUM_BLOCKS = 64 };
             m = fmax(m, fabs((double)x[e]));                                                                          \
         return m;                                                                                                     \
     }                                                                                                                 \
-    /* the product in double: a float32 scale may underflow where the      \
-     * scaled elements do not */                                               \
     static void scale_##T(T *x, int64_t n, double s, int n_threads)                                                   \
     {                                                                                                                 \
         _Pragma("omp parallel for simd num_threads(n_threads) if (n > PARALLEL_MIN) schedule(static)")                \
         for (int64_t e = 0; e < n; ++e)                                                                               \
             x[e] = (T)((double)x[e] * s);                                                                             \
     }
-DEFINE_SUM_SQUARES(float)
-DEFINE_SUM_SQUARES(double)
+DEFINE_CLIP_PASSES(float)
+DEFINE_CLIP_PASSES(double)
 
 /* The reduction `kind` over every gradient of params[0..n): the sum of the
  * squares of the elements times scale, or the largest magnitude. */

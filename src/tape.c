@@ -220,18 +220,20 @@ dc_status dc_grad_prepare(dc_tape *tape, dc_tensor *t, dc_write_mode *mode)
     if (!t->grad) {
         dc_tensor *g;
         if (t->tape) {
-            g = dc_tape_alloc_tensor(tape, t->dtype, t->ndim, t->shape);
+            g = dc_tape_alloc_tensor(tape, t->dtype, t->ndim, t->shape); /* poisoned there */
         } else {
             g = dc_tensor_new(t->ctx, t->dtype, t->ndim, t->shape);
+            const dc_status st = g ? dc_mem_poison(tape->ctx, g->data, (size_t)g->numel * dc_dtype_size(g->dtype)) : DC_OK;
+            if (st != DC_OK) {
+                dc_tensor_free(g);
+                return st;
+            }
         }
         if (!g)
             return dc_error(tape->ctx, DC_ERR_MEMORY, "out of memory for a gradient");
         g->is_grad = true;
         t->grad = g;
         t->grad_valid = false;
-        dc_status st = dc_mem_poison(tape->ctx, g->data, (size_t)g->numel * dc_dtype_size(g->dtype));
-        if (st != DC_OK)
-            return st;
     }
     *mode = t->grad_valid ? DC_WRITE_ACCUMULATE : DC_WRITE_ASSIGN;
     return DC_OK;

@@ -152,10 +152,9 @@ const dc_tensor *dc_grad_contiguous(dc_tape *tape, const dc_tensor *t)
  * tensors are copied on the device. */
 static dc_status copy_between_contexts(dc_tensor *dst, const dc_tensor *src)
 {
-    if (dst->ctx->cuda && src->ctx->cuda && dc_tensor_is_contiguous(dst) && dc_tensor_is_contiguous(src))
-        return dc_cuda_copy_between(dst->ctx, dst->data, src->ctx, src->data,
-                                    (size_t)src->numel * dc_dtype_size(src->dtype));
     const size_t bytes = (size_t)src->numel * dc_dtype_size(src->dtype);
+    if (dst->ctx->cuda && src->ctx->cuda && dc_tensor_is_contiguous(dst) && dc_tensor_is_contiguous(src))
+        return dc_cuda_copy_between(dst->ctx, dst->data, src->ctx, src->data, bytes);
     void *host = malloc(bytes ? bytes : 1);
     if (!host)
         return dc_error(dst->ctx, DC_ERR_MEMORY, "dc_tensor_copy: out of memory for %zu bytes", bytes);

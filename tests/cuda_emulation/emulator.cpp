@@ -128,7 +128,10 @@ unsigned block_threads, next_thread;
 /* DC_EMU_REVERSE=1: blocks, threads and the release of each barrier in
  * descending order, so that a missing barrier or an order-dependent result
  * shows in one of the two orders */
-bool reverse_order;
+const bool reverse_order = [] {
+    const char *e = getenv("DC_EMU_REVERSE");
+    return e && strcmp(e, "1") == 0;
+}();
 
 void set_thread_idx(unsigned t)
 {
@@ -252,17 +255,12 @@ void run_grid(dim3 grid, dim3 block, void (*body)(void *), void *closure)
     block_dim = block;
     current_body = body;
     current_closure = closure;
-    static const bool reverse = [] {
-        const char *e = getenv("DC_EMU_REVERSE");
-        return e && strcmp(e, "1") == 0;
-    }();
-    reverse_order = reverse;
     for (unsigned z = 0; z < grid.z; ++z)
         for (unsigned y = 0; y < grid.y; ++y)
             for (unsigned x = 0; x < grid.x; ++x) {
-                block_idx.x = reverse ? grid.x - 1 - x : x;
-                block_idx.y = reverse ? grid.y - 1 - y : y;
-                block_idx.z = reverse ? grid.z - 1 - z : z;
+                block_idx.x = reverse_order ? grid.x - 1 - x : x;
+                block_idx.y = reverse_order ? grid.y - 1 - y : y;
+                block_idx.z = reverse_order ? grid.z - 1 - z : z;
                 if (!run_block((unsigned)threads)) {
                     last_error = cudaErrorMemoryAllocation;
                     return;
@@ -319,7 +317,7 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes)
 {
     if (!ptr)
         return last_error = cudaErrorInvalidValue;
-    const size_t rounded = (bytes + kPage - 1) / kPage * kPage;
+    const size_t rounded = round_up(bytes, kPage);
     if (!region_reserve() || rounded > kRegionBytes - region_used) {
         *ptr = NULL;
         return last_error = cudaErrorMemoryAllocation;

@@ -1,8 +1,8 @@
 # cmake -DSOURCE_ROOT=<dir> -DMIRROR_ROOT=<dir> -DLIST_FILE=<file> -P mirror.cmake
 #
-# Copies the files LIST_FILE names (a CMake list, relative to SOURCE_ROOT) into MIRROR_ROOT with the same
-# relative paths, so that the mirrored sources include one another as the
-# originals do. In .cu and .cuh files each kernel launch
+# Copies the files LIST_FILE names (a CMake list, relative to SOURCE_ROOT)
+# into MIRROR_ROOT with the same relative paths, so that the mirrored sources
+# include one another as the originals do. In .cu and .cuh files each kernel launch
 #     kernel<T><<<grid, block, shared, stream>>>(args)
 # becomes
 #     dc_emu::launch(&kernel<T>, grid, block, shared, stream)(args)

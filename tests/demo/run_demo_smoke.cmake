@@ -13,9 +13,11 @@ set(args)
 foreach(f ${corpus})
   list(APPEND args --corpus ${f})
 endforeach()
+# the tiny model, and its training run
+list(APPEND args --layers 2 --hidden 16 --embed 8 --out 16 --batch 4 --seq 16)
+set(run --steps 6 --val-every 3 --val-batches 2 --compare 2)
 
-execute_process(COMMAND "${DEMO}" ${args} --layers 2 --hidden 16 --embed 8 --out 16 --batch 4 --seq 16 --steps 6
-                        --val-every 3 --val-batches 2 --sample 40 --compare 2 --checkpoint "${WORK_DIR}/smoke.ckpt"
+execute_process(COMMAND "${DEMO}" ${args} ${run} --sample 40 --checkpoint "${WORK_DIR}/smoke.ckpt"
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "the demo failed (${rc}):\n${out}\n${err}")
@@ -33,8 +35,7 @@ endforeach()
 if(DEFINED REFERENCE_DEMO)
   set(device_before "$ENV{DC_DEVICE}")
   set(ENV{DC_DEVICE} cpu)
-  execute_process(COMMAND "${REFERENCE_DEMO}" ${args} --layers 2 --hidden 16 --embed 8 --out 16 --batch 4 --seq 16
-                          --steps 6 --val-every 3 --val-batches 2 --sample 0 --compare 2 --checkpoint ""
+  execute_process(COMMAND "${REFERENCE_DEMO}" ${args} ${run} --sample 0 --checkpoint ""
                   RESULT_VARIABLE rc OUTPUT_VARIABLE ref ERROR_VARIABLE err)
   set(ENV{DC_DEVICE} "${device_before}")
   if(NOT rc EQUAL 0)
@@ -75,8 +76,8 @@ if(DEFINED REFERENCE_DEMO)
   message(STATUS "validation and losses ${got}, on the reference ${want}")
 endif()
 # resume from the checkpoint it wrote
-execute_process(COMMAND "${DEMO}" ${args} --layers 2 --hidden 16 --embed 8 --out 16 --batch 4 --seq 16 --steps 1
-                        --sample 0 --compare 0 --checkpoint "" --resume "${WORK_DIR}/smoke.ckpt"
+execute_process(COMMAND "${DEMO}" ${args} --steps 1 --sample 0 --compare 0 --checkpoint ""
+                        --resume "${WORK_DIR}/smoke.ckpt"
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "resuming failed (${rc}):\n${out}\n${err}")
