@@ -2,7 +2,9 @@
  * times the same training step with the fused mixed-mode cell and with the
  * pure reverse-mode cell. Run with --help for the options. */
 #define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -32,6 +34,7 @@ typedef struct options {
     double temperature;
     int compare_steps;
     dc_backend backend;
+    int cuda_device;
     double slope_max, slope_rate;
 } options;
 
@@ -60,7 +63,7 @@ static void usage(FILE *f)
             "  --sample N          characters of text to sample at the end (400)\n"
             "  --temperature X     sampling temperature (0.8)\n"
             "  --compare N         steps timed per cell in the final comparison (10; 0: skip)\n"
-            "  --device cpu|cuda|auto  backend (auto; DC_DEVICE also works)\n"
+            "  --device cpu|cuda|cuda:N|auto  backend, N the CUDA device (auto; DC_DEVICE also works)\n"
             "  --slope-max X       final slope of the boundary detector's hard sigmoid (5)\n"
             "  --slope-rate X      slope increase per 100 steps (0.1)\n");
 }
@@ -172,6 +175,10 @@ static int parse_args(int argc, char **argv, options *o)
             o->compare_steps = (int)n;
         } else if (strcmp(k, "--device") == 0 && (!strcmp(v, "cpu") || !strcmp(v, "cuda") || !strcmp(v, "auto"))) {
             o->backend = !strcmp(v, "cpu") ? DC_BACKEND_CPU : !strcmp(v, "cuda") ? DC_BACKEND_CUDA : DC_BACKEND_AUTO;
+        } else if (strcmp(k, "--device") == 0 && !strncmp(v, "cuda:", 5) && isdigit((unsigned char)v[5]) &&
+                   parse_long(v + 5, 0, INT_MAX, &n)) {
+            o->backend = DC_BACKEND_CUDA;
+            o->cuda_device = (int)n;
         } else if (strcmp(k, "--slope-max") == 0 && parse_double(v, 1, 100, &x)) {
             o->slope_max = x;
         } else if (strcmp(k, "--slope-rate") == 0 && parse_double(v, 0, 100, &x)) {
@@ -514,6 +521,7 @@ int main(int argc, char **argv)
 
     dc_ctx_options co = dc_ctx_options_default();
     co.backend = o->backend;
+    co.cuda_device = o->cuda_device;
     co.seed = o->seed;
     r.ctx = dc_ctx_new(&co, NULL);
     if (!r.ctx) {

@@ -1,3 +1,4 @@
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,8 +63,26 @@ void dc_ctx_seed(dc_ctx *ctx, uint64_t seed)
 
 double dc_rng_uniform(dc_ctx *ctx) { return (double)(dc_rng_next(ctx) >> 11) * 0x1.0p-53; }
 
-/* The backend AUTO resolves to: DC_DEVICE if set, else CUDA if possible. */
-static dc_status resolve_backend(dc_backend asked, dc_backend *out)
+/* A device number: decimal digits only, within int. */
+static bool parse_device_number(const char *text, int *out)
+{
+    long value = 0;
+    if (!*text)
+        return false;
+    for (const char *c = text; *c; ++c) {
+        if (*c < '0' || *c > '9')
+            return false;
+        value = value * 10 + (*c - '0');
+        if (value > INT_MAX)
+            return false;
+    }
+    *out = (int)value;
+    return true;
+}
+
+/* The backend AUTO resolves to: DC_DEVICE if set (with "cuda:N" also the
+ * device, in *device), else CUDA if possible. */
+static dc_status resolve_backend(dc_backend asked, dc_backend *out, int *device)
 {
     if (asked != DC_BACKEND_AUTO) {
         *out = asked;
@@ -76,8 +95,11 @@ static dc_status resolve_backend(dc_backend asked, dc_backend *out)
         *out = DC_BACKEND_CPU;
     else if (strcmp(env, "cuda") == 0)
         *out = DC_BACKEND_CUDA;
+    else if (strncmp(env, "cuda:", 5) == 0 && parse_device_number(env + 5, device))
+        *out = DC_BACKEND_CUDA;
     else {
-        return dc_error_noctx(DC_ERR_ARG, "DC_DEVICE=%s is not one of cpu, cuda, auto", env);
+        return dc_error_noctx(DC_ERR_ARG, "DC_DEVICE=%s is not one of cpu, cuda, cuda:N (N a device number), auto",
+                              env);
     }
     return DC_OK;
 }
@@ -96,8 +118,14 @@ dc_ctx *dc_ctx_new(const dc_ctx_options *options, dc_status *status)
                             o.num_threads);
         goto done;
     }
+    if (o.cuda_device < 0) {
+        st = dc_error_noctx(DC_ERR_ARG, "dc_ctx_new: cuda_device is %d; CUDA numbers devices from 0",
+                            o.cuda_device);
+        goto done;
+    }
     dc_backend backend = DC_BACKEND_AUTO;
-    st = resolve_backend(o.backend, &backend);
+    int cuda_device = o.cuda_device;
+    st = resolve_backend(o.backend, &backend, &cuda_device);
     if (st != DC_OK)
         goto done;
     ctx = calloc(1, sizeof *ctx);
@@ -109,6 +137,7 @@ dc_ctx *dc_ctx_new(const dc_ctx_options *options, dc_status *status)
     const char *poison = getenv("DC_POISON");
     ctx->poison = poison && strcmp(poison, "1") == 0;
     ctx->cuda_tf32 = o.cuda_tf32;
+    ctx->cuda_device = cuda_device;
 #ifdef _OPENMP
     ctx->num_threads = o.num_threads > 0 ? o.num_threads : omp_get_max_threads();
 #else
@@ -165,6 +194,8 @@ dc_backend dc_ctx_backend(const dc_ctx *ctx) { return ctx ? ctx->backend : DC_BA
 int dc_ctx_num_threads(const dc_ctx *ctx) { return ctx ? ctx->num_threads : 1; }
 
 const char *dc_ctx_device_name(const dc_ctx *ctx) { return ctx ? ctx->device_name : ""; }
+
+int dc_ctx_cuda_device(const dc_ctx *ctx) { return ctx && ctx->cuda ? ctx->cuda_device : -1; }
 
 dc_status dc_ctx_synchronize(dc_ctx *ctx)
 {

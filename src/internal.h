@@ -31,6 +31,7 @@ struct dc_ctx {
     bool quiet;
     bool poison; /* DC_POISON=1: memory to be written before it is read starts as NaN */
     bool cuda_tf32;
+    int cuda_device; /* the device a CUDA context runs on (asked for until dc_cuda_init) */
     uint64_t rng[4];
     char error[1024]; /* same size as the thread's message without a context */
     dc_status status; /* of the last error */

@@ -7,7 +7,8 @@
  * large gradient and of several tensors at once, and of gradients beyond the
  * double range of squares; copies between contexts and checkpoints of CUDA
  * tensors; a training step of the demo's HM-LSTM; no cudaMalloc or cudaFree
- * in a steady-state step. Exits 77
+ * in a steady-state step; contexts on two devices used in turn. The CUDA
+ * context is on device 0, or on N with DC_DEVICE=cuda:N. Exits 77
  * (skipped) when no CUDA device can be used, or fails then if
  * DC_REQUIRE_CUDA=1. tests/cuda_emulation runs it on the CPU as well. */
 #define _POSIX_C_SOURCE 200809L /* mkstemp, close */
@@ -1013,6 +1014,198 @@ static void test_hmlstm_step_matches_cpu(void **state)
     }
 }
 
+/* One model's training, cut into stages so that two devices' runs can take
+ * turns call by call (see test_two_devices): x @ w through tanh into the
+ * c-update with control per column (FLUSH, COPY and UPDATE columns), cross
+ * entropy, backward, the global norm clipped, an Adam step; in float64. */
+enum { TD_ROWS = 6, TD_IN = 5, TD_COLS = 12, TD_STAGES = 9, TD_STEPS = 2 };
+
+typedef struct device_run {
+    dc_ctx *ctx;
+    dc_tensor *x, *w, *f, *i, *g, *z, *zb, *targets;
+    dc_tensor *params[4];
+    dc_optimizer *opt;
+    dc_tape *tape;
+    dc_tensor *c, *y, *loss;
+    double losses[TD_STEPS];
+} device_run;
+
+static void device_run_stage(device_run *r, int step, int stage)
+{
+    dc_ctx *ctx = r->ctx;
+    const int64_t xs[2] = {TD_ROWS, TD_IN}, ws[2] = {TD_IN, TD_COLS}, gs[2] = {TD_ROWS, TD_COLS},
+                  zs[2] = {1, TD_COLS}, ts[1] = {TD_ROWS};
+    switch (stage) {
+    case 0:
+        if (step > 0)
+            break;
+        {
+            double v[TD_ROWS * TD_COLS], z[TD_COLS], zb[TD_COLS], t[TD_ROWS];
+            for (int k = 0; k < TD_ROWS * TD_COLS; ++k)
+                v[k] = sin(0.37 * k + 0.2);
+            for (int k = 0; k < TD_COLS; ++k) {
+                z[k] = k % 3 == 0;  /* FLUSH */
+                zb[k] = k % 3 == 2; /* UPDATE where zb, COPY where neither */
+            }
+            for (int k = 0; k < TD_ROWS; ++k)
+                t[k] = (k * 5) % TD_COLS;
+            r->x = test_tensor(ctx, DC_F64, 2, xs, v);
+            r->w = test_tensor(ctx, DC_F64, 2, ws, v + 3);
+            r->f = test_tensor(ctx, DC_F64, 2, gs, v);
+            r->i = test_tensor(ctx, DC_F64, 2, gs, v + 1);
+            r->g = test_tensor(ctx, DC_F64, 2, gs, v + 2);
+            r->z = test_tensor(ctx, DC_F64, 2, zs, z);
+            r->zb = test_tensor(ctx, DC_F64, 2, zs, zb);
+            r->targets = test_tensor(ctx, DC_F64, 1, ts, t);
+            dc_tensor *p[4] = {r->w, r->f, r->i, r->g};
+            for (int k = 0; k < 4; ++k) {
+                r->params[k] = p[k];
+                TEST_OK(ctx, dc_tensor_set_requires_grad(p[k], true));
+            }
+            dc_adam_options o = dc_adam_options_default();
+            o.lr = 0.05;
+            r->opt = dc_optimizer_adam(ctx, 4, r->params, &o);
+            TEST_NONNULL(ctx, r->opt);
+            r->tape = dc_tape_new(ctx);
+            TEST_NONNULL(ctx, r->tape);
+        }
+        break;
+    case 1:
+        dc_tape_reset(r->tape);
+        dc_optimizer_zero_grad(r->opt);
+        break;
+    case 2:
+        r->c = dc_op_tanh(r->tape, dc_op_matmul(r->tape, r->x, r->w));
+        TEST_NONNULL(ctx, r->c);
+        break;
+    case 3: {
+        dc_tensor *in[6] = {r->z, r->zb, r->c, r->f, r->i, r->g};
+        TEST_OK(ctx, dc_broadcast_policy(r->tape, DC_BFN_REF(hmlstm_update_c), 6, in, 1, &r->y,
+                                         step ? DC_PARTIALS_RECOMPUTE : DC_PARTIALS_STORE));
+        break;
+    }
+    case 4:
+        r->loss = dc_op_cross_entropy(r->tape, r->y, r->targets);
+        TEST_NONNULL(ctx, r->loss);
+        break;
+    case 5:
+        TEST_OK(ctx, dc_backward(r->tape, r->loss));
+        break;
+    case 6: {
+        double norm;
+        TEST_OK(ctx, dc_clip_grad_norm(ctx, 4, r->params, 0.5, &norm));
+        break;
+    }
+    case 7:
+        TEST_OK(ctx, dc_optimizer_step(r->opt));
+        break;
+    case 8:
+        TEST_OK(ctx, dc_tensor_item(r->loss, &r->losses[step]));
+        break;
+    }
+}
+
+static void device_run_free(device_run *r)
+{
+    dc_tape_free(r->tape);
+    dc_optimizer_free(r->opt);
+    dc_tensor *t[8] = {r->x, r->w, r->f, r->i, r->g, r->z, r->zb, r->targets};
+    for (int k = 0; k < 8; ++k)
+        dc_tensor_free(t[k]);
+    dc_ctx_free(r->ctx);
+}
+
+/* Contexts on devices 0 and 1 used in turn from this thread, the CPU as the
+ * reference: each call on one device comes right after a call on the other,
+ * so every entry point reached must make its own device current (see
+ * context.h). Then copies from a tensor of one device to the other's, both
+ * ways. Skipped where there is only one device. */
+static void test_two_devices(void **state)
+{
+    (void)state;
+    device_run runs[3];
+    memset(runs, 0, sizeof runs);
+    for (int d = 0; d < 2; ++d) {
+        dc_ctx_options o = dc_ctx_options_default();
+        o.backend = DC_BACKEND_CUDA;
+        o.cuda_device = d;
+        dc_status st;
+        runs[d].ctx = dc_ctx_new(&o, &st);
+        if (!runs[d].ctx) {
+            if (d == 1 && st == DC_ERR_DEVICE) {
+                printf("test_two_devices: skipped: %s\n", dc_last_error(NULL));
+                dc_ctx_free(runs[0].ctx);
+                skip();
+            }
+            fail_msg("a context on CUDA device %d: %s", d, dc_last_error(NULL));
+        }
+        char want[16];
+        snprintf(want, sizeof want, "cuda:%d", d);
+        if (dc_ctx_cuda_device(runs[d].ctx) != d || !strstr(dc_ctx_device_name(runs[d].ctx), want))
+            fail_msg("a context asked for device %d runs on %d (%s)", d, dc_ctx_cuda_device(runs[d].ctx),
+                     dc_ctx_device_name(runs[d].ctx));
+    }
+    dc_ctx_options o = dc_ctx_options_default();
+    o.backend = DC_BACKEND_CPU;
+    runs[2].ctx = dc_ctx_new(&o, NULL);
+    assert_int_equal(dc_ctx_cuda_device(runs[2].ctx), -1);
+    for (int step = 0; step < TD_STEPS; ++step)
+        for (int stage = 0; stage < TD_STAGES; ++stage)
+            for (int k = 0; k < 3; ++k)
+                device_run_stage(&runs[k], step, stage);
+    for (int d = 0; d < 2; ++d) {
+        for (int step = 0; step < TD_STEPS; ++step)
+            if (!(fabs(runs[d].losses[step] - runs[2].losses[step]) <= 1e-12 * fabs(runs[2].losses[step])))
+                fail_msg("device %d, step %d: loss %.17g, on the CPU %.17g", d, step, runs[d].losses[step],
+                         runs[2].losses[step]);
+        for (int p = 0; p < 4; ++p) {
+            double *got = test_values(runs[d].params[p]), *want = test_values(runs[2].params[p]);
+            char what[64];
+            snprintf(what, sizeof what, "device %d: parameter %d after %d steps", d, p, TD_STEPS);
+            const double e = nmse_of(DC_F64, want, got, dc_tensor_numel(runs[2].params[p]), what);
+            if (!(e <= f64_nmse_limit))
+                fail_msg("%s: NMSE %g", what, e);
+            free(got);
+            free(want);
+        }
+    }
+
+    /* device to device, both ways: the peer copy */
+    for (int d = 0; d < 2; ++d) {
+        dc_tensor *to = dc_tensor_new(runs[1 - d].ctx, DC_F64, 2, dc_tensor_shape(runs[d].w));
+        TEST_NONNULL(runs[1 - d].ctx, to);
+        TEST_OK(runs[1 - d].ctx, dc_tensor_copy(to, runs[d].w));
+        double *got = test_values(to), *want = test_values(runs[d].w);
+        assert_memory_equal(want, got, (size_t)dc_tensor_numel(to) * sizeof *got);
+        free(got);
+        free(want);
+        dc_tensor_free(to);
+    }
+    for (int k = 0; k < 3; ++k)
+        device_run_free(&runs[k]);
+}
+
+/* A device number beyond the devices present is refused and named. */
+static void test_device_number_checked(void **state)
+{
+    (void)state;
+    dc_ctx_options o = dc_ctx_options_default();
+    o.backend = DC_BACKEND_CUDA;
+    o.cuda_device = 4096;
+    dc_status st = DC_OK;
+    dc_clear_error(NULL);
+    dc_ctx *ctx = dc_ctx_new(&o, &st);
+    if (ctx) {
+        dc_ctx_free(ctx);
+        fail_msg("a context on CUDA device 4096 was made");
+    }
+    assert_int_equal(st, DC_ERR_DEVICE);
+    if (!strstr(dc_last_error(NULL), "device 4096") || !strstr(dc_last_error(NULL), "present"))
+        fail_msg("device 4096: the message \"%s\" does not name the device and the devices present",
+                 dc_last_error(NULL));
+    assert_true(dc_ctx_cuda_device(gpu) >= 0);
+}
+
 static void test_host_round_trip(void **state)
 {
     (void)state;
@@ -1030,7 +1223,9 @@ static void test_host_round_trip(void **state)
 int main(void)
 {
     dc_ctx_options o = dc_ctx_options_default();
-    o.backend = DC_BACKEND_CUDA;
+    /* DC_DEVICE=cuda:N runs the tests' CUDA context on device N */
+    const char *device = getenv("DC_DEVICE");
+    o.backend = device && strncmp(device, "cuda", 4) == 0 ? DC_BACKEND_AUTO : DC_BACKEND_CUDA;
     o.seed = 1;
     gpu = dc_ctx_new(&o, NULL);
     if (!gpu) {
@@ -1058,6 +1253,8 @@ int main(void)
         cmocka_unit_test(test_copies_between_contexts),
         cmocka_unit_test(test_hmlstm_step_matches_cpu),
         cmocka_unit_test(test_host_round_trip),
+        cmocka_unit_test(test_two_devices),
+        cmocka_unit_test(test_device_number_checked),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     dc_ctx_free(cpu);

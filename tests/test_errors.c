@@ -793,6 +793,25 @@ static void test_ctx_device_env(void **state)
     expect_status("DC_DEVICE=bogus", st, DC_ERR_ARG, dc_last_error(NULL));
     expect_words("DC_DEVICE=bogus", dc_last_error(NULL), "DC_DEVICE=bogus", "cpu", "cuda", (const char *)NULL);
 
+    /* cuda:N wants a device number: decimal digits, within int */
+    const char *bad_numbers[] = {"cuda:", "cuda:-1", "cuda:1x", "cuda: 1", "cuda:99999999999", "cuda:0x1", "cuda1"};
+    for (size_t k = 0; k < sizeof bad_numbers / sizeof bad_numbers[0]; ++k) {
+        ctx = ctx_with_env(bad_numbers[k], DC_BACKEND_AUTO, &st);
+        if (ctx) {
+            dc_ctx_free(ctx);
+            fail_msg("DC_DEVICE=%s: expected no context, got one", bad_numbers[k]);
+        }
+        expect_status(bad_numbers[k], st, DC_ERR_ARG, dc_last_error(NULL));
+        expect_words(bad_numbers[k], dc_last_error(NULL), bad_numbers[k], "cuda:N", (const char *)NULL);
+    }
+    /* a device number no machine has: CUDA was asked for and is not usable */
+    ctx = ctx_with_env("cuda:4096", DC_BACKEND_AUTO, &st);
+    if (ctx) {
+        dc_ctx_free(ctx);
+        fail_msg("DC_DEVICE=cuda:4096: expected no context, got one");
+    }
+    expect_status("DC_DEVICE=cuda:4096", st, DC_ERR_DEVICE, dc_last_error(NULL));
+
     /* AUTO, with or without a GPU: a new context holds no error, also when
      * it fell back to the CPU */
     ctx = ctx_with_env(NULL, DC_BACKEND_AUTO, &st);
@@ -823,6 +842,20 @@ static void test_ctx_device_env(void **state)
     assert_null(dc_ctx_new(&o, &st));
     expect_status("num_threads -2", st, DC_ERR_ARG, dc_last_error(NULL));
     expect_words("num_threads -2", dc_last_error(NULL), "dc_ctx_new", "num_threads", "-2", (const char *)NULL);
+    o = dc_ctx_options_default();
+    o.cuda_device = -1;
+    assert_null(dc_ctx_new(&o, &st));
+    expect_status("cuda_device -1", st, DC_ERR_ARG, dc_last_error(NULL));
+    expect_words("cuda_device -1", dc_last_error(NULL), "dc_ctx_new", "cuda_device", "-1", (const char *)NULL);
+    /* a CPU context runs on no CUDA device */
+    o = dc_ctx_options_default();
+    o.backend = DC_BACKEND_CPU;
+    o.cuda_device = 3;
+    ctx = dc_ctx_new(&o, &st);
+    TEST_NONNULL(NULL, ctx);
+    assert_int_equal(dc_ctx_cuda_device(ctx), -1);
+    dc_ctx_free(ctx);
+    assert_int_equal(dc_ctx_cuda_device(NULL), -1);
     if (strcmp(dc_status_name((dc_status)99), "DC_STATUS_UNKNOWN") != 0)
         fail_msg("dc_status_name(99): expected DC_STATUS_UNKNOWN, got %s", dc_status_name((dc_status)99));
 }

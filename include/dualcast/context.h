@@ -3,7 +3,14 @@
  * A context and everything made from it (tensors, tapes, optimizers) must be
  * used from one host thread at a time: its scratch buffers, random number
  * generator, CUDA allocator and error buffer are shared by every call made
- * through it, without locks. */
+ * through it, without locks.
+ *
+ * A CUDA context runs on one device (dc_ctx_options.cuda_device). A call
+ * that queues work on that device or allocates its memory first makes it
+ * the calling thread's current CUDA device (cudaSetDevice) where it is not
+ * already, and leaves it current: contexts on different devices can be used
+ * from one thread in any order, and code of the caller's own that relies on
+ * the current device sets it again after such a call. */
 #ifndef DUALCAST_CONTEXT_H
 #define DUALCAST_CONTEXT_H
 
@@ -29,8 +36,10 @@ typedef enum dc_backend {
 typedef struct dc_ctx_options {
     /* Only DC_BACKEND_AUTO reads DC_DEVICE from the environment: "cpu" and
      * "cuda" act as DC_BACKEND_CPU and DC_BACKEND_CUDA (so "cuda" fails
-     * without a usable device instead of falling back), "auto" or an empty or
-     * unset variable as AUTO; any other value fails with DC_ERR_ARG. */
+     * without a usable device instead of falling back), "cuda:N" as
+     * DC_BACKEND_CUDA on device N (in place of cuda_device), "auto" or an
+     * empty or unset variable as AUTO; any other value fails with
+     * DC_ERR_ARG. */
     dc_backend backend;
     /* Threads of dualcast's own CPU loops (the broadcast engine, cross
      * entropy, embedding, optimizer updates, gradient clipping); 0:
@@ -40,19 +49,25 @@ typedef struct dc_ctx_options {
     uint64_t seed;  /* seed of the context's random number generator */
     bool quiet;     /* do not print the line saying AUTO fell back to the CPU */
     bool cuda_tf32; /* allow TF32 tensor cores in CUDA matmuls (off: results match the CPU) */
+    /* The CUDA device, numbered as the CUDA runtime numbers them (so after
+     * CUDA_VISIBLE_DEVICES); 0 is the first. Unused on the CPU. */
+    int cuda_device;
 } dc_ctx_options;
 
 /* Default options: AUTO backend, num_threads 0, seed 0, quiet and cuda_tf32
- * off. */
+ * off, cuda_device 0. */
 dc_ctx_options dc_ctx_options_default(void);
 
 /* Creates a context; `options` may be NULL for the defaults. Returns NULL on
  * failure and sets *status if `status` is not NULL; dc_last_error(NULL) then
  * says why. Failures: DC_ERR_ARG for an unknown backend, a negative
- * num_threads or a DC_DEVICE value other than cpu, cuda or auto;
- * DC_ERR_DEVICE when CUDA is asked for (DC_BACKEND_CUDA, or DC_DEVICE=cuda
- * with AUTO) and cannot be used, a build without CUDA included;
- * DC_ERR_MEMORY. Free with dc_ctx_free after every tensor and tape made
+ * num_threads or cuda_device, or a DC_DEVICE value other than cpu, cuda,
+ * cuda:N (N a device number) or auto; DC_ERR_DEVICE when CUDA is asked for
+ * (DC_BACKEND_CUDA, or DC_DEVICE=cuda or cuda:N with AUTO) and cannot be
+ * used, a build without CUDA or a device number beyond the devices present
+ * included; DC_ERR_MEMORY. AUTO without DC_DEVICE falls back to the CPU
+ * where the CUDA device cannot be used, and says so on stderr unless
+ * quiet. Free with dc_ctx_free after every tensor and tape made
  * from it. */
 dc_ctx *dc_ctx_new(const dc_ctx_options *options, dc_status *status);
 
@@ -90,7 +105,8 @@ int dc_ctx_num_threads(const dc_ctx *ctx);
  * of earlier asynchronous work as DC_ERR_DEVICE. */
 dc_status dc_ctx_synchronize(dc_ctx *ctx);
 
-/* A short description of the device ("CPU, 2 threads" or the GPU's name). */
+/* A short description of the device ("CPU, 2 threads", or the GPU's name
+ * and cuda:N, its number). */
 const char *dc_ctx_device_name(const dc_ctx *ctx);
 
 /* The context's CUDA allocator (all 0 on the CPU): bytes_reserved is the
@@ -111,9 +127,15 @@ dc_device_memory_stats dc_ctx_device_memory(const dc_ctx *ctx);
 /* The CUDA stream the context queues all its device work on, as a
  * cudaStream_t cast to void *; NULL on the CPU backend (and in a build
  * without CUDA). Work a caller queues on it, such as CUDA events around a
- * step or its own kernels, runs in order with the context's. The context owns
- * the stream: do not destroy it; it is valid until dc_ctx_free. */
+ * step or its own kernels, runs in order with the context's; it belongs to
+ * the context's device (dc_ctx_cuda_device), which must be current when a
+ * kernel is launched on it. The context owns the stream: do not destroy it;
+ * it is valid until dc_ctx_free. */
 void *dc_ctx_cuda_stream(const dc_ctx *ctx);
+
+/* The CUDA device the context runs on (see dc_ctx_options.cuda_device); -1
+ * on the CPU backend and for NULL. */
+int dc_ctx_cuda_device(const dc_ctx *ctx);
 
 #ifdef __cplusplus
 }

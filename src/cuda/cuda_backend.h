@@ -9,8 +9,9 @@
 #include "../internal.h"
 #include "../ops/kernels.h"
 
-/* Sets ctx->cuda and ctx->device_name when a device works. Returns DC_OK, or
- * DC_ERR_DEVICE / DC_ERR_UNSUPPORTED with the reason in ctx's error. */
+/* Sets ctx->cuda and ctx->device_name when device ctx->cuda_device works.
+ * Returns DC_OK, or DC_ERR_DEVICE / DC_ERR_UNSUPPORTED with the reason in
+ * ctx's error. */
 dc_status dc_cuda_init(dc_ctx *ctx);
 void dc_cuda_shutdown(dc_ctx *ctx);
 
@@ -22,7 +23,7 @@ dc_status dc_cuda_to_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes)
 dc_status dc_cuda_from_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes);
 dc_status dc_cuda_synchronize(dc_ctx *ctx);
 /* Copies device memory of src_ctx into device memory of dst_ctx (both CUDA,
- * on the one device): after src_ctx's queued work, and done on return. */
+ * on one device or two): after src_ctx's queued work, and done on return. */
 dc_status dc_cuda_copy_between(dc_ctx *dst_ctx, void *dst, dc_ctx *src_ctx, const void *src, size_t bytes);
 dc_device_memory_stats dc_cuda_memory_stats(const dc_ctx *ctx);
 

@@ -1,5 +1,5 @@
-/* The CUDA backend's context: device selection, one stream, a cuBLAS handle
- * and a caching allocator. With no device or no driver (cudaGetDeviceCount
+/* The CUDA backend's context: its device, one stream, a cuBLAS handle and a
+ * caching allocator. With no device or no driver (cudaGetDeviceCount
  * or the first allocation fails), dc_cuda_init reports DC_ERR_DEVICE and the
  * context stays on the CPU. */
 #include <cublas_v2.h>
@@ -20,6 +20,26 @@ static dc_status device_error(dc_ctx *ctx, const char *what, cudaError_t err)
 dc_status dc_cuda_check(dc_ctx *ctx, cudaError_t err, const char *what)
 {
     return err == cudaSuccess ? DC_OK : device_error(ctx, what, err);
+}
+
+/* The calling thread's current device becomes `device`; a no-op where it is
+ * already. */
+static cudaError_t make_current(int device)
+{
+    int current = -1;
+    cudaError_t err = cudaGetDevice(&current);
+    if (err == cudaSuccess && current != device)
+        err = cudaSetDevice(device);
+    return err;
+}
+
+dc_status dc_cuda_enter(dc_ctx *ctx)
+{
+    const cudaError_t err = make_current(ctx->cuda_device);
+    if (err == cudaSuccess)
+        return DC_OK;
+    cudaGetLastError();
+    return dc_error(ctx, DC_ERR_DEVICE, "cudaSetDevice(%d): %s", ctx->cuda_device, cudaGetErrorString(err));
 }
 
 /* Allocation sizes are rounded to classes so that freed blocks are reused:
@@ -117,6 +137,8 @@ void *dc_cuda_alloc(dc_ctx *ctx, size_t bytes)
             break;
         }
     if (!p) {
+        if (dc_cuda_enter(ctx) != DC_OK)
+            return NULL;
         cudaError_t err = cudaMalloc(&p, size);
         s->malloc_calls++;
         if (err != cudaSuccess) {
@@ -139,6 +161,7 @@ void *dc_cuda_alloc(dc_ctx *ctx, size_t bytes)
         s->reserved += size;
     }
     if (!live_insert(s, p, size)) {
+        dc_cuda_enter(ctx);
         cudaFree(p);
         s->free_calls++;
         s->reserved -= size;
@@ -159,6 +182,7 @@ void dc_cuda_free(dc_ctx *ctx, void *ptr)
         size_t cap = s->cap_free ? 2 * s->cap_free : 256;
         dc_cuda_block *b = (dc_cuda_block *)realloc(s->free_blocks, cap * sizeof *b);
         if (!b) {
+            dc_cuda_enter(ctx);
             cudaFree(ptr);
             s->free_calls++;
             s->reserved -= size;
@@ -193,13 +217,17 @@ dc_status dc_cuda_init(dc_ctx *ctx)
     }
     if (count == 0)
         return dc_error(ctx, DC_ERR_DEVICE, "no CUDA device");
+    const int device = ctx->cuda_device;
+    if (device >= count)
+        return dc_error(ctx, DC_ERR_DEVICE, "CUDA device %d asked for, but %d device%s present (numbered from 0)",
+                        device, count, count == 1 ? " is" : "s are");
     dc_cuda_state *s = (dc_cuda_state *)calloc(1, sizeof *s);
     if (!s)
         return dc_error(ctx, DC_ERR_MEMORY, "out of memory");
     cudaDeviceProp prop;
-    err = cudaSetDevice(0);
+    err = make_current(device);
     if (err == cudaSuccess)
-        err = cudaGetDeviceProperties(&prop, 0);
+        err = cudaGetDeviceProperties(&prop, device);
     /* the first allocation is where a missing or old driver shows */
     void *probe = NULL;
     if (err == cudaSuccess)
@@ -224,8 +252,8 @@ dc_status dc_cuda_init(dc_ctx *ctx)
     s->sm_count = prop.multiProcessorCount;
     s->max_blocks = prop.multiProcessorCount * 32;
     ctx->cuda = s;
-    snprintf(ctx->device_name, sizeof ctx->device_name, "%.100s (sm_%d%d, %d SMs, %.0f GiB)", prop.name, prop.major,
-             prop.minor, prop.multiProcessorCount, (double)prop.totalGlobalMem / (1 << 30));
+    snprintf(ctx->device_name, sizeof ctx->device_name, "%.100s (cuda:%d, sm_%d%d, %d SMs, %.0f GiB)", prop.name,
+             device, prop.major, prop.minor, prop.multiProcessorCount, (double)prop.totalGlobalMem / (1 << 30));
     return DC_OK;
 }
 
@@ -234,6 +262,7 @@ void dc_cuda_shutdown(dc_ctx *ctx)
     dc_cuda_state *s = ctx->cuda;
     if (!s)
         return;
+    dc_cuda_enter(ctx);
     cudaStreamSynchronize(s->stream);
     for (size_t i = 0; i < s->n_free; ++i)
         cudaFree(s->free_blocks[i].ptr);
@@ -252,11 +281,13 @@ void dc_cuda_shutdown(dc_ctx *ctx)
 
 dc_status dc_cuda_memset(dc_ctx *ctx, void *ptr, int value, size_t bytes)
 {
+    DC_CUDA_ENTER(ctx);
     return dc_cuda_check(ctx, cudaMemsetAsync(ptr, value, bytes, ctx->cuda->stream), "cudaMemsetAsync");
 }
 
 dc_status dc_cuda_to_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes)
 {
+    DC_CUDA_ENTER(ctx);
     cudaStream_t st = ctx->cuda->stream;
     cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, st);
     if (err == cudaSuccess)
@@ -267,6 +298,7 @@ dc_status dc_cuda_to_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes)
 dc_status dc_cuda_from_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes)
 {
     /* synchronous with respect to the host buffer, which the caller may reuse */
+    DC_CUDA_ENTER(ctx);
     cudaStream_t st = ctx->cuda->stream;
     cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, st);
     if (err == cudaSuccess)
@@ -276,6 +308,7 @@ dc_status dc_cuda_from_host(dc_ctx *ctx, void *dst, const void *src, size_t byte
 
 dc_status dc_cuda_synchronize(dc_ctx *ctx)
 {
+    DC_CUDA_ENTER(ctx);
     return dc_cuda_check(ctx, cudaStreamSynchronize(ctx->cuda->stream), "synchronize");
 }
 
@@ -283,9 +316,14 @@ dc_status dc_cuda_copy_between(dc_ctx *dst_ctx, void *dst, dc_ctx *src_ctx, cons
 {
     /* the source's writers first; then the copy, finished before the source
      * context's later work may overwrite what it reads */
+    DC_CUDA_ENTER(src_ctx);
     cudaError_t err = cudaStreamSynchronize(src_ctx->cuda->stream);
-    if (err == cudaSuccess)
-        err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, dst_ctx->cuda->stream);
+    if (err != cudaSuccess)
+        return dc_cuda_check(src_ctx, err, "copy between contexts: the source's work");
+    DC_CUDA_ENTER(dst_ctx);
+    const int from = src_ctx->cuda_device, to = dst_ctx->cuda_device;
+    err = from == to ? cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, dst_ctx->cuda->stream)
+                     : cudaMemcpyPeerAsync(dst, to, src, from, bytes, dst_ctx->cuda->stream);
     if (err == cudaSuccess)
         err = cudaStreamSynchronize(dst_ctx->cuda->stream);
     return dc_cuda_check(dst_ctx, err, "copy between contexts");

@@ -34,4 +34,17 @@ struct dc_cuda_state {
 
 extern "C" dc_status dc_cuda_check(dc_ctx *ctx, cudaError_t err, const char *what);
 
+/* Makes the context's device the calling thread's current device where it
+ * is not (see include/dualcast/context.h): every entry point of the backend
+ * that works on the device calls it first. DC_ERR_DEVICE if it cannot. */
+extern "C" dc_status dc_cuda_enter(dc_ctx *ctx);
+
+/* dc_cuda_enter, returning its failure from the calling function. */
+#define DC_CUDA_ENTER(ctx)                                                                                             \
+    do {                                                                                                               \
+        const dc_status enter_status_ = dc_cuda_enter(ctx);                                                            \
+        if (enter_status_ != DC_OK)                                                                                    \
+            return enter_status_;                                                                                      \
+    } while (0)
+
 #endif /* DC_CUDA_STATE_H */

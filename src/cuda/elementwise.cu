@@ -544,6 +544,7 @@ extern "C" dc_status dc_cuda_run_kernel(dc_ctx *ctx, dc_kernel_id id, const void
                                         const int64_t *shape, int n_in, const dc_loop_in *in, int n_out,
                                         const dc_loop_out *out)
 {
+    DC_CUDA_ENTER(ctx);
     int64_t numel = 1;
     for (int d = 0; d < ndim; ++d)
         numel *= shape[d];
@@ -597,6 +598,7 @@ extern "C" dc_status dc_cuda_run_bfn(dc_ctx *ctx, dc_bfn_cuda_launcher launcher,
                                      const int64_t *shape, int n_in, const dc_loop_in *in, int n_adj,
                                      const dc_loop_in *adj, int n_out, const dc_loop_out *out)
 {
+    DC_CUDA_ENTER(ctx);
     if (n_in > DC_BFN_MAX_INPUTS || n_adj > DC_BFN_MAX_OUTPUTS || n_out > DC_BFN_MAX_ARRAYS || ndim > DC_BFN_MAX_DIMS)
         return dc_error(ctx, DC_ERR_ARG, "broadcast function launch: too many arrays");
     int64_t numel = 1;

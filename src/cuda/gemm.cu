@@ -7,6 +7,7 @@ extern "C" dc_status dc_cuda_gemm(dc_ctx *ctx, dc_dtype dtype, bool ta, bool tb,
                                   int64_t lda, int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b,
                                   double beta, void *c, int64_t ldc, int64_t stride_c, int batch)
 {
+    DC_CUDA_ENTER(ctx);
     if (m == 0 || n == 0 || batch == 0)
         return DC_OK;
     cublasHandle_t h = ctx->cuda->blas;

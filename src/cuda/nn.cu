@@ -161,6 +161,7 @@ extern "C" {
 dc_status dc_cuda_gather_rows(dc_ctx *ctx, dc_dtype dtype, const void *table, int64_t rs, int64_t cs,
                               const int64_t *rows, int64_t n, int64_t width, void *out)
 {
+    DC_CUDA_ENTER(ctx);
     cudaStream_t st = ctx->cuda->stream;
     if (n * width == 0)
         return DC_OK;
@@ -176,6 +177,7 @@ dc_status dc_cuda_gather_rows(dc_ctx *ctx, dc_dtype dtype, const void *table, in
 dc_status dc_cuda_scatter_rows(dc_ctx *ctx, dc_dtype dtype, void *grad, int64_t rs, int64_t cs, const int64_t *rows,
                                int64_t n, int64_t width, const void *gy)
 {
+    DC_CUDA_ENTER(ctx);
     cudaStream_t st = ctx->cuda->stream;
     if (width == 0)
         return DC_OK;
@@ -191,6 +193,7 @@ dc_status dc_cuda_scatter_rows(dc_ctx *ctx, dc_dtype dtype, void *grad, int64_t 
 dc_status dc_cuda_cross_entropy(dc_ctx *ctx, dc_dtype dtype, const void *logits, int64_t n, int64_t c,
                                 const int64_t *targets, double *lse, double *loss_rows, void *out)
 {
+    DC_CUDA_ENTER(ctx);
     cudaStream_t st = ctx->cuda->stream;
     if (n > 0) {
         /* a block per row, up to the grid cap; beyond it blocks take several */
@@ -211,6 +214,7 @@ dc_status dc_cuda_cross_entropy_grad(dc_ctx *ctx, dc_dtype dtype, void *grad, in
                                      const void *logits, int64_t n, int64_t c, const int64_t *targets,
                                      const double *lse, const void *gy, bool add)
 {
+    DC_CUDA_ENTER(ctx);
     cudaStream_t st = ctx->cuda->stream;
     if (n * c == 0)
         return DC_OK;
@@ -226,6 +230,7 @@ dc_status dc_cuda_cross_entropy_grad(dc_ctx *ctx, dc_dtype dtype, void *grad, in
 dc_status dc_cuda_adam(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *m, void *v, double lr_t,
                        double b1, double b2, double eps_t, double decay)
 {
+    DC_CUDA_ENTER(ctx);
     cudaStream_t st = ctx->cuda->stream;
     if (dtype == DC_F32)
         adam<float><<<grid_for(ctx, n), kBlock, 0, st>>>(n, (float *)w, (const float *)g, (float *)m, (float *)v,
@@ -239,6 +244,7 @@ dc_status dc_cuda_adam(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const vo
 
 dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *buf, double lr, double mu)
 {
+    DC_CUDA_ENTER(ctx);
     cudaStream_t st = ctx->cuda->stream;
     if (dtype == DC_F32)
         sgd<float><<<grid_for(ctx, n), kBlock, 0, st>>>(n, (float *)w, (const float *)g, (float *)buf, (float)lr,
@@ -251,6 +257,7 @@ dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const voi
 dc_status dc_cuda_grad_reduce(dc_ctx *ctx, int n, dc_tensor *const *params, dc_grad_reduction kind, double scale,
                               double *total)
 {
+    DC_CUDA_ENTER(ctx);
     const bool take_max = kind == DC_GRAD_MAX_ABS;
     /* Tensor i's blocks write their sums into row i of a table of kParts
      * columns (the kernel strides over its grid, so kParts blocks cover any
@@ -291,6 +298,7 @@ dc_status dc_cuda_grad_reduce(dc_ctx *ctx, int n, dc_tensor *const *params, dc_g
 
 dc_status dc_cuda_scale(dc_ctx *ctx, dc_dtype dtype, void *x, int64_t n, double s)
 {
+    DC_CUDA_ENTER(ctx);
     cudaStream_t st = ctx->cuda->stream;
     if (dtype == DC_F32)
         scale_by<float><<<grid_for(ctx, n), kBlock, 0, st>>>((float *)x, n, s);

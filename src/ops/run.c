@@ -148,8 +148,8 @@ const dc_tensor *dc_grad_contiguous(dc_tape *tape, const dc_tensor *t)
 
 /* A copy between contexts of which one runs on a GPU goes through host
  * memory (a CPU context's loops cannot read device memory, nor a kernel the
- * host's), except between two CUDA contexts (the same device), where dense
- * tensors are copied on the device. */
+ * host's), except between two CUDA contexts (on one device or two), where
+ * dense tensors are copied from device memory to device memory. */
 static dc_status copy_between_contexts(dc_tensor *dst, const dc_tensor *src)
 {
     const size_t bytes = (size_t)src->numel * dc_dtype_size(src->dtype);

@@ -7,7 +7,11 @@
 #include "cuda_runtime.h"
 
 typedef struct dc_emu_blas *cublasHandle_t;
-typedef enum { CUBLAS_STATUS_SUCCESS = 0, CUBLAS_STATUS_INVALID_VALUE = 7 } cublasStatus_t;
+typedef enum {
+    CUBLAS_STATUS_SUCCESS = 0,
+    CUBLAS_STATUS_INVALID_VALUE = 7,
+    CUBLAS_STATUS_EXECUTION_FAILED = 13
+} cublasStatus_t;
 typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 } cublasOperation_t;
 typedef enum { CUBLAS_DEFAULT_MATH = 0, CUBLAS_TF32_TENSOR_OP_MATH = 3 } cublasMath_t;
 

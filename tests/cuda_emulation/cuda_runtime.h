@@ -11,6 +11,12 @@
  * a block writes it (it holds what the previous block left, or zeros). The
  * emulated runtime serves one host thread, as the CUDA backend uses it.
  *
+ * There are two devices (DC_EMU_DEVICES=1 to 4 sets the number), each with
+ * its own memory, and a current device per host thread, as in CUDA: memory,
+ * streams, events and cuBLAS handles belong to the device current when they
+ * are made; a launch on a stream of a device that is not current fails, and
+ * a kernel or GEMM that touches another device's memory faults.
+ *
  * Only the emulated build of the tests includes this file (with its
  * directory first on the include path); a launch `k<<<g, b, s, st>>>(args)`
  * is rewritten to `dc_emu::launch(&k, g, b, s, st)(args)` when the sources
@@ -42,6 +48,8 @@ typedef enum cudaError {
     cudaErrorInvalidDevicePointer = 17,
     cudaErrorInvalidConfiguration = 9,
     cudaErrorNoDevice = 100,
+    cudaErrorInvalidDevice = 101,
+    cudaErrorInvalidResourceHandle = 400,
 } cudaError_t;
 
 typedef enum cudaMemcpyKind {
@@ -93,6 +101,8 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device);
 cudaError_t cudaMalloc(void **ptr, size_t bytes);
 cudaError_t cudaFree(void *ptr);
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream = 0);
+cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int src_device, size_t bytes,
+                                cudaStream_t stream = 0);
 cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream = 0);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t stream);
@@ -124,8 +134,9 @@ unsigned long long clock_ns();
 
 /* Runs body(thread) for every thread of a grid of blocks: each block's
  * threads as coroutines. Records cudaErrorInvalidConfiguration for an empty
- * or oversized grid or block, as a launch would. */
-void run_grid(dim3 grid, dim3 block, void (*body)(void *), void *closure);
+ * or oversized grid or block, and cudaErrorInvalidResourceHandle for a
+ * stream of a device that is not current, as a launch would. */
+void run_grid(dim3 grid, dim3 block, cudaStream_t stream, void (*body)(void *), void *closure);
 
 /* A launch's argument: copy-initialized from the argument as in a call (no
  * explicit conversion, which nvcc would refuse). */
@@ -137,6 +148,7 @@ template <typename T> T implicit_arg(T value) { return value; }
 template <typename... P> struct launcher {
     void (*kernel)(P...);
     dim3 grid, block;
+    cudaStream_t stream;
     template <typename... A> void operator()(A &&...args) const
     {
         struct call {
@@ -149,15 +161,15 @@ template <typename... P> struct launcher {
             }
         };
         call c{kernel, std::tuple<P...>(implicit_arg<P>(std::forward<A>(args))...)};
-        run_grid(grid, block, &call::body, &c);
+        run_grid(grid, block, stream, &call::body, &c);
     }
 };
 
 template <typename... P>
 launcher<P...> launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shared_bytes = 0, cudaStream_t stream = 0)
 {
-    (void)shared_bytes, (void)stream;
-    return launcher<P...>{kernel, grid, block};
+    (void)shared_bytes;
+    return launcher<P...>{kernel, grid, block, stream};
 }
 
 } // namespace dc_emu

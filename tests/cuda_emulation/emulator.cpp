@@ -18,6 +18,13 @@
 #include <time.h>
 #include <ucontext.h>
 
+/* A stream: every call on it completes before it returns; it belongs to
+ * the device current when it was made. */
+struct dc_emu_stream {
+    unsigned flags;
+    int device;
+};
+
 namespace dc_emu {
 
 uint3 thread_idx, block_idx;
@@ -25,47 +32,71 @@ dim3 block_dim, grid_dim;
 
 namespace {
 
-/* ---- device memory: a reserved region, inaccessible outside the runtime ---- */
+/* ---- devices and their memory: a reserved region per device,
+ * inaccessible outside the runtime ---- */
 
-constexpr size_t kRegionBytes = size_t(64) << 30;
+constexpr int kMaxDevices = 4;
+constexpr size_t kDeviceBytes = size_t(16) << 30; /* each device's region */
 constexpr size_t kAlign = 256;
 constexpr size_t kPage = 4096;
-/* The region asks for transparent huge pages: changing the protection of
+/* The regions ask for transparent huge pages: changing the protection of
  * populated memory costs per page table entry, and 2 MiB pages make it cheap
  * enough to do around every launch. */
 constexpr size_t kHuge = size_t(2) << 20;
 
 size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
-unsigned char *region_base;
-size_t region_used; /* bytes handed out so far, rounded to pages; never reused */
-std::map<uintptr_t, size_t> live; /* base address -> bytes */
+/* DC_EMU_DEVICES: how many devices there are, 1 to kMaxDevices (2 unless
+ * set), so that code for a device other than the first runs too */
+const int device_count = [] {
+    const char *e = getenv("DC_EMU_DEVICES");
+    const int n = e ? atoi(e) : 2;
+    return n < 1 ? 1 : n > kMaxDevices ? kMaxDevices : n;
+}();
+/* the host thread's current device, as in CUDA */
+thread_local int current_device = 0;
+
+unsigned char *region_base; /* device d's region starts at d * kDeviceBytes */
+size_t region_used[kMaxDevices]; /* bytes handed out so far, rounded to pages; never reused */
+struct allocation {
+    size_t bytes;
+    int device;
+};
+std::map<uintptr_t, allocation> live; /* base address -> allocation */
 cudaError_t last_error = cudaSuccess;
 
 bool region_reserve()
 {
     if (region_base)
         return true;
-    void *p = mmap(NULL, kRegionBytes + kHuge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    const size_t total = kDeviceBytes * kMaxDevices;
+    void *p = mmap(NULL, total + kHuge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
         return false;
     region_base = reinterpret_cast<unsigned char *>(round_up(reinterpret_cast<uintptr_t>(p), kHuge));
-    madvise(region_base, kRegionBytes, MADV_HUGEPAGE); /* a hint: slower without it, not wrong */
+    madvise(region_base, total, MADV_HUGEPAGE); /* a hint: slower without it, not wrong */
     return true;
 }
 
+unsigned char *device_base(int device) { return region_base + size_t(device) * kDeviceBytes; }
+
 /* Device memory is readable and writable only while the runtime or a kernel
- * works on it: host code that dereferences a device pointer faults. */
+ * works on it: host code that dereferences a device pointer faults. A kernel
+ * opens its own device's memory only, so that it faults on another's, as a
+ * kernel does without peer access. */
 struct device_access {
-    device_access()
+    int first, last;
+    explicit device_access(int device = -1)
+        : first(device < 0 ? 0 : device), last(device < 0 ? device_count - 1 : device)
     {
-        if (region_used)
-            mprotect(region_base, round_up(region_used, kHuge), PROT_READ | PROT_WRITE);
+        protect(PROT_READ | PROT_WRITE);
     }
-    ~device_access()
+    ~device_access() { protect(PROT_NONE); }
+    void protect(int prot) const
     {
-        if (region_used)
-            mprotect(region_base, round_up(region_used, kHuge), PROT_NONE);
+        for (int d = first; d <= last; ++d)
+            if (region_used[d])
+                mprotect(device_base(d), round_up(region_used[d], kHuge), prot);
     }
 };
 
@@ -81,18 +112,20 @@ cudaError_t fail(cudaError_t err, const char *fmt, const char *what, const void 
 bool in_region(const void *p)
 {
     const unsigned char *c = static_cast<const unsigned char *>(p);
-    return region_base && c >= region_base && c < region_base + kRegionBytes;
+    return region_base && c >= region_base && c < region_base + kDeviceBytes * kMaxDevices;
 }
 
-/* Whether [p, p + bytes) lies inside one live allocation. */
-bool is_device_range(const void *p, size_t bytes)
+/* Whether [p, p + bytes) lies inside one live allocation (of `device`, if
+ * that is not -1). */
+bool is_device_range(const void *p, size_t bytes, int device = -1)
 {
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
     auto it = live.upper_bound(a);
     if (it == live.begin())
         return false;
     --it;
-    return a >= it->first && a + bytes <= it->first + it->second;
+    return a >= it->first && a + bytes <= it->first + it->second.bytes &&
+           (device < 0 || it->second.device == device);
 }
 
 /* ---- kernels: a block's threads on coroutines ----
@@ -239,7 +272,7 @@ void sync_threads()
     yield(self);
 }
 
-void run_grid(dim3 grid, dim3 block, void (*body)(void *), void *closure)
+void run_grid(dim3 grid, dim3 block, cudaStream_t stream, void (*body)(void *), void *closure)
 {
     const unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
     /* the limits of compute capability 9.0 */
@@ -250,7 +283,16 @@ void run_grid(dim3 grid, dim3 block, void (*body)(void *), void *closure)
         last_error = cudaErrorInvalidConfiguration;
         return;
     }
-    device_access open;
+    /* the stream's device must be current (the null stream is the current
+     * device's); the kernel reaches that device's memory only */
+    const int device = stream ? stream->device : current_device;
+    if (device != current_device) {
+        fprintf(stderr, "cuda emulation: a launch on a stream of device %d while device %d is current\n", device,
+                current_device);
+        last_error = cudaErrorInvalidResourceHandle;
+        return;
+    }
+    device_access open(device);
     grid_dim = grid;
     block_dim = block;
     current_body = body;
@@ -274,31 +316,39 @@ using namespace dc_emu;
 
 /* ---- runtime ---- */
 
-struct dc_emu_stream {
-    unsigned flags;
-};
-
 cudaError_t cudaGetDeviceCount(int *count)
 {
-    *count = 1;
+    *count = device_count;
     return cudaSuccess;
 }
 
-cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : (last_error = cudaErrorInvalidValue); }
+namespace {
+
+bool valid_device(int device) { return device >= 0 && device < device_count; }
+
+} // namespace
+
+cudaError_t cudaSetDevice(int device)
+{
+    if (!valid_device(device))
+        return last_error = cudaErrorInvalidDevice;
+    current_device = device;
+    return cudaSuccess;
+}
 
 cudaError_t cudaGetDevice(int *device)
 {
-    *device = 0;
+    *device = current_device;
     return cudaSuccess;
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device)
 {
-    if (device != 0)
-        return last_error = cudaErrorInvalidValue;
+    if (!valid_device(device))
+        return last_error = cudaErrorInvalidDevice;
     memset(prop, 0, sizeof *prop);
     snprintf(prop->name, sizeof prop->name, "CUDA emulated on the CPU");
-    prop->totalGlobalMem = kRegionBytes;
+    prop->totalGlobalMem = kDeviceBytes;
     prop->multiProcessorCount = 1;
     prop->major = 9;
     prop->minor = 0;
@@ -307,8 +357,8 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device)
 
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device)
 {
-    if (device != 0)
-        return last_error = cudaErrorInvalidValue;
+    if (!valid_device(device))
+        return last_error = cudaErrorInvalidDevice;
     *value = attr == cudaDevAttrMultiProcessorCount ? 1 : attr == cudaDevAttrL2CacheSize ? 4 << 20 : 0;
     return cudaSuccess;
 }
@@ -318,18 +368,19 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes)
     if (!ptr)
         return last_error = cudaErrorInvalidValue;
     const size_t rounded = round_up(bytes, kPage);
-    if (!region_reserve() || rounded > kRegionBytes - region_used) {
+    const int d = current_device;
+    if (!region_reserve() || rounded > kDeviceBytes - region_used[d]) {
         *ptr = NULL;
         return last_error = cudaErrorMemoryAllocation;
     }
-    unsigned char *p = region_base + region_used;
-    region_used += rounded ? rounded : kPage;
-    live[reinterpret_cast<uintptr_t>(p)] = bytes;
+    unsigned char *p = device_base(d) + region_used[d];
+    region_used[d] += rounded ? rounded : kPage;
+    live[reinterpret_cast<uintptr_t>(p)] = allocation{bytes, d};
     static_assert(kPage % kAlign == 0, "allocations are page aligned");
     /* device memory starts out undefined: all bits set (a NaN in float32 and
      * float64), so a read before the first write shows in the results */
     {
-        device_access open;
+        device_access open(d);
         memset(p, 0xff, bytes);
     }
     *ptr = p;
@@ -346,7 +397,7 @@ cudaError_t cudaFree(void *ptr)
                     (size_t)0);
     /* addresses are never handed out twice; the whole huge pages of the
      * block go back to the system (the others stay whole) */
-    const uintptr_t begin = round_up(it->first, kHuge), end = (it->first + it->second) / kHuge * kHuge;
+    const uintptr_t begin = round_up(it->first, kHuge), end = (it->first + it->second.bytes) / kHuge * kHuge;
     if (end > begin)
         madvise(reinterpret_cast<void *>(begin), end - begin, MADV_DONTNEED);
     live.erase(it);
@@ -374,6 +425,25 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
     return cudaSuccess;
 }
 
+cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int src_device, size_t bytes,
+                                cudaStream_t stream)
+{
+    (void)stream;
+    if (!valid_device(dst_device) || !valid_device(src_device))
+        return last_error = cudaErrorInvalidDevice;
+    if (bytes == 0)
+        return cudaSuccess;
+    if (!is_device_range(dst, bytes, dst_device))
+        return fail(cudaErrorInvalidValue, "%s: destination %p (%zu bytes) is not memory of the device named",
+                    "cudaMemcpyPeerAsync", dst, bytes);
+    if (!is_device_range(src, bytes, src_device))
+        return fail(cudaErrorInvalidValue, "%s: source %p (%zu bytes) is not memory of the device named",
+                    "cudaMemcpyPeerAsync", src, bytes);
+    device_access open;
+    memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+
 cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream)
 {
     (void)stream;
@@ -388,7 +458,7 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t str
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags)
 {
-    *stream = new dc_emu_stream{flags};
+    *stream = new dc_emu_stream{flags, current_device};
     return cudaSuccess;
 }
 
@@ -404,9 +474,11 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream)
     return cudaSuccess;
 }
 
+/* An event belongs to the device current when it was made. */
 struct dc_emu_event {
     unsigned long long ns;
     bool recorded;
+    int device;
 };
 
 unsigned long long dc_emu::clock_ns()
@@ -418,7 +490,7 @@ unsigned long long dc_emu::clock_ns()
 
 cudaError_t cudaEventCreate(cudaEvent_t *event)
 {
-    *event = new dc_emu_event{0, false};
+    *event = new dc_emu_event{0, false, current_device};
     return cudaSuccess;
 }
 
@@ -430,7 +502,10 @@ cudaError_t cudaEventDestroy(cudaEvent_t event)
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 {
-    (void)stream;
+    const int device = stream ? stream->device : current_device;
+    if (device != event->device)
+        return fail(cudaErrorInvalidResourceHandle, "%s %p (%zu): the event and the stream belong to different devices",
+                    "cudaEventRecord", event, (size_t)0);
     event->ns = clock_ns();
     event->recorded = true;
     return cudaSuccess;
@@ -447,6 +522,9 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
     if (!start->recorded || !end->recorded)
         return fail(cudaErrorInvalidValue, "%s %p (%zu): an event was not recorded", "cudaEventElapsedTime", end,
                     (size_t)0);
+    if (start->device != end->device)
+        return fail(cudaErrorInvalidResourceHandle, "%s %p (%zu): the events belong to different devices",
+                    "cudaEventElapsedTime", end, (size_t)0);
     *ms = (float)((double)(end->ns - start->ns) * 1e-6);
     return cudaSuccess;
 }
@@ -493,19 +571,26 @@ const char *cudaGetErrorString(cudaError_t err)
         return "invalid configuration argument";
     case cudaErrorNoDevice:
         return "no CUDA-capable device is detected";
+    case cudaErrorInvalidDevice:
+        return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle:
+        return "invalid resource handle";
     }
     return "unknown error";
 }
 
 /* ---- cuBLAS ---- */
 
+/* A handle belongs to the device current when it was made; cuBLAS is used
+ * with that device current, on a stream of that device. */
 struct dc_emu_blas {
-    int unused;
+    int device;
+    cudaStream_t stream;
 };
 
 cublasStatus_t cublasCreate(cublasHandle_t *handle)
 {
-    *handle = new dc_emu_blas{0};
+    *handle = new dc_emu_blas{current_device, NULL};
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -515,7 +600,11 @@ cublasStatus_t cublasDestroy(cublasHandle_t handle)
     return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream)
+{
+    handle->stream = stream;
+    return CUBLAS_STATUS_SUCCESS;
+}
 cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
 
 namespace {
@@ -524,7 +613,7 @@ namespace {
  * not read when beta is 0); the leading dimensions are checked as cuBLAS
  * checks them. */
 template <typename T>
-cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T *alpha, const T *a,
+cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T *alpha, const T *a,
                     int lda, long long sa, const T *b, int ldb, long long sb, const T *beta, T *c, int ldc,
                     long long sc, int batch)
 {
@@ -535,7 +624,13 @@ cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, in
                 ldb, ldc, batch);
         return CUBLAS_STATUS_INVALID_VALUE;
     }
-    device_access open;
+    const int stream_device = handle->stream ? handle->stream->device : current_device;
+    if (handle->device != current_device || stream_device != handle->device) {
+        fprintf(stderr, "cuda emulation: gemm with a handle of device %d on a stream of device %d, device %d current\n",
+                handle->device, stream_device, current_device);
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    }
+    device_access open(handle->device);
     for (int p = 0; p < batch; ++p) {
         const T *A = a + p * sa, *B = b + p * sb;
         T *C = c + p * sc;
@@ -556,18 +651,18 @@ cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, in
 
 } // namespace
 
-cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                                          int k, const float *alpha, const float *a, int lda, long long sa,
                                          const float *b, int ldb, long long sb, const float *beta, float *c, int ldc,
                                          long long sc, int batch)
 {
-    return gemm(ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
+    return gemm(handle, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
 }
 
-cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                                          int k, const double *alpha, const double *a, int lda, long long sa,
                                          const double *b, int ldb, long long sb, const double *beta, double *c,
                                          int ldc, long long sc, int batch)
 {
-    return gemm(ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
+    return gemm(handle, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
 }

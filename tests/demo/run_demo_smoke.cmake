@@ -22,7 +22,12 @@ execute_process(COMMAND "${DEMO}" ${args} ${run} --sample 40 --checkpoint "${WOR
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "the demo failed (${rc}):\n${out}\n${err}")
 endif()
-foreach(expect "validation:" "parameters saved to" "sample (temperature" "boundaries (" "mixed mode vs pure reverse mode")
+set(expects "validation:" "parameters saved to" "sample (temperature" "boundaries (" "mixed mode vs pure reverse mode")
+# DC_DEVICE=cuda:N: the run names that device
+if("$ENV{DC_DEVICE}" MATCHES "^cuda:[0-9]+$")
+  list(APPEND expects "$ENV{DC_DEVICE},")
+endif()
+foreach(expect IN LISTS expects)
   string(FIND "${out}" "${expect}" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "the demo's output lacks \"${expect}\":\n${out}")
