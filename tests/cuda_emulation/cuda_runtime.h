@@ -5,11 +5,11 @@
  * faults. A new allocation holds all bits set (NaN), not zeros. Kernels run
  * block after block, the threads of a block on coroutines that switch at
  * __syncthreads, so a block's threads share its __shared__ variables and
- * meet at its barriers as on a device. What it cannot show: races between
- * threads, timing, the device's own arithmetic (it runs the host path of
- * the math, as the CPU backend does), and reads of __shared__ memory before
- * a block writes it (it holds what the previous block left, or zeros). The
- * emulated runtime serves one host thread, as the CUDA backend uses it.
+ * meet at its barriers as on a device; a __shared__ variable holds all bits
+ * set (NaN) when a block starts, so a read before the block writes it shows.
+ * What it cannot show: races between threads, timing, and the device's own
+ * arithmetic (it runs the host path of the math, as the CPU backend does).
+ * The emulated runtime serves one host thread, as the CUDA backend uses it.
  *
  * There are two devices (DC_EMU_DEVICES=1 to 4 sets the number), each with
  * its own memory, and a current device per host thread, as in CUDA: memory,
@@ -19,8 +19,9 @@
  *
  * Only the emulated build of the tests includes this file (with its
  * directory first on the include path); a launch `k<<<g, b, s, st>>>(args)`
- * is rewritten to `dc_emu::launch(&k, g, b, s, st)(args)` when the sources
- * are mirrored for that build (mirror.cmake). */
+ * is rewritten to `dc_emu::launch(&k, g, b, s, st)(args)`, and a declaration
+ * `__shared__ T x[N];` to `static T x[N]; dc_emu::shared_memory(&x, sizeof
+ * x);`, when the sources are mirrored for that build (mirror.cmake). */
 #ifndef DC_CUDA_EMULATION_RUNTIME_H
 #define DC_CUDA_EMULATION_RUNTIME_H
 
@@ -38,7 +39,8 @@
 #define __forceinline__ inline
 #define __restrict__ __restrict
 /* one instance per kernel (per template instantiation), shared by the block
- * that runs; blocks run one at a time */
+ * that runs; blocks run one at a time (the mirror rewrites declarations to
+ * this and a call of dc_emu::shared_memory) */
 #define __shared__ static
 
 typedef enum cudaError {
@@ -127,6 +129,12 @@ extern dim3 block_dim, grid_dim;
 
 /* Suspends the calling thread until every thread of its block got here. */
 void sync_threads();
+
+/* Called where a thread reaches the declaration of a __shared__ variable
+ * of `bytes` at `p`: the first thread of each block to get there fills it
+ * with all bits set, as undefined as a block's shared memory is on a
+ * device. */
+void shared_memory(void *p, size_t bytes);
 
 /* The host's monotonic clock in nanoseconds, for code that reads the
  * device's global timer (built with DC_CUDA_EMULATION defined). */

@@ -151,6 +151,11 @@ struct fiber {
     unsigned thread; /* the thread it runs */
 };
 
+/* counts the blocks run, so that each block's __shared__ variables are
+ * filled once, when the first of its threads declares them */
+unsigned long long block_serial;
+std::map<void *, unsigned long long> shared_filled; /* variable -> block that last filled it */
+
 jmp_buf scheduler_at;
 ucontext_t creator;
 std::vector<fiber *> fibers;
@@ -233,6 +238,7 @@ __attribute__((noinline)) void resume(fiber *f)
 
 bool run_block(unsigned n_threads)
 {
+    ++block_serial;
     block_threads = n_threads;
     next_thread = 0;
     std::vector<fiber *> waiting;
@@ -264,6 +270,15 @@ bool run_block(unsigned n_threads)
 }
 
 } // namespace
+
+void shared_memory(void *p, size_t bytes)
+{
+    unsigned long long &filled = shared_filled[p];
+    if (filled != block_serial) {
+        memset(p, 0xff, bytes);
+        filled = block_serial;
+    }
+}
 
 void sync_threads()
 {

@@ -6,8 +6,13 @@
 #     kernel<T><<<grid, block, shared, stream>>>(args)
 # becomes
 #     dc_emu::launch(&kernel<T>, grid, block, shared, stream)(args)
-# which the emulated runtime (cuda_runtime.h here) runs on the CPU. A file is
-# rewritten only when its content changes.
+# which the emulated runtime (cuda_runtime.h here) runs on the CPU, and each
+# declaration of a __shared__ variable
+#     __shared__ T name[N];
+# becomes a static one that the runtime fills with all bits set whenever a
+# new block reaches it:
+#     static T name[N]; dc_emu::shared_memory(&name, sizeof name);
+# A file is rewritten only when its content changes.
 file(READ "${LIST_FILE}" files)
 foreach(rel IN LISTS files)
   file(READ "${SOURCE_ROOT}/${rel}" text)
@@ -17,6 +22,9 @@ foreach(rel IN LISTS files)
     if(text MATCHES "<<<|>>>")
       message(FATAL_ERROR "mirror.cmake: a launch in ${rel} has a form the rewrite does not know")
     endif()
+    string(REGEX REPLACE
+           "__shared__[ \t]+([A-Za-z_][A-Za-z0-9_:<>, ]*[A-Za-z0-9_>])[ \t]+([A-Za-z_][A-Za-z0-9_]*)(\\[[^;]*\\])?[ \t]*;"
+           "static \\1 \\2\\3; dc_emu::shared_memory(&\\2, sizeof \\2);" text "${text}")
   endif()
   set(out "${MIRROR_ROOT}/${rel}")
   if(rel MATCHES "\\.cu$")
