@@ -175,6 +175,7 @@ static int parse_args(int argc, char **argv, options *o)
             o->compare_steps = (int)n;
         } else if (strcmp(k, "--device") == 0 && (!strcmp(v, "cpu") || !strcmp(v, "cuda") || !strcmp(v, "auto"))) {
             o->backend = !strcmp(v, "cpu") ? DC_BACKEND_CPU : !strcmp(v, "cuda") ? DC_BACKEND_CUDA : DC_BACKEND_AUTO;
+            o->cuda_device = 0;
         } else if (strcmp(k, "--device") == 0 && !strncmp(v, "cuda:", 5) && isdigit((unsigned char)v[5]) &&
                    parse_long(v + 5, 0, INT_MAX, &n)) {
             o->backend = DC_BACKEND_CUDA;

@@ -66,17 +66,15 @@ double dc_rng_uniform(dc_ctx *ctx) { return (double)(dc_rng_next(ctx) >> 11) * 0
 /* A device number: decimal digits only, within int. */
 static bool parse_device_number(const char *text, int *out)
 {
-    long value = 0;
+    int value = 0;
     if (!*text)
         return false;
     for (const char *c = text; *c; ++c) {
-        if (*c < '0' || *c > '9')
+        if (*c < '0' || *c > '9' || value > (INT_MAX - (*c - '0')) / 10)
             return false;
         value = value * 10 + (*c - '0');
-        if (value > INT_MAX)
-            return false;
     }
-    *out = (int)value;
+    *out = value;
     return true;
 }
 

@@ -5,12 +5,14 @@
  * generator, CUDA allocator and error buffer are shared by every call made
  * through it, without locks.
  *
- * A CUDA context runs on one device (dc_ctx_options.cuda_device). A call
- * that queues work on that device or allocates its memory first makes it
- * the calling thread's current CUDA device (cudaSetDevice) where it is not
- * already, and leaves it current: contexts on different devices can be used
- * from one thread in any order, and code of the caller's own that relies on
- * the current device sets it again after such a call. */
+ * A CUDA context runs on one device (dc_ctx_options.cuda_device). Making
+ * it, freeing it, and any call that queues work on its device or allocates
+ * device memory for it makes that device the calling thread's current CUDA
+ * device (cudaSetDevice) where it is not already, and leaves it current
+ * (dc_ctx_new gives the thread its previous device back when it fails):
+ * contexts on different devices can be used from one thread in any order,
+ * and code of the caller's own that relies on the current device sets it
+ * again after such a call. */
 #ifndef DUALCAST_CONTEXT_H
 #define DUALCAST_CONTEXT_H
 
@@ -50,7 +52,8 @@ typedef struct dc_ctx_options {
     bool quiet;     /* do not print the line saying AUTO fell back to the CPU */
     bool cuda_tf32; /* allow TF32 tensor cores in CUDA matmuls (off: results match the CPU) */
     /* The CUDA device, numbered as the CUDA runtime numbers them (so after
-     * CUDA_VISIBLE_DEVICES); 0 is the first. Unused on the CPU. */
+     * CUDA_VISIBLE_DEVICES); 0 is the first. A CPU context does not use it
+     * (a negative value is refused all the same). */
     int cuda_device;
 } dc_ctx_options;
 

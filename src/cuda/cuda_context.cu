@@ -224,6 +224,12 @@ dc_status dc_cuda_init(dc_ctx *ctx)
     dc_cuda_state *s = (dc_cuda_state *)calloc(1, sizeof *s);
     if (!s)
         return dc_error(ctx, DC_ERR_MEMORY, "out of memory");
+    /* a context that cannot be made gives the thread its device back */
+    int previous = device;
+    if (cudaGetDevice(&previous) != cudaSuccess) {
+        cudaGetLastError();
+        previous = device;
+    }
     cudaDeviceProp prop;
     err = make_current(device);
     if (err == cudaSuccess)
@@ -239,11 +245,13 @@ dc_status dc_cuda_init(dc_ctx *ctx)
     if (err != cudaSuccess) {
         cudaGetLastError();
         free(s);
+        make_current(previous);
         return device_error(ctx, "CUDA device unusable", err);
     }
     if (cublasCreate(&s->blas) != CUBLAS_STATUS_SUCCESS) {
         cudaStreamDestroy(s->stream);
         free(s);
+        make_current(previous);
         return dc_error(ctx, DC_ERR_DEVICE, "cuBLAS could not be initialized");
     }
     cublasSetStream(s->blas, s->stream);
@@ -297,8 +305,8 @@ dc_status dc_cuda_to_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes)
 
 dc_status dc_cuda_from_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes)
 {
-    /* synchronous with respect to the host buffer, which the caller may reuse */
     DC_CUDA_ENTER(ctx);
+    /* synchronous with respect to the host buffer, which the caller may reuse */
     cudaStream_t st = ctx->cuda->stream;
     cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, st);
     if (err == cudaSuccess)
@@ -312,16 +320,34 @@ dc_status dc_cuda_synchronize(dc_ctx *ctx)
     return dc_cuda_check(ctx, cudaStreamSynchronize(ctx->cuda->stream), "synchronize");
 }
 
+/* Lets device `to` reach the memory of device `from`, so that copies between
+ * them go directly rather than through host memory; where the devices
+ * cannot, or a device has no more peers to give, copies are staged. */
+static void enable_peer_access(int to, int from)
+{
+    int can = 0;
+    if (cudaDeviceCanAccessPeer(&can, to, from) == cudaSuccess && can && make_current(to) == cudaSuccess)
+        cudaDeviceEnablePeerAccess(from, 0); /* cudaErrorPeerAccessAlreadyEnabled after the first time */
+    cudaGetLastError();
+}
+
 dc_status dc_cuda_copy_between(dc_ctx *dst_ctx, void *dst, dc_ctx *src_ctx, const void *src, size_t bytes)
 {
     /* the source's writers first; then the copy, finished before the source
-     * context's later work may overwrite what it reads */
-    DC_CUDA_ENTER(src_ctx);
-    cudaError_t err = cudaStreamSynchronize(src_ctx->cuda->stream);
-    if (err != cudaSuccess)
-        return dc_cuda_check(src_ctx, err, "copy between contexts: the source's work");
-    DC_CUDA_ENTER(dst_ctx);
+     * context's later work may overwrite what it reads. Failures are the
+     * destination's, as the rest of dc_tensor_copy's. */
     const int from = src_ctx->cuda_device, to = dst_ctx->cuda_device;
+    cudaError_t err = make_current(from);
+    if (err == cudaSuccess)
+        err = cudaStreamSynchronize(src_ctx->cuda->stream);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        return dc_error(dst_ctx, DC_ERR_DEVICE, "copy between contexts: the source's work on CUDA device %d: %s",
+                        from, cudaGetErrorString(err));
+    }
+    if (from != to)
+        enable_peer_access(to, from);
+    DC_CUDA_ENTER(dst_ctx);
     err = from == to ? cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, dst_ctx->cuda->stream)
                      : cudaMemcpyPeerAsync(dst, to, src, from, bytes, dst_ctx->cuda->stream);
     if (err == cudaSuccess)

@@ -12,10 +12,13 @@
  * The emulated runtime serves one host thread, as the CUDA backend uses it.
  *
  * There are two devices (DC_EMU_DEVICES=1 to 4 sets the number), each with
- * its own memory, and a current device per host thread, as in CUDA: memory,
- * streams, events and cuBLAS handles belong to the device current when they
- * are made; a launch on a stream of a device that is not current fails, and
- * a kernel or GEMM that touches another device's memory faults.
+ * 16 GiB of its own memory, and a current device per host thread, as in
+ * CUDA: memory, streams, events and cuBLAS handles belong to the device
+ * current when they are made; a launch on a stream of a device that is not
+ * current fails, so does a GEMM while another device is current (and
+ * cublasDestroy then stops the program), and a kernel or GEMM that touches another device's memory faults
+ * (peer access enabled or not). Copies and memsets may name any device's
+ * memory and stream, as CUDA's may.
  *
  * Only the emulated build of the tests includes this file (with its
  * directory first on the include path); a launch `k<<<g, b, s, st>>>(args)`
@@ -52,6 +55,7 @@ typedef enum cudaError {
     cudaErrorNoDevice = 100,
     cudaErrorInvalidDevice = 101,
     cudaErrorInvalidResourceHandle = 400,
+    cudaErrorPeerAccessAlreadyEnabled = 704,
 } cudaError_t;
 
 typedef enum cudaMemcpyKind {
@@ -100,6 +104,10 @@ cudaError_t cudaSetDevice(int device);
 cudaError_t cudaGetDevice(int *device);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device);
+/* every pair of devices can; access enabled is recorded, and kernels still
+ * reach their own device's memory only */
+cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer);
+cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags);
 cudaError_t cudaMalloc(void **ptr, size_t bytes);
 cudaError_t cudaFree(void *ptr);
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream = 0);

@@ -50,9 +50,15 @@ size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
  * set), so that code for a device other than the first runs too */
 const int device_count = [] {
     const char *e = getenv("DC_EMU_DEVICES");
-    const int n = e ? atoi(e) : 2;
-    return n < 1 ? 1 : n > kMaxDevices ? kMaxDevices : n;
+    if (!e)
+        return 2;
+    if (strlen(e) != 1 || e[0] < '1' || e[0] > '0' + kMaxDevices) {
+        fprintf(stderr, "cuda emulation: DC_EMU_DEVICES=%s is not a count of devices from 1 to %d\n", e, kMaxDevices);
+        exit(2);
+    }
+    return e[0] - '0';
 }();
+bool peer_enabled[kMaxDevices][kMaxDevices]; /* [device][peer] */
 /* the host thread's current device, as in CUDA */
 thread_local int current_device = 0;
 
@@ -378,6 +384,25 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device)
     return cudaSuccess;
 }
 
+cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer)
+{
+    if (!valid_device(device) || !valid_device(peer))
+        return last_error = cudaErrorInvalidDevice;
+    *can = device != peer;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags)
+{
+    if (!valid_device(peer) || peer == current_device || flags != 0)
+        return last_error = cudaErrorInvalidValue;
+    bool &enabled = peer_enabled[current_device][peer];
+    if (enabled)
+        return last_error = cudaErrorPeerAccessAlreadyEnabled;
+    enabled = true;
+    return cudaSuccess;
+}
+
 cudaError_t cudaMalloc(void **ptr, size_t bytes)
 {
     if (!ptr)
@@ -590,6 +615,8 @@ const char *cudaGetErrorString(cudaError_t err)
         return "invalid device ordinal";
     case cudaErrorInvalidResourceHandle:
         return "invalid resource handle";
+    case cudaErrorPeerAccessAlreadyEnabled:
+        return "peer access is already enabled";
     }
     return "unknown error";
 }
@@ -611,6 +638,14 @@ cublasStatus_t cublasCreate(cublasHandle_t *handle)
 
 cublasStatus_t cublasDestroy(cublasHandle_t handle)
 {
+    /* cuBLAS assumes the device of a handle current from its creation to
+     * its destruction */
+    if (handle->device != current_device) {
+        /* the caller may ignore the status of a destruction: stop here */
+        fprintf(stderr, "cuda emulation: cublasDestroy of a handle of device %d while device %d is current\n",
+                handle->device, current_device);
+        abort();
+    }
     delete handle;
     return CUBLAS_STATUS_SUCCESS;
 }
