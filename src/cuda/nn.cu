@@ -1,5 +1,6 @@
 /* Device kernels of the model ops and optimizers: embedding (gather, and a
- * scatter-add adjoint split by column so each sum runs in id order), cross
+ * scatter-add adjoint with a thread per picked row and column, each sum in
+ * position order), cross
  * entropy (a block per row, blocks taking several rows beyond the grid cap),
  * Adam and SGD updates, and the squared global norm of the gradients for
  * clipping (fixed-order trees, one copy to the host), with the largest
@@ -25,14 +26,24 @@ __global__ void gather_rows(const T *table, int64_t rs, int64_t cs, const int64_
     }
 }
 
-/* thread j owns column j of the table's gradient */
+/* item (group u, column j) owns one element of the table's gradient: the row
+ * of the u-th distinct id, column j, to which it adds the rows of gy at that
+ * id's positions, in position order; neighbouring threads take neighbouring
+ * columns */
 template <typename T>
-__global__ void scatter_columns(T *grad, int64_t rs, int64_t cs, const int64_t *rows, int64_t n, int64_t width,
-                                const T *gy)
+__global__ void scatter_groups(T *grad, int64_t rs, int64_t cs, const int64_t *groups, int64_t n_groups,
+                               int64_t width, const T *gy)
 {
-    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < width; j += (int64_t)gridDim.x * blockDim.x)
-        for (int64_t i = 0; i < n; ++i)
-            grad[rows[i] * rs + j * cs] += gy[i * width + j];
+    const int64_t *values = groups, *start = groups + n_groups, *positions = start + n_groups + 1;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_groups * width;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t u = i / width, j = i % width;
+        T *g = grad + values[u] * rs + j * cs;
+        T sum = *g;
+        for (int64_t k = start[u]; k < start[u + 1]; ++k)
+            sum += gy[positions[k] * width + j];
+        *g = sum;
+    }
 }
 
 __device__ __forceinline__ float dexp(float x) { return dc_exp_f32(x); }
@@ -174,19 +185,21 @@ dc_status dc_cuda_gather_rows(dc_ctx *ctx, dc_dtype dtype, const void *table, in
     return dc_cuda_check(ctx, cudaGetLastError(), "embedding gather");
 }
 
-dc_status dc_cuda_scatter_rows(dc_ctx *ctx, dc_dtype dtype, void *grad, int64_t rs, int64_t cs, const int64_t *rows,
-                               int64_t n, int64_t width, const void *gy)
+dc_status dc_cuda_scatter_rows(dc_ctx *ctx, dc_dtype dtype, void *grad, int64_t rs, int64_t cs,
+                               const int64_t *groups, int64_t n_groups, int64_t n, int64_t width, const void *gy)
 {
     DC_CUDA_ENTER(ctx);
+    (void)n; /* the groups' positions hold it */
     cudaStream_t st = ctx->cuda->stream;
-    if (width == 0)
+    const int64_t items = n_groups * width;
+    if (items == 0)
         return DC_OK;
     if (dtype == DC_F32)
-        scatter_columns<float><<<grid_for(ctx, width), kBlock, 0, st>>>((float *)grad, rs, cs, rows, n, width,
-                                                                          (const float *)gy);
+        scatter_groups<float><<<grid_for(ctx, items), kBlock, 0, st>>>((float *)grad, rs, cs, groups, n_groups, width,
+                                                                         (const float *)gy);
     else
-        scatter_columns<double><<<grid_for(ctx, width), kBlock, 0, st>>>((double *)grad, rs, cs, rows, n, width,
-                                                                           (const double *)gy);
+        scatter_groups<double><<<grid_for(ctx, items), kBlock, 0, st>>>((double *)grad, rs, cs, groups, n_groups,
+                                                                          width, (const double *)gy);
     return dc_cuda_check(ctx, cudaGetLastError(), "embedding scatter");
 }
 

@@ -55,10 +55,16 @@ dc_tensor *dc_op_embedding(dc_tape *tape, dc_tensor *table, dc_tensor *ids)
     }
     if (!dc_tape_wants_node(tape, 1, &table))
         return y;
+    /* on CUDA the adjoint runs one thread per picked row and column, so
+     * the positions of each id are grouped for it */
+    const dc_index_groups *groups =
+        ctx->cuda ? dc_index_groups_on_device(tape, host_rows, ids->numel, table->shape[0]) : NULL;
+    if (ctx->cuda && !groups)
+        return NULL;
     dc_node *node = dc_tape_record(tape, DC_OP_EMBEDDING, 2, in, 1, &y);
     if (!node)
         return NULL;
-    node->ptr = rows;
+    node->ptr = ctx->cuda ? (const void *)groups : (const void *)rows;
     return y;
 }
 
@@ -76,13 +82,13 @@ dc_tensor *dc_op_embedding(dc_tape *tape, dc_tensor *table, dc_tensor *ids)
 DEFINE_SCATTER(float)
 DEFINE_SCATTER(double)
 
-/* Threads split the width, not the ids: each element of the table's gradient
- * sums its contributions in id order, the same on every run. */
+/* Threads split the width, not the ids (on CUDA: one per picked row and
+ * column): each element of the table's gradient sums its contributions in
+ * id order, the same on every run. */
 dc_status dc_embedding_backward(dc_tape *tape, dc_node *node)
 {
     dc_tensor *table = node->in[0];
     const dc_tensor *y = node->out[0];
-    const int64_t *rows = node->ptr;
     dc_status st = dc_grad_prepare_partial(tape, table);
     if (st != DC_OK)
         return st;
@@ -91,9 +97,12 @@ dc_status dc_embedding_backward(dc_tape *tape, dc_node *node)
         return DC_ERR_MEMORY;
     const int64_t n = node->in[1]->numel, width = table->shape[1];
     const int64_t ys0 = width, ys1 = 1;
-    if (tape->ctx->cuda)
-        return dc_cuda_scatter_rows(tape->ctx, table->dtype, g->data, g->strides[0], g->strides[1], rows, n, width,
-                                    gy->data);
+    if (tape->ctx->cuda) {
+        const dc_index_groups *groups = node->ptr;
+        return dc_cuda_scatter_rows(tape->ctx, table->dtype, g->data, g->strides[0], g->strides[1], groups->data,
+                                    groups->n_groups, n, width, gy->data);
+    }
+    const int64_t *rows = node->ptr;
     const int n_threads = (n * width > 32768 && width >= 64) ? tape->ctx->num_threads : 1;
 #pragma omp parallel for num_threads(n_threads) schedule(static)
     for (int t = 0; t < n_threads; ++t) {

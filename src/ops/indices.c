@@ -1,6 +1,7 @@
 #include "indices.h"
 
 #include <math.h>
+#include <string.h>
 
 const int64_t *dc_indices_on_device(dc_tape *tape, const int64_t *host, int64_t n)
 {
@@ -40,4 +41,40 @@ int64_t *dc_read_indices(dc_tape *tape, const char *op, const char *what, const 
         out[i] = (int64_t)v;
     }
     return out;
+}
+
+const dc_index_groups *dc_index_groups_on_device(dc_tape *tape, const int64_t *host, int64_t n, int64_t limit)
+{
+    dc_index_groups *g = dc_tape_alloc_meta(tape, sizeof *g);
+    int64_t *next = dc_tape_alloc_meta(tape, (size_t)(limit ? limit : 1) * sizeof *next);
+    int64_t *data = dc_tape_alloc_meta(tape, (size_t)(2 * n + 1 + n) * sizeof *data);
+    if (!g || !next || !data)
+        return NULL;
+    memset(next, 0, (size_t)limit * sizeof *next);
+    for (int64_t i = 0; i < n; ++i)
+        next[host[i]]++;
+    int64_t n_groups = 0;
+    for (int64_t v = 0; v < limit; ++v)
+        n_groups += next[v] > 0;
+    int64_t *values = data, *start = data + n_groups, *positions = start + n_groups + 1;
+    /* each value's count becomes where its positions go */
+    int64_t k = 0, offset = 0;
+    for (int64_t v = 0; v < limit; ++v)
+        if (next[v]) {
+            values[k] = v;
+            start[k++] = offset;
+            const int64_t count = next[v];
+            next[v] = offset;
+            offset += count;
+        }
+    start[n_groups] = n;
+    for (int64_t i = 0; i < n; ++i)
+        positions[next[host[i]]++] = i;
+    const size_t bytes = (size_t)(2 * n_groups + 1 + n) * sizeof *data;
+    int64_t *dev = tape->ctx->cuda ? dc_tape_alloc_data(tape, bytes) : data;
+    if (!dev || (dev != data && dc_mem_from_host(tape->ctx, dev, data, bytes) != DC_OK))
+        return NULL;
+    g->data = dev;
+    g->n_groups = n_groups;
+    return g;
 }
