@@ -186,10 +186,9 @@ dc_status dc_cuda_gather_rows(dc_ctx *ctx, dc_dtype dtype, const void *table, in
 }
 
 dc_status dc_cuda_scatter_rows(dc_ctx *ctx, dc_dtype dtype, void *grad, int64_t rs, int64_t cs,
-                               const int64_t *groups, int64_t n_groups, int64_t n, int64_t width, const void *gy)
+                               const int64_t *groups, int64_t n_groups, int64_t width, const void *gy)
 {
     DC_CUDA_ENTER(ctx);
-    (void)n; /* the groups' positions hold it */
     cudaStream_t st = ctx->cuda->stream;
     const int64_t items = n_groups * width;
     if (items == 0)

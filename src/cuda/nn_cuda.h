@@ -14,11 +14,11 @@ typedef enum { DC_GRAD_SUM_SQUARES, DC_GRAD_MAX_ABS } dc_grad_reduction;
 
 dc_status dc_cuda_gather_rows(dc_ctx *ctx, dc_dtype dtype, const void *table, int64_t rs, int64_t cs,
                               const int64_t *rows, int64_t n, int64_t width, void *out);
-/* grad[id] += gy[position] for every position of the n ids, from their
+/* grad[id] += gy[position] for every position of the ids, from their
  * groups (dc_index_groups: values, starts, positions), each sum in position
  * order. */
 dc_status dc_cuda_scatter_rows(dc_ctx *ctx, dc_dtype dtype, void *grad, int64_t rs, int64_t cs,
-                               const int64_t *groups, int64_t n_groups, int64_t n, int64_t width, const void *gy);
+                               const int64_t *groups, int64_t n_groups, int64_t width, const void *gy);
 dc_status dc_cuda_cross_entropy(dc_ctx *ctx, dc_dtype dtype, const void *logits, int64_t n, int64_t c,
                                 const int64_t *targets, double *lse, double *loss_rows, void *out);
 dc_status dc_cuda_cross_entropy_grad(dc_ctx *ctx, dc_dtype dtype, void *grad, int64_t rs, int64_t cs,

@@ -105,9 +105,9 @@ dc_status dc_cuda_gather_rows(dc_ctx *ctx, dc_dtype dtype, const void *table, in
 }
 
 dc_status dc_cuda_scatter_rows(dc_ctx *ctx, dc_dtype dtype, void *grad, int64_t rs, int64_t cs,
-                               const int64_t *groups, int64_t n_groups, int64_t n, int64_t width, const void *gy)
+                               const int64_t *groups, int64_t n_groups, int64_t width, const void *gy)
 {
-    (void)dtype, (void)grad, (void)rs, (void)cs, (void)groups, (void)n_groups, (void)n, (void)width, (void)gy;
+    (void)dtype, (void)grad, (void)rs, (void)cs, (void)groups, (void)n_groups, (void)width, (void)gy;
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
 

@@ -100,7 +100,7 @@ dc_status dc_embedding_backward(dc_tape *tape, dc_node *node)
     if (tape->ctx->cuda) {
         const dc_index_groups *groups = node->ptr;
         return dc_cuda_scatter_rows(tape->ctx, table->dtype, g->data, g->strides[0], g->strides[1], groups->data,
-                                    groups->n_groups, n, width, gy->data);
+                                    groups->n_groups, width, gy->data);
     }
     const int64_t *rows = node->ptr;
     const int n_threads = (n * width > 32768 && width >= 64) ? tape->ctx->num_threads : 1;
