@@ -72,43 +72,33 @@ __global__ void ce_rows(const T *logits, int64_t n, int64_t c, const int64_t *ta
     }
 }
 
-/* the sum of v[0..n) over one block, in a fixed order, returned to every thread */
-__device__ double block_sum_of(const double *v, int64_t n, double *part)
+/* the sum of v[0..n) over one block, in a fixed order, or (take_max) the
+ * largest of them (entries >= 0), returned to every thread */
+__device__ double block_combine(const double *v, int64_t n, bool take_max, double *part)
 {
     double s = 0;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-        s += v[i];
-    return block_reduce(s, part, false);
+        s = take_max ? fmax(s, v[i]) : s + v[i];
+    return block_reduce(s, part, take_max);
 }
 
 /* the mean of the per-row losses, in a fixed order, into a scalar */
 template <typename T> __global__ void mean_of(const double *v, int64_t n, T *out)
 {
     __shared__ double part[kBlock];
-    const double s = block_sum_of(v, n, part);
+    const double s = block_combine(v, n, false, part);
     if (threadIdx.x == 0)
         *out = (T)(n ? s / (double)n : NAN);
 }
 
-/* one block: the sum of v[0..n), in a fixed order */
-__global__ void sum_of(const double *v, int64_t n, double *out)
+/* one block: the sum of v[0..n) in a fixed order, or (take_max) the
+ * largest of them (entries >= 0) */
+__global__ void combine_of(const double *v, int64_t n, bool take_max, double *out)
 {
     __shared__ double part[kBlock];
-    const double s = block_sum_of(v, n, part);
+    const double s = block_combine(v, n, take_max, part);
     if (threadIdx.x == 0)
         *out = s;
-}
-
-/* one block: the largest of v[0..n) (entries are >= 0) */
-__global__ void max_of(const double *v, int64_t n, double *out)
-{
-    __shared__ double part[kBlock];
-    double m = 0;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-        m = fmax(m, v[i]);
-    m = block_reduce(m, part, true);
-    if (threadIdx.x == 0)
-        *out = m;
 }
 
 template <typename T>
@@ -271,16 +261,16 @@ dc_status dc_cuda_grad_reduce(dc_ctx *ctx, int n, dc_tensor *const *params, dc_g
 {
     DC_CUDA_ENTER(ctx);
     const bool take_max = kind == DC_GRAD_MAX_ABS;
-    /* Tensor i's blocks write their sums into row i of a table of kParts
-     * columns (the kernel strides over its grid, so kParts blocks cover any
-     * size); rows a tensor leaves short stay zero. One block then sums the
-     * table and the host copies back that one value. */
+    /* Tensor i's blocks write their partial results into row i of a table
+     * of kParts columns (the kernel strides over its grid, so kParts blocks
+     * cover any size); rows a tensor leaves short stay zero. One block then
+     * combines the table and the host copies back that one value. */
     constexpr unsigned kParts = 1024;
     const size_t cells = (size_t)n * kParts;
     double *table = (double *)dc_cuda_alloc(ctx, (cells + 1) * sizeof(double));
     if (!table)
         return DC_ERR_MEMORY;
-    double *sum = table + cells;
+    double *result = table + cells;
     cudaStream_t st = ctx->cuda->stream;
     dc_status s = dc_cuda_check(ctx, cudaMemsetAsync(table, 0, cells * sizeof(double), st), "gradient norm");
     for (int i = 0; s == DC_OK && i < n; ++i) {
@@ -296,14 +286,11 @@ dc_status dc_cuda_grad_reduce(dc_ctx *ctx, int n, dc_tensor *const *params, dc_g
         s = dc_cuda_check(ctx, cudaGetLastError(), "gradient norm");
     }
     if (s == DC_OK) {
-        if (take_max)
-            max_of<<<1, kBlock, 0, st>>>(table, (int64_t)cells, sum);
-        else
-            sum_of<<<1, kBlock, 0, st>>>(table, (int64_t)cells, sum);
+        combine_of<<<1, kBlock, 0, st>>>(table, (int64_t)cells, take_max, result);
         s = dc_cuda_check(ctx, cudaGetLastError(), "gradient norm");
     }
     if (s == DC_OK)
-        s = dc_cuda_to_host(ctx, total, sum, sizeof *total);
+        s = dc_cuda_to_host(ctx, total, result, sizeof *total);
     dc_cuda_free(ctx, table);
     return s;
 }
