@@ -833,6 +833,47 @@ static void test_clip_norm_rescaled(void **state)
     }
 }
 
+/* A thousand float64 gradients of one element each, near 1e306: their
+ * squares overflow, and so would a sum of the per-block largest magnitudes
+ * (one block each, about 1.5e309 together), while the norm (about 5e307) and
+ * the largest magnitude itself are finite. Only the true largest magnitude
+ * gives a finite rescaled norm. */
+static void test_clip_norm_rescaled_by_the_largest(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    const int64_t one[1] = {1};
+    dc_tensor *w[N];
+    double a[N];
+    dc_tape *tape = dc_tape_new(gpu);
+    long double squares = 0;
+    for (int i = 0; i < N; ++i) {
+        a[i] = (i % 2 ? -1e306 : 1e306) * (1.0 + i / (double)N);
+        squares += (long double)a[i] * a[i];
+        w[i] = dc_tensor_new(gpu, DC_F64, 1, one);
+        TEST_OK(gpu, dc_tensor_fill(w[i], 0.25));
+        dc_tensor_set_requires_grad(w[i], true);
+        dc_tape_reset(tape);
+        TEST_OK(gpu, dc_backward(tape, dc_op_sum(tape, dc_op_affine(tape, w[i], a[i], 0.0), 0, NULL, false)));
+    }
+    const long double expected = sqrtl(squares);
+    const double max_norm = 1e300;
+    double norm = 0;
+    TEST_OK(gpu, dc_clip_grad_norm(gpu, N, w, max_norm, &norm));
+    if (!(fabsl((long double)norm - expected) <= 1e-13L * expected))
+        fail_msg("norm %.17g, expected %.17Lg", norm, expected);
+    for (int i = 0; i < N; ++i) {
+        const double want = (double)(a[i] * (max_norm / expected));
+        double got;
+        TEST_OK(gpu, dc_tensor_get(dc_tensor_grad(w[i]), 0, &got));
+        if (!(fabs(got - want) <= 1e-13 * fabs(want)))
+            fail_msg("tensor %d after clipping holds %.17g, expected %.17g", i, got, want);
+    }
+    dc_tape_free(tape);
+    for (int i = 0; i < N; ++i)
+        dc_tensor_free(w[i]);
+}
+
 /* Copies between a CPU and a CUDA context (through host memory) and between
  * two CUDA contexts (on the device); a strided view on the CUDA side of such
  * a copy, and as the destination of a checkpoint load, is refused with
@@ -1280,6 +1321,7 @@ int main(void)
         cmocka_unit_test(test_clip_norm_of_a_large_gradient),
         cmocka_unit_test(test_clip_norm_of_many_tensors),
         cmocka_unit_test(test_clip_norm_rescaled),
+        cmocka_unit_test(test_clip_norm_rescaled_by_the_largest),
         cmocka_unit_test(test_copies_between_contexts),
         cmocka_unit_test(test_hmlstm_step_matches_cpu),
         cmocka_unit_test(test_host_round_trip),

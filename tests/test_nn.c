@@ -1842,6 +1842,47 @@ static void test_clip_grad_norm_extreme_magnitudes(void **state)
     dc_ctx_free(ctx);
 }
 
+/* A thousand float64 gradients of one element each, near 1e306: their
+ * squares overflow, and so would the sum of the tensors' largest magnitudes
+ * (about 1.5e309), while the norm (about 5e307) and the largest magnitude
+ * are finite. Only the largest over all tensors, not a sum of the
+ * tensors' own, gives a finite rescaled norm. */
+static void test_clip_grad_norm_rescaled_by_the_largest(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    const int64_t one[1] = {1};
+    dc_ctx *ctx = test_cpu_ctx();
+    dc_tensor *p[N], *g[N];
+    double a[N];
+    long double squares = 0;
+    for (int i = 0; i < N; ++i) {
+        a[i] = (i % 2 ? -1e306 : 1e306) * (1.0 + i / (double)N);
+        squares += (long double)a[i] * a[i];
+        p[i] = f64_random(ctx, 1, one, -1, 1, true);
+        g[i] = test_tensor(ctx, DC_F64, 1, one, &a[i]);
+    }
+    set_grads(ctx, N, p, g);
+    const long double want_norm = sqrtl(squares);
+    const double max_norm = 1e300;
+    double norm = 0;
+    TEST_OK(ctx, dc_clip_grad_norm(ctx, N, p, max_norm, &norm));
+    if (!(fabsl((long double)norm - want_norm) <= 1e-15L * want_norm))
+        fail_msg("clip of %d gradients near 1e306: norm %.17g, expected %.17Lg", N, norm, want_norm);
+    for (int i = 0; i < N; ++i) {
+        const double want = (double)(a[i] * (max_norm / want_norm));
+        double got;
+        TEST_OK(ctx, dc_tensor_get(dc_tensor_grad(p[i]), 0, &got));
+        if (!(fabs(got - want) <= 1e-15 * fabs(want)))
+            fail_msg("clip of %d gradients near 1e306: gradient %d is %.17g, expected %.17g", N, i, got, want);
+    }
+    for (int i = 0; i < N; ++i) {
+        dc_tensor_free(p[i]);
+        dc_tensor_free(g[i]);
+    }
+    dc_ctx_free(ctx);
+}
+
 /* Sums whose order could follow the threads (the clip's global norm, the
  * cross-entropy loss) give the same bits on 1 and 2 threads and from run to
  * run. */
@@ -2287,6 +2328,7 @@ int main(void)
         cmocka_unit_test(test_clip_grad_norm),
         cmocka_unit_test(test_clip_grad_norm_not_finite),
         cmocka_unit_test(test_clip_grad_norm_extreme_magnitudes),
+        cmocka_unit_test(test_clip_grad_norm_rescaled_by_the_largest),
         cmocka_unit_test(test_sums_independent_of_threads),
         cmocka_unit_test(test_checkpoint_round_trip),
         cmocka_unit_test(test_checkpoint_refusals),
