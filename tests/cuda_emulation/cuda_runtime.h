@@ -7,8 +7,10 @@
  * __syncthreads, so a block's threads share its __shared__ variables and
  * meet at its barriers as on a device; a __shared__ variable holds all bits
  * set (NaN) when a block starts, so a read before the block writes it shows.
- * What it cannot show: races between threads, timing, and the device's own
- * arithmetic (it runs the host path of the math, as the CPU backend does).
+ * What it cannot show: timing, and the device's own arithmetic (it runs the
+ * host path of the math, as the CPU backend does). Races between threads it
+ * shows with DC_EMU_RACECHECK=1 only (race_check.h): the order it runs them
+ * in hides them otherwise.
  * The emulated runtime serves one host thread, as the CUDA backend uses it.
  *
  * There are two devices (DC_EMU_DEVICES=1 to 4 sets the number), each with

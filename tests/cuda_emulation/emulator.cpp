@@ -5,6 +5,7 @@
 #undef _FORTIFY_SOURCE
 #include "cublas_v2.h"
 #include "cuda_runtime.h"
+#include "race_check.h"
 
 #include <algorithm>
 #include <map>
@@ -81,6 +82,10 @@ bool region_reserve()
         return false;
     region_base = reinterpret_cast<unsigned char *>(round_up(reinterpret_cast<uintptr_t>(p), kHuge));
     madvise(region_base, total, MADV_HUGEPAGE); /* a hint: slower without it, not wrong */
+    if (race::enabled() && !race::watch(region_base, kDeviceBytes * device_count)) {
+        fprintf(stderr, "cuda emulation: DC_EMU_RACECHECK=1, but the record of device memory cannot be reserved\n");
+        exit(2);
+    }
     return true;
 }
 
@@ -182,6 +187,7 @@ void set_thread_idx(unsigned t)
     thread_idx.x = t % block_dim.x;
     thread_idx.y = t / block_dim.x % block_dim.y;
     thread_idx.z = t / (block_dim.x * block_dim.y);
+    race::thread_runs(t);
 }
 
 /* Back to the scheduler; returns when the scheduler resumes this fiber. */
@@ -262,6 +268,7 @@ bool run_block(unsigned n_threads)
     }
     /* release the barrier until no thread waits */
     while (!waiting.empty()) {
+        race::barrier_released();
         std::vector<fiber *> still;
         if (reverse_order)
             std::reverse(waiting.begin(), waiting.end());
@@ -283,6 +290,7 @@ void shared_memory(void *p, size_t bytes)
     if (filled != block_serial) {
         memset(p, 0xff, bytes);
         filled = block_serial;
+        race::shared_declared(p, bytes);
     }
 }
 
@@ -318,12 +326,17 @@ void run_grid(dim3 grid, dim3 block, cudaStream_t stream, void (*body)(void *), 
     block_dim = block;
     current_body = body;
     current_closure = closure;
+    struct race_watch {
+        race_watch(dim3 g, dim3 b) { race::launch_begin(g.x, g.y, b.x, b.y); }
+        ~race_watch() { race::launch_end(); }
+    } watch(grid, block);
     for (unsigned z = 0; z < grid.z; ++z)
         for (unsigned y = 0; y < grid.y; ++y)
             for (unsigned x = 0; x < grid.x; ++x) {
                 block_idx.x = reverse_order ? grid.x - 1 - x : x;
                 block_idx.y = reverse_order ? grid.y - 1 - y : y;
                 block_idx.z = reverse_order ? grid.z - 1 - z : z;
+                race::block_begin((block_idx.z * grid.y + block_idx.y) * grid.x + block_idx.x);
                 if (!run_block((unsigned)threads)) {
                     last_error = cudaErrorMemoryAllocation;
                     return;
@@ -440,6 +453,7 @@ cudaError_t cudaFree(void *ptr)
     const uintptr_t begin = round_up(it->first, kHuge), end = (it->first + it->second.bytes) / kHuge * kHuge;
     if (end > begin)
         madvise(reinterpret_cast<void *>(begin), end - begin, MADV_DONTNEED);
+    race::released(ptr, it->second.bytes);
     live.erase(it);
     return cudaSuccess;
 }

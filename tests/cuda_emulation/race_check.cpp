@@ -1,0 +1,252 @@
+/* The race check of the emulated kernels (see race_check.h), and the entry
+ * points of gcc's ThreadSanitizer instrumentation that feed it. This file
+ * itself is compiled without the instrumentation. */
+#include "race_check.h"
+
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <vector>
+
+namespace dc_emu {
+namespace race {
+
+namespace {
+
+constexpr size_t kWord = 4;
+constexpr size_t kPage = 4096;
+
+enum : uint16_t {
+    WRITTEN = 1,         /* write_* name the last write */
+    READ = 2,            /* read_* name the last read since that write */
+    READ_BY_BLOCKS = 4,  /* and blocks other than read_block read it too */
+    READ_BY_THREADS = 8, /* and other threads of read_block, in read_phase */
+};
+
+/* What one word saw in the launch `launch`; a record of an earlier launch
+ * counts as empty (a launch is ordered after everything before it). */
+struct word_record {
+    uint32_t launch;
+    uint32_t write_block, write_phase;
+    uint32_t read_block, read_phase;
+    uint16_t write_thread, read_thread;
+    uint16_t flags;
+};
+
+struct shared_variable {
+    const unsigned char *begin, *end;
+    std::vector<word_record> words;
+};
+
+const bool requested = [] {
+    const char *e = getenv("DC_EMU_RACECHECK");
+    return e && strcmp(e, "1") == 0;
+}();
+
+/* set only while a kernel runs with the check on: every instrumented access
+ * outside one returns at its first test */
+bool in_kernel;
+uint32_t launch_serial;
+unsigned grid_x, grid_y, block_x, block_y;
+uint32_t current_block, current_phase;
+uint16_t current_thread;
+
+const unsigned char *device_begin;
+size_t device_bytes;
+word_record *device_words; /* one per word of [device_begin, + device_bytes) */
+std::vector<shared_variable> shared_variables; /* those of this launch */
+
+word_record *record_of(const unsigned char *p)
+{
+    const size_t offset = (size_t)(p - device_begin);
+    if (p >= device_begin && offset < device_bytes)
+        return &device_words[offset / kWord];
+    for (shared_variable &v : shared_variables)
+        if (p >= v.begin && p < v.end)
+            return &v.words[(size_t)(p - v.begin) / kWord];
+    return nullptr;
+}
+
+void print_block_thread(uint32_t block, uint16_t thread)
+{
+    fprintf(stderr, "block (%u, %u, %u) thread (%u, %u, %u)", block % grid_x, block / grid_x % grid_y,
+            block / (grid_x * grid_y), thread % block_x, thread / block_x % block_y, thread / (block_x * block_y));
+}
+
+[[noreturn]] void report(const unsigned char *word, bool write, const char *earlier, uint32_t block, uint16_t thread,
+                         bool several, const void *pc)
+{
+    fprintf(stderr, "cuda emulation: race on the %s word at %p: a %s by ",
+            word >= device_begin && (size_t)(word - device_begin) < device_bytes ? "device memory" : "__shared__",
+            (const void *)word, write ? "write" : "read");
+    print_block_thread(current_block, current_thread);
+    fprintf(stderr, " after a %s by ", earlier);
+    print_block_thread(block, thread);
+    if (several)
+        fprintf(stderr, " (and by other threads)");
+    fprintf(stderr, block == current_block ? ", in the same block between the same two barriers"
+                                           : ", in another block (nothing orders the blocks of a kernel)");
+    Dl_info info;
+    if (dladdr(pc, &info) && info.dli_fname)
+        fprintf(stderr, "; the %s is at: addr2line -f -C -e %s %#lx", write ? "write" : "read", info.dli_fname,
+                (unsigned long)((const unsigned char *)pc - (const unsigned char *)info.dli_fbase));
+    fprintf(stderr, "\n");
+    fflush(stderr);
+    /* not abort(): a test framework that catches it would go on from inside
+     * a kernel's coroutine */
+    _exit(1);
+}
+
+/* Accesses a and the current one are unordered: different blocks, or
+ * different threads of one block between the same two barriers. */
+bool unordered(uint32_t block, uint16_t thread, uint32_t phase)
+{
+    return block != current_block || (thread != current_thread && phase == current_phase);
+}
+
+void check_word(const unsigned char *word, bool write, const void *pc)
+{
+    word_record *r = record_of(word);
+    if (!r)
+        return;
+    if (r->launch != launch_serial) {
+        *r = word_record{};
+        r->launch = launch_serial;
+    }
+    if ((r->flags & WRITTEN) && unordered(r->write_block, r->write_thread, r->write_phase))
+        report(word, write, "write", r->write_block, r->write_thread, false, pc);
+    if (write) {
+        if ((r->flags & READ) &&
+            ((r->flags & READ_BY_BLOCKS) || unordered(r->read_block, r->read_thread, r->read_phase) ||
+             (r->read_phase == current_phase && (r->flags & READ_BY_THREADS))))
+            report(word, true, "read", r->read_block, r->read_thread, (r->flags & (READ_BY_BLOCKS | READ_BY_THREADS)) != 0,
+                   pc);
+        /* the reads before are ordered before this write, so whatever
+         * races with one of them races with the write too */
+        r->flags = WRITTEN;
+        r->write_block = current_block;
+        r->write_thread = current_thread;
+        r->write_phase = current_phase;
+        return;
+    }
+    if (!(r->flags & READ) || r->read_block != current_block || r->read_phase != current_phase) {
+        if ((r->flags & READ) && r->read_block != current_block)
+            r->flags |= READ_BY_BLOCKS;
+        r->flags = (uint16_t)((r->flags | READ) & ~READ_BY_THREADS);
+        r->read_block = current_block;
+        r->read_thread = current_thread;
+        r->read_phase = current_phase;
+    } else if (r->read_thread != current_thread) {
+        r->flags |= READ_BY_THREADS;
+    }
+}
+
+inline void access(const void *p, size_t bytes, bool write, const void *pc)
+{
+    if (!in_kernel)
+        return;
+    const unsigned char *c = static_cast<const unsigned char *>(p);
+    const unsigned char *w = c - (uintptr_t)c % kWord;
+    for (; w < c + bytes; w += kWord)
+        check_word(w, write, pc);
+}
+
+} // namespace
+
+bool enabled() { return requested; }
+
+bool watch(const void *base, size_t bytes)
+{
+    void *shadow = mmap(NULL, bytes / kWord * sizeof(word_record), PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (shadow == MAP_FAILED)
+        return false;
+    device_begin = static_cast<const unsigned char *>(base);
+    device_bytes = bytes;
+    device_words = static_cast<word_record *>(shadow);
+    return true;
+}
+
+void launch_begin(unsigned gx, unsigned gy, unsigned bx, unsigned by)
+{
+    if (!requested)
+        return;
+    ++launch_serial;
+    grid_x = gx;
+    grid_y = gy;
+    block_x = bx;
+    block_y = by;
+    shared_variables.clear();
+    in_kernel = true;
+}
+
+void launch_end() { in_kernel = false; }
+
+void block_begin(unsigned block)
+{
+    current_block = block;
+    current_phase = 0;
+}
+
+void barrier_released() { ++current_phase; }
+
+void thread_runs(unsigned thread) { current_thread = (uint16_t)thread; }
+
+void shared_declared(void *p, size_t bytes)
+{
+    if (!in_kernel)
+        return;
+    const unsigned char *begin = static_cast<const unsigned char *>(p);
+    for (shared_variable &v : shared_variables)
+        if (v.begin == begin) {
+            v.words.assign(v.words.size(), word_record{});
+            return;
+        }
+    shared_variables.push_back(shared_variable{begin, begin + bytes, std::vector<word_record>((bytes + kWord - 1) / kWord)});
+}
+
+void released(const void *p, size_t bytes)
+{
+    if (!device_words)
+        return;
+    /* the shadow's whole pages of the range go back to the system */
+    const size_t first = (size_t)(static_cast<const unsigned char *>(p) - device_begin) / kWord;
+    const uintptr_t begin = (uintptr_t)(device_words + first), end = (uintptr_t)(device_words + first + bytes / kWord);
+    const uintptr_t b = (begin + kPage - 1) / kPage * kPage, e = end / kPage * kPage;
+    if (e > b)
+        madvise((void *)b, e - b, MADV_DONTNEED);
+}
+
+} // namespace race
+} // namespace dc_emu
+
+/* ---- the entry points the instrumentation calls ---- */
+
+using dc_emu::race::access;
+
+#define DC_RACE_ENTRY(kind, bytes, write)                                                                              \
+    extern "C" void __tsan_##kind##bytes(void *p) { access(p, bytes, write, __builtin_return_address(0)); }           \
+    extern "C" void __tsan_unaligned_##kind##bytes(void *p) { access(p, bytes, write, __builtin_return_address(0)); }
+DC_RACE_ENTRY(read, 1, false)
+DC_RACE_ENTRY(read, 2, false)
+DC_RACE_ENTRY(read, 4, false)
+DC_RACE_ENTRY(read, 8, false)
+DC_RACE_ENTRY(read, 16, false)
+DC_RACE_ENTRY(write, 1, true)
+DC_RACE_ENTRY(write, 2, true)
+DC_RACE_ENTRY(write, 4, true)
+DC_RACE_ENTRY(write, 8, true)
+DC_RACE_ENTRY(write, 16, true)
+#undef DC_RACE_ENTRY
+
+/* (the signatures are gcc's built-in declarations of these) */
+extern "C" void __tsan_read_range(void *p, long bytes) { access(p, (size_t)bytes, false, __builtin_return_address(0)); }
+extern "C" void __tsan_write_range(void *p, long bytes) { access(p, (size_t)bytes, true, __builtin_return_address(0)); }
+extern "C" void __tsan_init(void) {}
+extern "C" void __tsan_func_entry(void *caller) { (void)caller; }
+extern "C" void __tsan_func_exit(void *unused) { (void)unused; }

@@ -1,0 +1,103 @@
+/* Kernels with and without races, for the race check of the emulation
+ * (race_check.h): `race_check_cases NAME` runs one of them with
+ * DC_EMU_RACECHECK=1 and prints "no race reported" if the check let it
+ * finish. Written as the mirror leaves a .cu file: launches as calls of
+ * dc_emu::launch, __shared__ variables as static ones announced to the
+ * runtime. */
+#include "cuda_runtime.h"
+
+#include <stdio.h>
+#include <string.h>
+
+namespace {
+
+constexpr unsigned kThreads = 64;
+
+/* thread 0 of every block writes the one result */
+void every_block_writes_one_word(float *out) { if (threadIdx.x == 0) out[0] = (float)blockIdx.x; }
+
+/* block 1 reads what block 0 writes */
+void block_reads_another_blocks_write(float *out)
+{
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        out[0] = 1.0f;
+    if (blockIdx.x == 1 && threadIdx.x == 0)
+        out[1] = out[0];
+}
+
+/* each thread reads its neighbour's shared word without a barrier after
+ * the writes */
+void read_without_barrier(float *out)
+{
+    static float s[kThreads];
+    dc_emu::shared_memory(&s, sizeof s);
+    s[threadIdx.x] = (float)threadIdx.x;
+    out[blockIdx.x * kThreads + threadIdx.x] = s[(threadIdx.x + 1) % kThreads];
+}
+
+/* thread 0 reads a word that thread 1 then overwrites, between the same
+ * two barriers */
+void write_after_read_without_barrier(float *out)
+{
+    static float s[kThreads];
+    dc_emu::shared_memory(&s, sizeof s);
+    s[threadIdx.x] = (float)threadIdx.x;
+    __syncthreads();
+    if (threadIdx.x == 0)
+        out[blockIdx.x] = s[1];
+    if (threadIdx.x == 1)
+        s[1] = 0.0f;
+}
+
+/* the same exchanges, each ordered by a barrier, and blocks apart */
+void ordered(float *out)
+{
+    static float s[kThreads];
+    dc_emu::shared_memory(&s, sizeof s);
+    s[threadIdx.x] = (float)threadIdx.x;
+    __syncthreads();
+    const float neighbour = s[(threadIdx.x + 1) % kThreads];
+    __syncthreads();
+    s[threadIdx.x] = neighbour;
+    __syncthreads();
+    out[blockIdx.x * kThreads + threadIdx.x] = s[threadIdx.x] + s[0];
+}
+
+const struct {
+    const char *name;
+    void (*kernel)(float *);
+} cases[] = {
+    {"every_block_writes_one_word", every_block_writes_one_word},
+    {"block_reads_another_blocks_write", block_reads_another_blocks_write},
+    {"read_without_barrier", read_without_barrier},
+    {"write_after_read_without_barrier", write_after_read_without_barrier},
+    {"ordered", ordered},
+};
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    for (const auto &c : cases) {
+        if (argc != 2 || strcmp(argv[1], c.name) != 0)
+            continue;
+        float *out = NULL;
+        if (cudaMalloc((void **)&out, 4 * kThreads * sizeof *out) != cudaSuccess) {
+            fprintf(stderr, "race_check_cases: cudaMalloc failed\n");
+            return 2;
+        }
+        dc_emu::launch(c.kernel, dim3(4), dim3(kThreads))(out);
+        if (cudaGetLastError() != cudaSuccess) {
+            fprintf(stderr, "race_check_cases: the launch failed\n");
+            return 2;
+        }
+        cudaFree(out);
+        printf("%s: no race reported\n", c.name);
+        return 0;
+    }
+    fprintf(stderr, "usage: race_check_cases NAME, NAME one of:");
+    for (const auto &c : cases)
+        fprintf(stderr, " %s", c.name);
+    fprintf(stderr, "\n");
+    return 2;
+}
