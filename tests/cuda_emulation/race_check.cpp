@@ -58,13 +58,13 @@ uint16_t current_thread;
 
 const unsigned char *device_begin;
 size_t device_bytes;
-word_record *device_words; /* one per word of [device_begin, + device_bytes) */
+word_record *device_words;                     /* one per word of [device_begin, + device_bytes) */
 std::vector<shared_variable> shared_variables; /* those of this launch */
 
 word_record *record_of(const unsigned char *p)
 {
-    const size_t offset = (size_t)(p - device_begin);
-    if (p >= device_begin && offset < device_bytes)
+    const uintptr_t offset = (uintptr_t)p - (uintptr_t)device_begin; /* wraps around below it */
+    if (offset < device_bytes)
         return &device_words[offset / kWord];
     for (shared_variable &v : shared_variables)
         if (p >= v.begin && p < v.end)
@@ -82,7 +82,7 @@ void print_block_thread(uint32_t block, uint16_t thread)
                          bool several, const void *pc)
 {
     fprintf(stderr, "cuda emulation: race on the %s word at %p: a %s by ",
-            word >= device_begin && (size_t)(word - device_begin) < device_bytes ? "device memory" : "__shared__",
+            (uintptr_t)word - (uintptr_t)device_begin < device_bytes ? "device memory" : "__shared__",
             (const void *)word, write ? "write" : "read");
     print_block_thread(current_block, current_thread);
     fprintf(stderr, " after a %s by ", earlier);
@@ -102,8 +102,9 @@ void print_block_thread(uint32_t block, uint16_t thread)
     _exit(1);
 }
 
-/* Accesses a and the current one are unordered: different blocks, or
- * different threads of one block between the same two barriers. */
+/* An earlier access by (block, thread, phase) and the current one are
+ * unordered: different blocks, or different threads of one block between
+ * the same two barriers. */
 bool unordered(uint32_t block, uint16_t thread, uint32_t phase)
 {
     return block != current_block || (thread != current_thread && phase == current_phase);
@@ -124,8 +125,8 @@ void check_word(const unsigned char *word, bool write, const void *pc)
         if ((r->flags & READ) &&
             ((r->flags & READ_BY_BLOCKS) || unordered(r->read_block, r->read_thread, r->read_phase) ||
              (r->read_phase == current_phase && (r->flags & READ_BY_THREADS))))
-            report(word, true, "read", r->read_block, r->read_thread, (r->flags & (READ_BY_BLOCKS | READ_BY_THREADS)) != 0,
-                   pc);
+            report(word, true, "read", r->read_block, r->read_thread,
+                   (r->flags & (READ_BY_BLOCKS | READ_BY_THREADS)) != 0, pc);
         /* the reads before are ordered before this write, so whatever
          * races with one of them races with the write too */
         r->flags = WRITTEN;
@@ -207,7 +208,8 @@ void shared_declared(void *p, size_t bytes)
             v.words.assign(v.words.size(), word_record{});
             return;
         }
-    shared_variables.push_back(shared_variable{begin, begin + bytes, std::vector<word_record>((bytes + kWord - 1) / kWord)});
+    shared_variables.push_back(
+        shared_variable{begin, begin + bytes, std::vector<word_record>((bytes + kWord - 1) / kWord)});
 }
 
 void released(const void *p, size_t bytes)
@@ -230,7 +232,7 @@ void released(const void *p, size_t bytes)
 using dc_emu::race::access;
 
 #define DC_RACE_ENTRY(kind, bytes, write)                                                                              \
-    extern "C" void __tsan_##kind##bytes(void *p) { access(p, bytes, write, __builtin_return_address(0)); }           \
+    extern "C" void __tsan_##kind##bytes(void *p) { access(p, bytes, write, __builtin_return_address(0)); }            \
     extern "C" void __tsan_unaligned_##kind##bytes(void *p) { access(p, bytes, write, __builtin_return_address(0)); }
 DC_RACE_ENTRY(read, 1, false)
 DC_RACE_ENTRY(read, 2, false)

@@ -14,7 +14,11 @@ namespace {
 constexpr unsigned kThreads = 64;
 
 /* thread 0 of every block writes the one result */
-void every_block_writes_one_word(float *out) { if (threadIdx.x == 0) out[0] = (float)blockIdx.x; }
+void every_block_writes_one_word(float *out)
+{
+    if (threadIdx.x == 0)
+        out[0] = (float)blockIdx.x;
+}
 
 /* block 1 reads what block 0 writes */
 void block_reads_another_blocks_write(float *out)
