@@ -21,21 +21,28 @@ namespace {
 constexpr size_t kWord = 4;
 constexpr size_t kPage = 4096;
 
+/* who accessed a word: a thread of a block, between two barriers, and the
+ * code that did */
+struct accessor {
+    uint32_t block, phase;
+    uint16_t thread;
+    const void *pc;
+};
+
 enum : uint16_t {
-    WRITTEN = 1,         /* write_* name the last write */
-    READ = 2,            /* read_* name the last read since that write */
-    READ_BY_BLOCKS = 4,  /* and blocks other than read_block read it too */
-    READ_BY_THREADS = 8, /* and other threads of read_block, in read_phase */
+    WRITTEN = 1,         /* `write` is the last write */
+    READ = 2,            /* `read` is the last read since that write */
+    READ_BY_BLOCKS = 4,  /* and `other`, of another block, read it too */
+    READ_BY_THREADS = 8, /* and other threads of read.block read it in read.phase,
+                            `other` one of them unless READ_BY_BLOCKS */
 };
 
 /* What one word saw in the launch `launch`; a record of an earlier launch
  * counts as empty (a launch is ordered after everything before it). */
 struct word_record {
     uint32_t launch;
-    uint32_t write_block, write_phase;
-    uint32_t read_block, read_phase;
-    uint16_t write_thread, read_thread;
     uint16_t flags;
+    accessor write, read, other;
 };
 
 struct shared_variable {
@@ -53,8 +60,7 @@ const bool requested = [] {
 bool in_kernel;
 uint32_t launch_serial;
 unsigned grid_x, grid_y, block_x, block_y;
-uint32_t current_block, current_phase;
-uint16_t current_thread;
+accessor current; /* the running thread (its pc set per access) */
 
 const unsigned char *device_begin;
 size_t device_bytes;
@@ -66,51 +72,50 @@ word_record *record_of(const unsigned char *p)
     const uintptr_t offset = (uintptr_t)p - (uintptr_t)device_begin; /* wraps around below it */
     if (offset < device_bytes)
         return &device_words[offset / kWord];
-    for (shared_variable &v : shared_variables)
-        if (p >= v.begin && p < v.end)
-            return &v.words[(size_t)(p - v.begin) / kWord];
+    for (shared_variable &v : shared_variables) {
+        const uintptr_t in_variable = (uintptr_t)p - (uintptr_t)v.begin;
+        if (in_variable < (uintptr_t)(v.end - v.begin))
+            return &v.words[in_variable / kWord];
+    }
     return nullptr;
 }
 
-void print_block_thread(uint32_t block, uint16_t thread)
+void print_accessor(const accessor &a)
 {
-    fprintf(stderr, "block (%u, %u, %u) thread (%u, %u, %u)", block % grid_x, block / grid_x % grid_y,
-            block / (grid_x * grid_y), thread % block_x, thread / block_x % block_y, thread / (block_x * block_y));
+    fprintf(stderr, "block (%u, %u, %u) thread (%u, %u, %u)", a.block % grid_x, a.block / grid_x % grid_y,
+            a.block / (grid_x * grid_y), a.thread % block_x, a.thread / block_x % block_y,
+            a.thread / (block_x * block_y));
+    Dl_info info;
+    if (dladdr(a.pc, &info) && info.dli_fname)
+        fprintf(stderr, " at %s+%#lx", info.dli_fname,
+                (unsigned long)((const unsigned char *)a.pc - (const unsigned char *)info.dli_fbase));
 }
 
-[[noreturn]] void report(const unsigned char *word, bool write, const char *earlier, uint32_t block, uint16_t thread,
-                         bool several, const void *pc)
+[[noreturn]] void report(const unsigned char *word, bool write, const char *earlier_kind, const accessor &earlier)
 {
     fprintf(stderr, "cuda emulation: race on the %s word at %p: a %s by ",
             (uintptr_t)word - (uintptr_t)device_begin < device_bytes ? "device memory" : "__shared__",
             (const void *)word, write ? "write" : "read");
-    print_block_thread(current_block, current_thread);
-    fprintf(stderr, " after a %s by ", earlier);
-    print_block_thread(block, thread);
-    if (several)
-        fprintf(stderr, " (and by other threads)");
-    fprintf(stderr, block == current_block ? ", in the same block between the same two barriers"
+    print_accessor(current);
+    fprintf(stderr, " after a %s by ", earlier_kind);
+    print_accessor(earlier);
+    fprintf(stderr, "%s (`addr2line -f -C -e FILE OFFSET` names the code)\n",
+            earlier.block == current.block ? ", in the same block between the same two barriers"
                                            : ", in another block (nothing orders the blocks of a kernel)");
-    Dl_info info;
-    if (dladdr(pc, &info) && info.dli_fname)
-        fprintf(stderr, "; the %s is at: addr2line -f -C -e %s %#lx", write ? "write" : "read", info.dli_fname,
-                (unsigned long)((const unsigned char *)pc - (const unsigned char *)info.dli_fbase));
-    fprintf(stderr, "\n");
     fflush(stderr);
     /* not abort(): a test framework that catches it would go on from inside
      * a kernel's coroutine */
     _exit(1);
 }
 
-/* An earlier access by (block, thread, phase) and the current one are
- * unordered: different blocks, or different threads of one block between
- * the same two barriers. */
-bool unordered(uint32_t block, uint16_t thread, uint32_t phase)
+/* An earlier access by `a` and the current one are unordered: different
+ * blocks, or different threads of one block between the same two barriers. */
+bool unordered(const accessor &a)
 {
-    return block != current_block || (thread != current_thread && phase == current_phase);
+    return a.block != current.block || (a.thread != current.thread && a.phase == current.phase);
 }
 
-void check_word(const unsigned char *word, bool write, const void *pc)
+void check_word(const unsigned char *word, bool write)
 {
     word_record *r = record_of(word);
     if (!r)
@@ -119,30 +124,38 @@ void check_word(const unsigned char *word, bool write, const void *pc)
         *r = word_record{};
         r->launch = launch_serial;
     }
-    if ((r->flags & WRITTEN) && unordered(r->write_block, r->write_thread, r->write_phase))
-        report(word, write, "write", r->write_block, r->write_thread, false, pc);
+    if ((r->flags & WRITTEN) && unordered(r->write))
+        report(word, write, "write", r->write);
     if (write) {
-        if ((r->flags & READ) &&
-            ((r->flags & READ_BY_BLOCKS) || unordered(r->read_block, r->read_thread, r->read_phase) ||
-             (r->read_phase == current_phase && (r->flags & READ_BY_THREADS))))
-            report(word, true, "read", r->read_block, r->read_thread,
-                   (r->flags & (READ_BY_BLOCKS | READ_BY_THREADS)) != 0, pc);
+        if (r->flags & READ) {
+            if (unordered(r->read))
+                report(word, true, "read", r->read);
+            /* from here read.block is this block */
+            if (r->flags & READ_BY_BLOCKS)
+                report(word, true, "read", r->other);
+            /* and read.thread this thread */
+            if ((r->flags & READ_BY_THREADS) && r->read.phase == current.phase)
+                report(word, true, "read", r->other);
+        }
         /* the reads before are ordered before this write, so whatever
          * races with one of them races with the write too */
         r->flags = WRITTEN;
-        r->write_block = current_block;
-        r->write_thread = current_thread;
-        r->write_phase = current_phase;
+        r->write = current;
         return;
     }
-    if (!(r->flags & READ) || r->read_block != current_block || r->read_phase != current_phase) {
-        if ((r->flags & READ) && r->read_block != current_block)
-            r->flags |= READ_BY_BLOCKS;
-        r->flags = (uint16_t)((r->flags | READ) & ~READ_BY_THREADS);
-        r->read_block = current_block;
-        r->read_thread = current_thread;
-        r->read_phase = current_phase;
-    } else if (r->read_thread != current_thread) {
+    if (!(r->flags & READ)) {
+        r->flags |= READ;
+        r->read = current;
+    } else if (r->read.block != current.block) {
+        r->other = r->read;
+        r->flags = (uint16_t)((r->flags | READ_BY_BLOCKS) & ~READ_BY_THREADS);
+        r->read = current;
+    } else if (r->read.phase != current.phase) {
+        r->flags &= (uint16_t)~READ_BY_THREADS;
+        r->read = current;
+    } else if (r->read.thread != current.thread && !(r->flags & READ_BY_THREADS)) {
+        if (!(r->flags & READ_BY_BLOCKS))
+            r->other = current;
         r->flags |= READ_BY_THREADS;
     }
 }
@@ -151,10 +164,11 @@ inline void access(const void *p, size_t bytes, bool write, const void *pc)
 {
     if (!in_kernel)
         return;
+    current.pc = pc;
     const unsigned char *c = static_cast<const unsigned char *>(p);
     const unsigned char *w = c - (uintptr_t)c % kWord;
     for (; w < c + bytes; w += kWord)
-        check_word(w, write, pc);
+        check_word(w, write);
 }
 
 } // namespace
@@ -190,13 +204,13 @@ void launch_end() { in_kernel = false; }
 
 void block_begin(unsigned block)
 {
-    current_block = block;
-    current_phase = 0;
+    current.block = block;
+    current.phase = 0;
 }
 
-void barrier_released() { ++current_phase; }
+void barrier_released() { ++current.phase; }
 
-void thread_runs(unsigned thread) { current_thread = (uint16_t)thread; }
+void thread_runs(unsigned thread) { current.thread = (uint16_t)thread; }
 
 void shared_declared(void *p, size_t bytes)
 {
@@ -252,3 +266,14 @@ extern "C" void __tsan_write_range(void *p, long bytes) { access(p, (size_t)byte
 extern "C" void __tsan_init(void) {}
 extern "C" void __tsan_func_entry(void *caller) { (void)caller; }
 extern "C" void __tsan_func_exit(void *unused) { (void)unused; }
+/* fences (the benchmark's host code has one): as strong as asked for or more */
+extern "C" void __tsan_atomic_thread_fence(int order)
+{
+    (void)order;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+extern "C" void __tsan_atomic_signal_fence(int order)
+{
+    (void)order;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+}

@@ -10,9 +10,17 @@
  * accesses to a word race when one of them writes and nothing orders them:
  * they come from different blocks (a kernel has no ordering between blocks),
  * or from different threads of one block between the same two barriers. The
- * first race stops the program with both accesses named, as compute-sanitizer
- * does on a device. An access narrower than a word counts as one to the
- * whole word.
+ * first race stops the program with both accesses named (block, thread, and
+ * the address of the code), as compute-sanitizer does on a device.
+ *
+ * What it does not see: copies made by calls of memcpy or memset in a
+ * kernel (the instrumentation leaves those to ThreadSanitizer's runtime;
+ * small fixed-size copies become loads and stores and are seen), memory
+ * other than device allocations and __shared__ variables (mapped host
+ * memory), and a thread that returns before a barrier the others reach: its
+ * accesses count as ordered before that barrier. An access narrower than a
+ * word counts as one to the whole word, so threads writing neighbouring
+ * bytes would be reported (the library's tensors are float32 and float64).
  *
  * Only the emulator (emulator.cpp) calls these; without DC_EMU_RACECHECK=1
  * the instrumented accesses return at once. */

@@ -29,6 +29,17 @@ void block_reads_another_blocks_write(float *out)
         out[1] = out[0];
 }
 
+/* every block reads the word that block 1 then writes: the write races
+ * with the reads of the other blocks, not with its own block's */
+void write_after_reads_in_other_blocks(float *out)
+{
+    if (threadIdx.x == 0) {
+        out[4 + blockIdx.x] = out[0];
+        if (blockIdx.x == 1)
+            out[0] = 2.0f;
+    }
+}
+
 /* each thread reads its neighbour's shared word without a barrier after
  * the writes */
 void read_without_barrier(float *out)
@@ -73,6 +84,7 @@ const struct {
 } cases[] = {
     {"every_block_writes_one_word", every_block_writes_one_word},
     {"block_reads_another_blocks_write", block_reads_another_blocks_write},
+    {"write_after_reads_in_other_blocks", write_after_reads_in_other_blocks},
     {"read_without_barrier", read_without_barrier},
     {"write_after_read_without_barrier", write_after_read_without_barrier},
     {"ordered", ordered},
