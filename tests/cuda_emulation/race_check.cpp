@@ -22,11 +22,12 @@ constexpr size_t kWord = 4;
 constexpr size_t kPage = 4096;
 
 /* who accessed a word: a thread of a block, between two barriers, and the
- * code that did */
+ * code that did, as its distance from code_anchor (the program is far
+ * smaller than 2 GiB; 16 bytes in all rather than 24) */
 struct accessor {
     uint32_t block, phase;
+    int32_t code;
     uint16_t thread;
-    const void *pc;
 };
 
 enum : uint16_t {
@@ -44,6 +45,7 @@ struct word_record {
     uint16_t flags;
     accessor write, read, other;
 };
+static_assert(sizeof(word_record) == 56, "14 bytes of record per byte of memory watched");
 
 struct shared_variable {
     const unsigned char *begin, *end;
@@ -60,7 +62,7 @@ const bool requested = [] {
 bool in_kernel;
 uint32_t launch_serial;
 unsigned grid_x, grid_y, block_x, block_y;
-accessor current; /* the running thread (its pc set per access) */
+accessor current; /* the running thread (its code set per access) */
 
 const unsigned char *device_begin;
 size_t device_bytes;
@@ -80,15 +82,18 @@ word_record *record_of(const unsigned char *p)
     return nullptr;
 }
 
+void code_anchor() {}
+
 void print_accessor(const accessor &a)
 {
+    const void *pc = (const void *)((intptr_t)&code_anchor + a.code);
     fprintf(stderr, "block (%u, %u, %u) thread (%u, %u, %u)", a.block % grid_x, a.block / grid_x % grid_y,
             a.block / (grid_x * grid_y), a.thread % block_x, a.thread / block_x % block_y,
             a.thread / (block_x * block_y));
     Dl_info info;
-    if (dladdr(a.pc, &info) && info.dli_fname)
+    if (dladdr(pc, &info) && info.dli_fname)
         fprintf(stderr, " at %s+%#lx", info.dli_fname,
-                (unsigned long)((const unsigned char *)a.pc - (const unsigned char *)info.dli_fbase));
+                (unsigned long)((const unsigned char *)pc - (const unsigned char *)info.dli_fbase));
 }
 
 [[noreturn]] void report(const unsigned char *word, bool write, const char *earlier_kind, const accessor &earlier)
@@ -164,7 +169,7 @@ inline void access(const void *p, size_t bytes, bool write, const void *pc)
 {
     if (!in_kernel)
         return;
-    current.pc = pc;
+    current.code = (int32_t)((intptr_t)pc - (intptr_t)&code_anchor);
     const unsigned char *c = static_cast<const unsigned char *>(p);
     const unsigned char *w = c - (uintptr_t)c % kWord;
     for (; w < c + bytes; w += kWord)
