@@ -703,18 +703,32 @@ static void test_optimizers_match_cpu(void **state)
     free(on_gpu);
 }
 
+/* A parameter on the device, every element 0.25, without a gradient yet. */
+static dc_tensor *new_param(dc_dtype dtype, int ndim, const int64_t *shape)
+{
+    dc_tensor *w = dc_tensor_new(gpu, dtype, ndim, shape);
+    TEST_OK(gpu, dc_tensor_fill(w, 0.25));
+    dc_tensor_set_requires_grad(w, true);
+    return w;
+}
+
+/* Gives w the gradient a everywhere: d/dw of sum(a w), backward on the
+ * reset tape. */
+static void give_gradient(dc_tape *tape, dc_tensor *w, double a)
+{
+    dc_tape_reset(tape);
+    TEST_OK(gpu, dc_backward(tape, dc_op_sum(tape, dc_op_affine(tape, w, a, 0.0), 0, NULL, false)));
+}
+
 /* The global norm of a gradient larger than the device's resident blocks
  * cover in one pass (the sum of squares strides over its grid). */
 static void test_clip_norm_of_a_large_gradient(void **state)
 {
     (void)state;
     const int64_t ws[2] = {2048, 1024};
-    dc_tensor *w = dc_tensor_new(gpu, DC_F32, 2, ws);
-    TEST_OK(gpu, dc_tensor_fill(w, 0.5));
-    dc_tensor_set_requires_grad(w, true);
+    dc_tensor *w = new_param(DC_F32, 2, ws);
     dc_tape *tape = dc_tape_new(gpu);
-    /* d/dw of sum(3 w) is 3 everywhere */
-    TEST_OK(gpu, dc_backward(tape, dc_op_sum(tape, dc_op_affine(tape, w, 3.0, 0.0), 0, NULL, false)));
+    give_gradient(tape, w, 3.0);
     double norm = 0;
     TEST_OK(gpu, dc_clip_grad_norm(gpu, 1, &w, 1e9, &norm));
     const double expected = 3.0 * sqrt(2048.0 * 1024.0);
@@ -740,13 +754,10 @@ static void test_clip_norm_of_many_tensors(void **state)
     dc_tape *tape = dc_tape_new(gpu);
     double squares = 0;
     for (int i = 0; i < N; ++i) {
-        w[i] = dc_tensor_new(gpu, dtype[i], 2, shape[i]);
-        TEST_OK(gpu, dc_tensor_fill(w[i], 0.25));
-        dc_tensor_set_requires_grad(w[i], true);
+        w[i] = new_param(dtype[i], 2, shape[i]);
         if (!used[i])
             continue;
-        dc_tape_reset(tape);
-        TEST_OK(gpu, dc_backward(tape, dc_op_sum(tape, dc_op_affine(tape, w[i], a[i], 0.0), 0, NULL, false)));
+        give_gradient(tape, w[i], a[i]);
         squares += a[i] * a[i] * (double)(shape[i][0] * shape[i][1]);
     }
     assert_null(dc_tensor_grad(w[3]));
@@ -806,12 +817,8 @@ static void test_clip_norm_rescaled(void **state)
         dc_tape *tape = dc_tape_new(gpu);
         long double squares = 0;
         for (int i = 0; i < 2; ++i) {
-            w[i] = dc_tensor_new(gpu, DC_F64, 2, shape[i]);
-            TEST_OK(gpu, dc_tensor_fill(w[i], 0.25));
-            dc_tensor_set_requires_grad(w[i], true);
-            dc_tape_reset(tape);
-            TEST_OK(gpu, dc_backward(tape, dc_op_sum(tape, dc_op_affine(tape, w[i], rescale_cases[c].a[i], 0.0), 0, NULL,
-                                                     false)));
+            w[i] = new_param(DC_F64, 2, shape[i]);
+            give_gradient(tape, w[i], rescale_cases[c].a[i]);
             squares += (long double)rescale_cases[c].a[i] * rescale_cases[c].a[i] * (long double)(shape[i][0] * shape[i][1]);
         }
         const long double expected = sqrtl(squares);
@@ -850,11 +857,8 @@ static void test_clip_norm_rescaled_by_the_largest(void **state)
     for (int i = 0; i < N; ++i) {
         a[i] = (i % 2 ? -1e306 : 1e306) * (1.0 + i / (double)N);
         squares += (long double)a[i] * a[i];
-        w[i] = dc_tensor_new(gpu, DC_F64, 1, one);
-        TEST_OK(gpu, dc_tensor_fill(w[i], 0.25));
-        dc_tensor_set_requires_grad(w[i], true);
-        dc_tape_reset(tape);
-        TEST_OK(gpu, dc_backward(tape, dc_op_sum(tape, dc_op_affine(tape, w[i], a[i], 0.0), 0, NULL, false)));
+        w[i] = new_param(DC_F64, 1, one);
+        give_gradient(tape, w[i], a[i]);
     }
     const long double expected = sqrtl(squares);
     const double max_norm = 1e300;

@@ -69,9 +69,13 @@ size_t device_bytes;
 word_record *device_words;                     /* one per word of [device_begin, + device_bytes) */
 std::vector<shared_variable> shared_variables; /* those of this launch */
 
+/* p's offset in the watched device memory; beyond device_bytes where p is
+ * outside it (the difference wraps around below it) */
+uintptr_t device_offset(const unsigned char *p) { return (uintptr_t)p - (uintptr_t)device_begin; }
+
 word_record *record_of(const unsigned char *p)
 {
-    const uintptr_t offset = (uintptr_t)p - (uintptr_t)device_begin; /* wraps around below it */
+    const uintptr_t offset = device_offset(p);
     if (offset < device_bytes)
         return &device_words[offset / kWord];
     for (shared_variable &v : shared_variables) {
@@ -99,7 +103,7 @@ void print_accessor(const accessor &a)
 [[noreturn]] void report(const unsigned char *word, bool write, const char *earlier_kind, const accessor &earlier)
 {
     fprintf(stderr, "cuda emulation: race on the %s word at %p: a %s by ",
-            (uintptr_t)word - (uintptr_t)device_begin < device_bytes ? "device memory" : "__shared__",
+            device_offset(word) < device_bytes ? "device memory" : "__shared__",
             (const void *)word, write ? "write" : "read");
     print_accessor(current);
     fprintf(stderr, " after a %s by ", earlier_kind);
@@ -236,7 +240,7 @@ void released(const void *p, size_t bytes)
     if (!device_words)
         return;
     /* the shadow's whole pages of the range go back to the system */
-    const size_t first = (size_t)(static_cast<const unsigned char *>(p) - device_begin) / kWord;
+    const size_t first = device_offset(static_cast<const unsigned char *>(p)) / kWord;
     const uintptr_t begin = (uintptr_t)(device_words + first), end = (uintptr_t)(device_words + first + bytes / kWord);
     const uintptr_t b = (begin + kPage - 1) / kPage * kPage, e = end / kPage * kPage;
     if (e > b)
