@@ -1,4 +1,9 @@
+/* clock_gettime and CLOCK_MONOTONIC are POSIX, not ISO C */
+#define _POSIX_C_SOURCE 200809L
+
 #include "bench_common.h"
+
+#include <dualcast.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +93,18 @@ const char *bench_cpu_name(void)
     }
     snprintf(name, sizeof name, "%s, %d threads", model, omp_get_max_threads());
     return name;
+}
+
+void bench_print_machine(void)
+{
+    dc_blas_info blas;
+    dc_blas_info_get(&blas);
+    printf("machine: %s\n", bench_cpu_name());
+    printf("BLAS: %s (kernels: %s)\n", blas.library, blas.core[0] ? blas.core : "not said");
+    if (blas.warning[0]) {
+        printf("WARNING: %s\n", blas.warning);
+        fprintf(stderr, "WARNING: %s\n", blas.warning);
+    }
 }
 
 void bench_fill_uniform(float *x, int64_t n, float lo, float hi, uint64_t seed)

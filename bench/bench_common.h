@@ -29,6 +29,11 @@ void bench_samples_free(bench_samples *s);
 /* A one-line description of the CPU ("AMD EPYC ..., 2 threads"). */
 const char *bench_cpu_name(void);
 
+/* Prints "machine: <bench_cpu_name()>" and the BLAS line (library and the
+ * kernels it chose), and, where those kernels are a generic fallback on
+ * this CPU, a warning with the remedy, on stdout and stderr. */
+void bench_print_machine(void);
+
 /* Streaming bandwidth in GB/s of a plain OpenMP loop reading `n_in` float
  * arrays and writing `n_out` (each of n elements): median of `reps` runs.
  * Shapes: 4 in and 5 out, or 1 in and 1 out (a copy). */

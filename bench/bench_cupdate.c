@@ -261,7 +261,7 @@ int main(int argc, char **argv)
     const double stream = bench_stream_sample(&probe, 7);
     const double copy = bench_stream_gbs(4096LL * 4096, 1, 1, 7);
     printf("# c-update, forward + backward with an all-ones adjoint, float32, CPU\n");
-    printf("machine: %s\n", bench_cpu_name());
+    bench_print_machine();
     printf("streaming bandwidth (plain loop, 4 arrays in, 5 out): %.1f GB/s; copy: %.1f GB/s\n\n", stream, copy);
     printf("| dims | control | variant | forward ms | backward ms | total ms | fwd GB/s | bwd GB/s | stream GB/s "
            "| fwd %% of stream | bwd %% of stream | vs pure | vs fused | peak tape MiB | max grad rel diff |\n");

@@ -86,7 +86,8 @@ int main(int argc, char **argv)
         die(NULL, "context");
     printf("# HM-LSTM cell node, forward + backward, float32, %s, gates %s\n", dc_ctx_device_name(ctx),
            slices ? "sliced from one [batch, 4 hidden + 1] tensor" : "in separate tensors");
-    printf("machine: %s\n\n", bench_cpu_name());
+    bench_print_machine();
+    printf("\n");
     printf("| batch x hidden | variant | forward us | backward us | total us | vs pure | peak tape KiB |\n");
     printf("|---|---|---:|---:|---:|---:|---:|\n");
     for (int hi = 0; hi < n_hidden; ++hi) {

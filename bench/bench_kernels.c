@@ -103,7 +103,8 @@ int main(int argc, char **argv)
         bench_fill_uniform(buf[k], N, -2.0f, 2.0f, 3 + (uint64_t)k);
     }
     printf("# c-update kernels, arithmetic only (%d elements, L1 and L2, one thread), float32\n", N);
-    printf("machine: %s\n\n", bench_cpu_name());
+    bench_print_machine();
+    printf("\n");
     printf("| control | kernel | uniform ns/elem | varying ns/elem |\n|---|---|---:|---:|\n");
     const char *names[4] = {"FLUSH", "COPY", "UPDATE", "random per element"};
     for (int c = 0; c < 4; ++c) {

@@ -427,12 +427,12 @@ dc_status dc_loop_run_cpu(dc_ctx *ctx, const dc_loop *L)
     plan p;
     make_plan(L, &p);
 
-    int n_threads = ctx->num_threads;
-    const bool worth_splitting = L->heavy || numel * p.n_arrays * (int64_t)p.esize >= PARALLEL_MIN_BYTES;
-    if (!worth_splitting || p.n_chunks < 2 || dc_outputs_overlap(L->dtype, L->ndim, L->shape, L->n_out, L->out))
-        n_threads = 1;
-    if (n_threads > p.n_chunks)
-        n_threads = (int)p.n_chunks;
+    /* All of the context's threads or one (see dc_ctx_team): with fewer
+     * chunks than threads, some threads have none. */
+    const bool worth_splitting = (L->heavy || numel * p.n_arrays * (int64_t)p.esize >= PARALLEL_MIN_BYTES) &&
+                                 p.n_chunks >= 2 &&
+                                 !dc_outputs_overlap(L->dtype, L->ndim, L->shape, L->n_out, L->out);
+    const int n_threads = dc_ctx_team(ctx, worth_splitting);
     bool has_sums = false;
     for (int a = L->n_in; a < p.n_arrays; ++a)
         has_sums = has_sums || p.reduces[a];

@@ -10,9 +10,63 @@
 # The generated sources are compiled with -fno-trapping-math and
 # -fno-math-errno (so that gcc can if-convert and vectorize a body with
 # branches) and a raised loop-unswitching limit (so that a loop whose control
-# inputs are constant is split per branch).
+# inputs are constant is split per branch), each flag only where the compiler
+# in use accepts it (see _dc_bfn_c_flags).
+
+include(CheckCCompilerFlag)
 
 set(_DC_BFN_TEMPLATE_DIR "${CMAKE_CURRENT_LIST_DIR}")
+
+# _dc_checked_c_flags(<out_var> <flag>...)
+#
+# Sets <out_var> to the flags the project's C compiler accepts, in order,
+# each tried once per build tree (cached as DC_C_FLAG_<flag>). A compiler
+# that rejects a flag only loses what the flag tunes: the code is correct
+# without any of them.
+function(_dc_checked_c_flags out_var)
+  set(kept "")
+  foreach(flag IN LISTS ARGN)
+    string(MAKE_C_IDENTIFIER "DC_C_FLAG_${flag}" var)
+    check_c_compiler_flag("${flag}" ${var})
+    if(${var})
+      list(APPEND kept "${flag}")
+    endif()
+  endforeach()
+  set(${out_var} "${kept}" PARENT_SCOPE)
+endfunction()
+
+# _dc_bfn_c_flags(<out_var>)
+#
+# The options of the generated C units, for the C compiler in use.
+# -ffp-contract=off: a*b + c is not fused into an FMA behind the math's back
+# (it is what ISO C mode gives; GNU modes and clang fuse by default), so a
+# function's CPU code gives the same bits in any project that builds it
+# (nvcc fuses in device code, as it does by default). gcc's loop unswitching
+# splits a loop whose control inputs are constant into a copy per branch;
+# gcc 12 and older allow one level of it by default (max-unswitch-level),
+# gcc 13 renamed that limit max-unswitch-depth and raised it to 50, so the
+# level is raised only where the old name is known. clang takes none of the
+# --param options.
+function(_dc_bfn_c_flags out_var)
+  get_property(languages GLOBAL PROPERTY ENABLED_LANGUAGES)
+  if(NOT "C" IN_LIST languages)
+    message(FATAL_ERROR "dc_add_broadcast_fn: the generated kernels are C; enable the C language in this project "
+                        "(project(... LANGUAGES C ...) or enable_language(C))")
+  endif()
+  set(wanted -fno-trapping-math -fno-math-errno -ffp-contract=off -Wno-unused-parameter)
+  if(CMAKE_C_COMPILER_ID STREQUAL "GNU")
+    list(APPEND wanted --param=max-unswitch-insns=5000 --param=max-unswitch-level=4)
+  endif()
+  if(DUALCAST_NATIVE)
+    list(APPEND wanted -march=native)
+  endif()
+  _dc_checked_c_flags(kept ${wanted})
+  if(NOT "-ffp-contract=off" IN_LIST kept)
+    message(WARNING "dc_add_broadcast_fn: ${CMAKE_C_COMPILER} does not take -ffp-contract=off; its broadcast "
+                    "functions may round differently from other builds")
+  endif()
+  set(${out_var} -O3 ${kept} PARENT_SCOPE)
+endfunction()
 
 # _dc_broadcast_fn_sources(<file> <with_cuda> <cuda_suffix> <dir> <out_var>)
 #
@@ -64,17 +118,7 @@ ${extra}#include <broadcast/bfn_cpu_instance.h>
     endforeach()
   endforeach()
 
-  # -ffp-contract=off: a*b + c is not fused into an FMA behind the math's
-  # back (it is what ISO C mode gives; GNU modes and clang fuse by default),
-  # so a function's CPU code gives the same bits in any project that builds
-  # it (nvcc fuses in device code, as it does by default)
-  set(cflags -O3 -fno-trapping-math -fno-math-errno -ffp-contract=off -Wno-unused-parameter)
-  if(CMAKE_C_COMPILER_ID STREQUAL "GNU")
-    list(APPEND cflags --param=max-unswitch-insns=5000 --param=max-unswitch-level=4)
-  endif()
-  if(DUALCAST_NATIVE)
-    list(APPEND cflags -march=native)
-  endif()
+  _dc_bfn_c_flags(cflags)
   set_source_files_properties(${sources} PROPERTIES COMPILE_OPTIONS "${cflags}")
 
   if(with_cuda)

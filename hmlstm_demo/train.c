@@ -226,7 +226,7 @@ typedef struct run {
     float *ids_host, *targets_host;
 } run;
 
-static void die(run *r, const char *what)
+_Noreturn static void die(run *r, const char *what)
 {
     fprintf(stderr, "hmlstm_demo: %s: %s\n", what, dc_last_error(r->ctx));
     exit(1);
@@ -553,6 +553,13 @@ int main(int argc, char **argv)
     for (int i = 0; i < r.model->n_params; ++i)
         n_params += dc_tensor_numel(r.model->params[i]);
     printf("dualcast HM-LSTM demo on %s\n", dc_ctx_device_name(r.ctx));
+    if (dc_ctx_backend(r.ctx) == DC_BACKEND_CPU) {
+        dc_blas_info blas;
+        dc_blas_info_get(&blas);
+        printf("matrix products: %s (kernels: %s)\n", blas.library, blas.core[0] ? blas.core : "not said");
+        if (blas.warning[0])
+            fprintf(stderr, "hmlstm_demo: WARNING: %s\n", blas.warning);
+    }
     printf("corpus: %lld characters (%d symbols), %lld for training; unigram entropy %.3f bits/char\n",
            (long long)r.corpus.len, r.corpus.vocab, (long long)r.corpus.train_len, r.corpus.unigram_bits);
     printf("model: %d layers x %d units, %lld parameters; %s cell; batch %d x %d characters\n", o->model.layers,

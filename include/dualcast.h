@@ -14,6 +14,7 @@
 #include "dualcast/gradcheck.h"
 #include "dualcast/optim.h"
 #include "dualcast/checkpoint.h"
+#include "dualcast/blas.h"
 
 #define DUALCAST_VERSION_MAJOR 0
 #define DUALCAST_VERSION_MINOR 1

@@ -137,7 +137,16 @@ dc_ctx *dc_ctx_new(const dc_ctx_options *options, dc_status *status)
     ctx->cuda_tf32 = o.cuda_tf32;
     ctx->cuda_device = cuda_device;
 #ifdef _OPENMP
-    ctx->num_threads = o.num_threads > 0 ? o.num_threads : omp_get_max_threads();
+    if (o.num_threads > 0) {
+        ctx->num_threads = o.num_threads;
+    } else {
+        /* OpenMP's count, but no more than the CPUs this process may run on:
+         * more threads than CPUs (OMP_NUM_THREADS=8 on 2 cores) make every
+         * region wait for threads the scheduler has not run yet */
+        ctx->num_threads = omp_get_max_threads();
+        if (ctx->num_threads > omp_get_num_procs())
+            ctx->num_threads = omp_get_num_procs();
+    }
 #else
     ctx->num_threads = 1;
 #endif

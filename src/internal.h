@@ -90,6 +90,17 @@ dc_status dc_mem_poison(dc_ctx *ctx, void *ptr, size_t bytes);
 dc_status dc_mem_to_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes);
 dc_status dc_mem_from_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes);
 
+/* The team size of one of the context's parallel regions: all of its
+ * threads when the work is worth splitting, else 1 (no team). Every region
+ * uses one of these two sizes, never a count in between: libgomp ends the
+ * pool threads that a smaller team leaves out and creates them again for the
+ * next larger team, tens of microseconds each, so regions of changing sizes
+ * spend more time starting threads than working. */
+static inline int dc_ctx_team(const dc_ctx *ctx, bool worth_splitting)
+{
+    return worth_splitting ? ctx->num_threads : 1;
+}
+
 /* Scratch memory for CPU thread `thread`, at least `bytes`; NULL when out of
  * memory. Kept between calls. */
 void *dc_ctx_scratch(dc_ctx *ctx, int thread, size_t bytes);

@@ -251,7 +251,8 @@ enum { SUM_BLOCKS = 64 };
     static double max_abs_##T(const T *x, int64_t n, int n_threads)                                                   \
     {                                                                                                                 \
         double m = 0;                                                                                                 \
-        _Pragma("omp parallel for simd num_threads(n_threads) if (n > PARALLEL_MIN) reduction(max : m)")              \
+        /* no simd: fmax's NaN rule keeps clang from vectorizing it (a pass that only runs where a norm overflows) */ \
+        _Pragma("omp parallel for num_threads(n_threads) if (n > PARALLEL_MIN) reduction(max : m)")                   \
         for (int64_t e = 0; e < n; ++e)                                                                               \
             m = fmax(m, fabs((double)x[e]));                                                                          \
         return m;                                                                                                     \

@@ -2,6 +2,7 @@
  * timesteps, the mixed-mode cell against the pure reverse-mode one, the
  * checkpoint round trip, and reproducible training. */
 #define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,11 +23,13 @@ typedef struct fixture {
     double slope;
 } fixture;
 
-static void make_fixture(fixture *f, dc_dtype dtype, bool straight_through, int layers, int hidden, int batch, int steps,
-                         uint64_t seed)
+/* A model, state and batch on a CPU context of `threads` threads (0: the
+ * default). */
+static void make_fixture_threads(fixture *f, int threads, dc_dtype dtype, bool straight_through, int layers,
+                                 int hidden, int batch, int steps, uint64_t seed)
 {
     memset(f, 0, sizeof *f);
-    f->ctx = test_cpu_ctx();
+    f->ctx = threads ? test_cpu_ctx_threads(threads, 1) : test_cpu_ctx();
     hm_config cfg = {layers, hidden, 3, 5, 7, dtype, straight_through, DC_PARTIALS_STORE};
     f->m = hm_model_new(f->ctx, &cfg, seed);
     TEST_NONNULL(f->ctx, f->m);
@@ -54,6 +57,12 @@ static void make_fixture(fixture *f, dc_dtype dtype, bool straight_through, int 
     free(tg);
     f->cell = HM_CELL_MIXED;
     f->slope = 1.7;
+}
+
+static void make_fixture(fixture *f, dc_dtype dtype, bool straight_through, int layers, int hidden, int batch, int steps,
+                         uint64_t seed)
+{
+    make_fixture_threads(f, 0, dtype, straight_through, layers, hidden, batch, steps, seed);
 }
 
 static void free_fixture(fixture *f)
@@ -312,6 +321,78 @@ static void test_training_step_reuses_memory(void **state)
     free_fixture(&f);
 }
 
+/* The thread ids of this process, sorted; their count through *n. NULL
+ * where /proc/self/task cannot be read. */
+static long *thread_ids(int *n)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return NULL;
+    long *ids = NULL;
+    int cap = 0;
+    *n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.')
+            continue;
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 16;
+            ids = realloc(ids, (size_t)cap * sizeof *ids);
+            assert_non_null(ids);
+        }
+        ids[(*n)++] = atol(e->d_name);
+    }
+    closedir(d);
+    for (int i = 1; i < *n; ++i) /* insertion sort: a few dozen ids */
+        for (int j = i; j > 0 && ids[j - 1] > ids[j]; --j) {
+            const long t = ids[j];
+            ids[j] = ids[j - 1];
+            ids[j - 1] = t;
+        }
+    return ids;
+}
+
+/* Steady-state training steps start no threads: every parallel region of
+ * the context, the matrix products' included, runs on the same team, so the
+ * OpenMP pool's threads stay the same ones. A region on fewer threads made
+ * libgomp end the others and the next larger region start them again
+ * (thousands of thread creations per step, the step ten times slower with
+ * more threads than cores). Four threads whatever the machine: the cell
+ * (32 x 128, two chunks) once ran on two of them. */
+static void test_steps_keep_their_threads(void **state)
+{
+    (void)state;
+    int n0 = 0, n1 = 0;
+    long *probe = thread_ids(&n0);
+    if (!probe) {
+        print_message("skipped: /proc/self/task cannot be read here, so the threads cannot be listed\n");
+        skip();
+    }
+    free(probe);
+    fixture f;
+    make_fixture_threads(&f, 4, DC_F32, true, 2, 128, 32, 4, 5);
+    dc_optimizer *adam = dc_optimizer_adam(f.ctx, f.m->n_params, f.m->params, NULL);
+    TEST_NONNULL(f.ctx, adam);
+    dc_tape *tape = dc_tape_new(f.ctx);
+    for (int step = 0; step < 2; ++step) /* warm-up: the pool starts */
+        train_step(&f, tape, adam, true, NULL);
+    long *before = thread_ids(&n0);
+    for (int step = 0; step < 3; ++step)
+        train_step(&f, tape, adam, true, NULL);
+    long *after = thread_ids(&n1);
+    assert_non_null(before);
+    assert_non_null(after);
+    if (n0 < 4)
+        fail_msg("%d threads after two steps on a context of 4", n0);
+    if (n1 != n0 || memcmp(before, after, (size_t)n0 * sizeof *before) != 0)
+        fail_msg("three steps changed the process's threads: %d before, %d after, the newest ids %ld and %ld", n0, n1,
+                 before[n0 - 1], after[n1 - 1]);
+    free(before);
+    free(after);
+    dc_tape_free(tape);
+    dc_optimizer_free(adam);
+    free_fixture(&f);
+}
+
 static void test_corpus(void **state)
 {
     (void)state;
@@ -347,7 +428,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_gradcheck_f64), cmocka_unit_test(test_mixed_equals_pure_f32),
         cmocka_unit_test(test_checkpoint_round_trip), cmocka_unit_test(test_same_seed_same_loss),
-        cmocka_unit_test(test_training_step_reuses_memory), cmocka_unit_test(test_corpus),
+        cmocka_unit_test(test_training_step_reuses_memory), cmocka_unit_test(test_steps_keep_their_threads),
+        cmocka_unit_test(test_corpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -43,10 +43,12 @@ typedef struct dc_ctx_options {
      * empty or unset variable as AUTO; any other value fails with
      * DC_ERR_ARG. */
     dc_backend backend;
-    /* Threads of dualcast's own CPU loops (the broadcast engine, cross
-     * entropy, embedding, optimizer updates, gradient clipping); 0:
-     * omp_get_max_threads() when the context is made. Matrix products on the
-     * CPU run in OpenBLAS on OpenBLAS's own thread count (see README.md). */
+    /* Threads of dualcast's CPU loops (the broadcast engine, cross entropy,
+     * embedding, optimizer updates, gradient clipping) and, with OpenBLAS's
+     * OpenMP build, of its matrix products; 0: omp_get_max_threads() when
+     * the context is made, at most omp_get_num_procs() (the CPUs the process
+     * may run on). Other BLAS builds keep their own thread count (see
+     * README.md). */
     int num_threads;
     uint64_t seed;  /* seed of the context's random number generator */
     bool quiet;     /* do not print the line saying AUTO fell back to the CPU */

@@ -86,7 +86,14 @@ bool dc_tensor_requires_grad(const dc_tensor *tensor);
  * gradient, and the output seeded by dc_backward_with gets a view of the
  * adjoint (see there). Check dc_tensor_is_contiguous before reading
  * dc_tensor_data as a dense array. Gradients accumulate over backward passes
- * until dc_tensor_zero_grad. */
+ * until dc_tensor_zero_grad: the first pass after it writes the gradient
+ * (what the memory held before is never read), later passes add to it. An
+ * added gradient is a floating-point sum of the stored value and the pass's
+ * terms in an unspecified order (a matrix product may add its products into
+ * the stored gradient one by one, with fused multiply-adds or not), so two
+ * passes over the same values give twice one pass's gradient only within
+ * the rounding of those sums: about (terms + 2) * epsilon times the sum of
+ * the terms' magnitudes. */
 dc_tensor *dc_tensor_grad(const dc_tensor *tensor);
 
 /* Zeroes the gradient. Costs nothing: the next backward overwrites instead of

@@ -4,6 +4,9 @@
 #include <string.h>
 
 #include <cblas.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "../cuda/cuda_backend.h"
 #include "backward.h"
@@ -58,12 +61,24 @@ static dc_status gemm(dc_ctx *ctx, dc_dtype dtype, mat c, mat a, mat b, double b
         return DC_OK;
     if (ctx->cuda)
         return dc_cuda_gemm(ctx, dtype, ta, tb, M, N, K, a.ptr, lda, 0, b.ptr, ldb, 0, beta, c.ptr, ldc, 0, 1);
+#ifdef _OPENMP
+    /* OpenBLAS's OpenMP build takes the calling thread's OpenMP count: the
+     * context's, so that its regions and the context's own have one size
+     * (see dc_ctx_team); the caller's setting is given back after. */
+    const int outer = omp_get_max_threads();
+    if (outer != ctx->num_threads)
+        omp_set_num_threads(ctx->num_threads);
+#endif
     if (dtype == DC_F32)
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f,
                     a.ptr, (int)lda, b.ptr, (int)ldb, (float)beta, c.ptr, (int)ldc);
     else
         cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0,
                     a.ptr, (int)lda, b.ptr, (int)ldb, beta, c.ptr, (int)ldc);
+#ifdef _OPENMP
+    if (outer != ctx->num_threads)
+        omp_set_num_threads(outer);
+#endif
     return DC_OK;
 }
 
