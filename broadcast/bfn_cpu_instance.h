@@ -33,6 +33,7 @@
 
 #include <stdint.h>
 
+#include "../dual/scalar_math.h"
 #include "bfn_macros.h"
 #include <dualcast/bfn_abi.h>
 

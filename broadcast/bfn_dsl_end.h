@@ -1,35 +1,15 @@
 /* Ends the body language of the current pass (bfn_dsl_primal.h or
- * bfn_dsl_dual.h), so that the next pass can define it anew. */
+ * bfn_dsl_dual.h), so that the next pass can define it anew. The operator
+ * names of bfn_dsl_ops.h stay: each pass redefines only what they expand to. */
 #undef dc_var
 #undef dc_real
 #undef DC_BFN_SEED
 #undef DC_BFN_VALUE
 #undef DC_BFN_PARTIAL
 #undef DC_BFN_P_
-#undef dc_val
-#undef dc_const
-#undef dc_add
-#undef dc_sub
-#undef dc_mul
-#undef dc_div
-#undef dc_neg
-#undef dc_exp
-#undef dc_log
-#undef dc_log1p
-#undef dc_expm1
-#undef dc_sqrt
-#undef dc_sin
-#undef dc_cos
-#undef dc_tanh
-#undef dc_sigmoid
-#undef dc_softplus
-#undef dc_relu
-#undef dc_abs
-#undef dc_erf
-#undef dc_hard_sigmoid
-#undef dc_pow
-#undef dc_min
-#undef dc_max
 #undef DC_BFN_D_
-#undef DC_BFN_UNARY_
-#undef DC_BFN_BINARY_
+#undef DC_BFN_VAL
+#undef DC_BFN_CONST
+#undef DC_BFN_UNARY
+#undef DC_BFN_BINARY
+#undef DC_BFN_HARD_SIGMOID

@@ -14,8 +14,6 @@
 
 #define DC_BFN_DUAL DC_PP_CAT(dc_bfn_dual_, DC_SFX)
 #define DC_DUAL_T DC_BFN_DUAL
-#define DC_DUAL_S DC_S
-#define DC_DUAL_SFX DC_SFX
 #define DC_DUAL_N (dc_bfn_nwrt_count > 0 ? dc_bfn_nwrt_count : 1)
 #include "../dual/dual_impl.h"
 

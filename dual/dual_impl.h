@@ -2,17 +2,19 @@
  * (the derivative of v with respect to the k-th seeded input). Include this
  * file with these macros defined, once per type you need:
  *
- *   DC_DUAL_T    name of the struct type, prefix of every function
- *   DC_DUAL_S    scalar type, float or double
- *   DC_DUAL_SFX  suffix of the scalar math in dual/scalar_math.h: f32 or f64
- *   DC_DUAL_N    number of partials, a positive integer constant
+ *   DC_DUAL_T  name of the struct type, prefix of every function
+ *   DC_DUAL_N  number of partials, a positive integer constant
+ *   DC_S       scalar type, float or double
+ *   DC_SFX     suffix of the scalar math in dual/scalar_math.h: f32 or f64
  *
  * Each operation computes the value and its local derivative once, with the
  * same scalar functions the rest of dualcast uses, then applies the chain rule
  * to the partials. Operations whose name ends in s take a plain scalar as the
  * second operand (muls: dual * scalar); those starting with s take it first
  * (ssub: scalar - dual). Every function is host+device and inlines into the
- * element loops. The macros are undefined at the end of this file.
+ * element loops. DC_DUAL_T and DC_DUAL_N are undefined at the end of this
+ * file; DC_S and DC_SFX are the includer's, as in every header instantiated
+ * per scalar type, and stay defined.
  *
  * No include guard: included once per instantiation. */
 
@@ -22,7 +24,7 @@
 #define DC_D_CAT_(a, b) a##_##b
 #define DC_D_CAT(a, b) DC_D_CAT_(a, b)
 #define DC_DFN(op) DC_D_CAT(DC_DUAL_T, op)
-#define DC_SCAL(fn) DC_D_CAT(DC_D_CAT(dc, fn), DC_DUAL_SFX)
+#define DC_SCAL(fn) DC_D_CAT(DC_D_CAT(dc, fn), DC_SFX)
 /* Tangent times a local derivative that can be infinite or NaN for a finite
  * input (sqrt and log at 0, pow, division by 0): a zero tangent contributes
  * zero, so a singularity in one input never poisons the partials of the
@@ -39,36 +41,36 @@
 #define DC_DUAL_SLOTS (DC_DUAL_N == 1 ? 2 : DC_DUAL_N)
 
 typedef struct DC_DUAL_T {
-    DC_DUAL_S v;
-    DC_DUAL_S d[DC_DUAL_SLOTS];
+    DC_S v;
+    DC_S d[DC_DUAL_SLOTS];
 } DC_DUAL_T;
 
 /* A constant: zero partials. */
-DC_INLINE DC_HD DC_DUAL_T DC_DFN(const)(DC_DUAL_S v)
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(const)(DC_S v)
 {
     DC_DUAL_T r;
     r.v = v;
     DC_UNROLL for (int k = 0; k < DC_DUAL_N; ++k)
-        r.d[k] = (DC_DUAL_S)0;
+        r.d[k] = (DC_S)0;
     return r;
 }
 
 /* An input seeded as the k-th independent variable: partial k is one. */
-DC_INLINE DC_HD DC_DUAL_T DC_DFN(seed)(DC_DUAL_S v, int k)
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(seed)(DC_S v, int k)
 {
     DC_DUAL_T r;
     r.v = v;
     DC_UNROLL for (int j = 0; j < DC_DUAL_N; ++j)
-        r.d[j] = j == k ? (DC_DUAL_S)1 : (DC_DUAL_S)0;
+        r.d[j] = j == k ? (DC_S)1 : (DC_S)0;
     return r;
 }
 
-DC_INLINE DC_HD DC_DUAL_S DC_DFN(val)(DC_DUAL_T a) { return a.v; }
+DC_INLINE DC_HD DC_S DC_DFN(val)(DC_DUAL_T a) { return a.v; }
 
 /* value y = f(a.v) with local derivative dy: partials scale by dy. Partials
  * that are zero by construction cost nothing here nor in the operations
  * below (dual/tangent_ops.h). */
-DC_INLINE DC_HD DC_DUAL_T DC_DFN(chain)(DC_DUAL_T a, DC_DUAL_S y, DC_DUAL_S dy)
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(chain)(DC_DUAL_T a, DC_S y, DC_S dy)
 {
     DC_DUAL_T r;
     r.v = y;
@@ -78,7 +80,7 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(chain)(DC_DUAL_T a, DC_DUAL_S y, DC_DUAL_S dy)
 }
 
 /* chain for a derivative that may be infinite or NaN (see DC_TMUL). */
-DC_INLINE DC_HD DC_DUAL_T DC_DFN(chain_singular)(DC_DUAL_T a, DC_DUAL_S y, DC_DUAL_S dy)
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(chain_singular)(DC_DUAL_T a, DC_S y, DC_S dy)
 {
     DC_DUAL_T r;
     r.v = y;
@@ -98,7 +100,7 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(add)(DC_DUAL_T a, DC_DUAL_T b)
     return r;
 }
 
-DC_INLINE DC_HD DC_DUAL_T DC_DFN(adds)(DC_DUAL_T a, DC_DUAL_S s)
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(adds)(DC_DUAL_T a, DC_S s)
 {
     a.v = a.v + s;
     return a;
@@ -113,7 +115,7 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(sub)(DC_DUAL_T a, DC_DUAL_T b)
     return r;
 }
 
-DC_INLINE DC_HD DC_DUAL_T DC_DFN(subs)(DC_DUAL_T a, DC_DUAL_S s)
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(subs)(DC_DUAL_T a, DC_S s)
 {
     a.v = a.v - s;
     return a;
@@ -128,7 +130,7 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(neg)(DC_DUAL_T a)
     return r;
 }
 
-DC_INLINE DC_HD DC_DUAL_T DC_DFN(ssub)(DC_DUAL_S s, DC_DUAL_T a)
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(ssub)(DC_S s, DC_DUAL_T a)
 {
     DC_DUAL_T r = DC_DFN(neg)(a);
     r.v = s - a.v;
@@ -144,7 +146,7 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(mul)(DC_DUAL_T a, DC_DUAL_T b)
     return r;
 }
 
-DC_INLINE DC_HD DC_DUAL_T DC_DFN(muls)(DC_DUAL_T a, DC_DUAL_S s)
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(muls)(DC_DUAL_T a, DC_S s)
 {
     return DC_DFN(chain)(a, a.v * s, s);
 }
@@ -153,24 +155,24 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(div)(DC_DUAL_T a, DC_DUAL_T b)
 {
     DC_DUAL_T r;
     r.v = a.v / b.v;
-    const DC_DUAL_S inv = (DC_DUAL_S)1 / b.v;
+    const DC_S inv = (DC_S)1 / b.v;
     DC_UNROLL for (int k = 0; k < DC_DUAL_N; ++k)
     {
         /* named, so that DC_KNOWN_ZERO sees values, not calls */
-        const DC_DUAL_S ta = DC_TMUL(a.d[k], inv), tb = DC_TMUL(b.d[k], r.v * inv);
+        const DC_S ta = DC_TMUL(a.d[k], inv), tb = DC_TMUL(b.d[k], r.v * inv);
         r.d[k] = DC_TSUB(ta, tb);
     }
     return r;
 }
 
-DC_INLINE DC_HD DC_DUAL_T DC_DFN(divs)(DC_DUAL_T a, DC_DUAL_S s)
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(divs)(DC_DUAL_T a, DC_S s)
 {
-    return DC_DFN(chain_singular)(a, a.v / s, (DC_DUAL_S)1 / s);
+    return DC_DFN(chain_singular)(a, a.v / s, (DC_S)1 / s);
 }
 
-DC_INLINE DC_HD DC_DUAL_T DC_DFN(sdiv)(DC_DUAL_S s, DC_DUAL_T b)
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(sdiv)(DC_S s, DC_DUAL_T b)
 {
-    const DC_DUAL_S y = s / b.v;
+    const DC_S y = s / b.v;
     return DC_DFN(chain_singular)(b, y, -y / b.v);
 }
 
@@ -179,18 +181,18 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(sdiv)(DC_DUAL_S s, DC_DUAL_T b)
 /* exp is its own derivative, infinite where it overflows */
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(exp)(DC_DUAL_T a)
 {
-    const DC_DUAL_S y = DC_SCAL(exp)(a.v);
+    const DC_S y = DC_SCAL(exp)(a.v);
     return DC_DFN(chain_singular)(a, y, y);
 }
 
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(log)(DC_DUAL_T a)
 {
-    return DC_DFN(chain_singular)(a, DC_SCAL(log)(a.v), (DC_DUAL_S)1 / a.v);
+    return DC_DFN(chain_singular)(a, DC_SCAL(log)(a.v), (DC_S)1 / a.v);
 }
 
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(log1p)(DC_DUAL_T a)
 {
-    return DC_DFN(chain_singular)(a, DC_SCAL(log1p)(a.v), (DC_DUAL_S)1 / ((DC_DUAL_S)1 + a.v));
+    return DC_DFN(chain_singular)(a, DC_SCAL(log1p)(a.v), (DC_S)1 / ((DC_S)1 + a.v));
 }
 
 /* the derivative is exp(x) itself (y + 1 would cancel for negative x),
@@ -202,24 +204,24 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(expm1)(DC_DUAL_T a)
 
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(sqrt)(DC_DUAL_T a)
 {
-    const DC_DUAL_S y = DC_SCAL(sqrt)(a.v);
-    return DC_DFN(chain_singular)(a, y, (DC_DUAL_S)0.5 / y);
+    const DC_S y = DC_SCAL(sqrt)(a.v);
+    return DC_DFN(chain_singular)(a, y, (DC_S)0.5 / y);
 }
 
 /* a^p for a constant exponent p. */
-DC_INLINE DC_HD DC_DUAL_T DC_DFN(pows)(DC_DUAL_T a, DC_DUAL_S p)
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(pows)(DC_DUAL_T a, DC_S p)
 {
-    const DC_DUAL_S y = DC_SCAL(pow)(a.v, p);
-    const DC_DUAL_S dy = p == (DC_DUAL_S)0 ? (DC_DUAL_S)0 : p * DC_SCAL(pow)(a.v, p - (DC_DUAL_S)1);
+    const DC_S y = DC_SCAL(pow)(a.v, p);
+    const DC_S dy = p == (DC_S)0 ? (DC_S)0 : p * DC_SCAL(pow)(a.v, p - (DC_S)1);
     return DC_DFN(chain_singular)(a, y, dy);
 }
 
 /* s^b for a constant base s; the partial y log s is taken as zero at s == 0
  * (its limit for b > 0), as in pow. */
-DC_INLINE DC_HD DC_DUAL_T DC_DFN(spow)(DC_DUAL_S s, DC_DUAL_T b)
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(spow)(DC_S s, DC_DUAL_T b)
 {
-    const DC_DUAL_S y = DC_SCAL(pow)(s, b.v);
-    return DC_DFN(chain_singular)(b, y, s == (DC_DUAL_S)0 ? (DC_DUAL_S)0 : y * DC_SCAL(log)(s));
+    const DC_S y = DC_SCAL(pow)(s, b.v);
+    return DC_DFN(chain_singular)(b, y, s == (DC_S)0 ? (DC_S)0 : y * DC_SCAL(log)(s));
 }
 
 /* a^b for two duals. The partial for the exponent is y*log(a), taken as zero
@@ -228,11 +230,11 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(pow)(DC_DUAL_T a, DC_DUAL_T b)
 {
     DC_DUAL_T r;
     r.v = DC_SCAL(pow)(a.v, b.v);
-    const DC_DUAL_S da = b.v == (DC_DUAL_S)0 ? (DC_DUAL_S)0 : b.v * DC_SCAL(pow)(a.v, b.v - (DC_DUAL_S)1);
-    const DC_DUAL_S db = a.v == (DC_DUAL_S)0 ? (DC_DUAL_S)0 : r.v * DC_SCAL(log)(a.v);
+    const DC_S da = b.v == (DC_S)0 ? (DC_S)0 : b.v * DC_SCAL(pow)(a.v, b.v - (DC_S)1);
+    const DC_S db = a.v == (DC_S)0 ? (DC_S)0 : r.v * DC_SCAL(log)(a.v);
     DC_UNROLL for (int k = 0; k < DC_DUAL_N; ++k)
     {
-        const DC_DUAL_S ta = DC_TMUL(a.d[k], da), tb = DC_TMUL(b.d[k], db);
+        const DC_S ta = DC_TMUL(a.d[k], da), tb = DC_TMUL(b.d[k], db);
         r.d[k] = DC_TADD(ta, tb);
     }
     return r;
@@ -251,15 +253,15 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(cos)(DC_DUAL_T a)
 /* Value and derivative from one exponential, accurate in the tails. */
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(tanh)(DC_DUAL_T a)
 {
-    DC_DUAL_S dy;
-    const DC_DUAL_S y = DC_SCAL(tanh_vd)(a.v, &dy);
+    DC_S dy;
+    const DC_S y = DC_SCAL(tanh_vd)(a.v, &dy);
     return DC_DFN(chain)(a, y, dy);
 }
 
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(sigmoid)(DC_DUAL_T a)
 {
-    DC_DUAL_S dy;
-    const DC_DUAL_S y = DC_SCAL(sigmoid_vd)(a.v, &dy);
+    DC_S dy;
+    const DC_S y = DC_SCAL(sigmoid_vd)(a.v, &dy);
     return DC_DFN(chain)(a, y, dy);
 }
 
@@ -275,7 +277,7 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(relu)(DC_DUAL_T a)
 
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(abs)(DC_DUAL_T a)
 {
-    return DC_DFN(chain)(a, DC_SCAL(abs_raw)(a.v), DC_SCAL(abs_dx)(a.v));
+    return DC_DFN(chain)(a, DC_SCAL(abs)(a.v), DC_SCAL(abs_dx)(a.v));
 }
 
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(erf)(DC_DUAL_T a)
@@ -283,7 +285,7 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(erf)(DC_DUAL_T a)
     return DC_DFN(chain)(a, DC_SCAL(erf)(a.v), DC_SCAL(erf_dx)(a.v));
 }
 
-DC_INLINE DC_HD DC_DUAL_T DC_DFN(hard_sigmoid)(DC_DUAL_T a, DC_DUAL_S slope)
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(hard_sigmoid)(DC_DUAL_T a, DC_S slope)
 {
     return DC_DFN(chain)(a, DC_SCAL(hard_sigmoid)(a.v, slope), DC_SCAL(hard_sigmoid_dx)(a.v, slope));
 }
@@ -311,12 +313,12 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(max)(DC_DUAL_T a, DC_DUAL_T b)
     return DC_DFN(pick)(DC_SCAL(max_takes_first)(a.v, b.v), a, b);
 }
 
-DC_INLINE DC_HD DC_DUAL_T DC_DFN(mins)(DC_DUAL_T a, DC_DUAL_S s)
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(mins)(DC_DUAL_T a, DC_S s)
 {
     return DC_DFN(pick)(DC_SCAL(min_takes_first)(a.v, s), a, DC_DFN(const)(s));
 }
 
-DC_INLINE DC_HD DC_DUAL_T DC_DFN(maxs)(DC_DUAL_T a, DC_DUAL_S s)
+DC_INLINE DC_HD DC_DUAL_T DC_DFN(maxs)(DC_DUAL_T a, DC_S s)
 {
     return DC_DFN(pick)(DC_SCAL(max_takes_first)(a.v, s), a, DC_DFN(const)(s));
 }
@@ -327,7 +329,5 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(maxs)(DC_DUAL_T a, DC_DUAL_S s)
 #undef DC_SCAL
 #undef DC_TMUL
 #undef DC_DUAL_T
-#undef DC_DUAL_S
-#undef DC_DUAL_SFX
 #undef DC_DUAL_N
 #undef DC_DUAL_SLOTS

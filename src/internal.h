@@ -1,45 +1,18 @@
-/* Definitions shared by the library's sources; not installed. */
+/* Tensors and the tape's allocations, shared by the library's upper floor
+ * (tensors, tape, ops, optimizers, checkpoints); not installed. Below it:
+ * the loop engine (src/engine/) and the runtime (src/runtime/). */
 #ifndef DC_INTERNAL_H
 #define DC_INTERNAL_H
 
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include <dualcast.h>
 
-#include "arena.h"
-
-#if defined(__GNUC__)
-#define DC_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
-#else
-#define DC_PRINTF(fmt, args)
-#endif
-
-struct dc_cuda_state; /* src/cuda/, NULL on the CPU backend */
-
-/* Per-thread scratch memory of the CPU loop engine, grown on demand. */
-typedef struct dc_scratch {
-    void *ptr;
-    size_t cap;
-} dc_scratch;
-
-struct dc_ctx {
-    dc_backend backend;
-    int num_threads;
-    bool quiet;
-    bool poison; /* DC_POISON=1: memory to be written before it is read starts as NaN */
-    bool cuda_tf32;
-    int cuda_device; /* the device a CUDA context runs on (asked for until dc_cuda_init) */
-    uint64_t rng[4];
-    char error[1024]; /* same size as the thread's message without a context */
-    dc_status status; /* of the last error */
-    char device_name[160];
-    dc_scratch *scratch; /* one per thread */
-    int n_scratch;
-    struct dc_cuda_state *cuda;
-};
+#include "engine/loop.h"
+#include "engine/shape.h"
+#include "runtime/runtime.h"
 
 struct dc_tensor {
     dc_ctx *ctx;
@@ -64,56 +37,12 @@ struct dc_tensor {
     char name[32];
 };
 
-/* ---- errors (src/error.c) ---- */
-
-/* Records a formatted message and returns `status`, for
- * `return dc_error(ctx, DC_ERR_SHAPE, "...")`. */
-dc_status dc_error(dc_ctx *ctx, dc_status status, const char *fmt, ...) DC_PRINTF(3, 4);
-dc_status dc_verror(dc_ctx *ctx, dc_status status, const char *fmt, va_list ap);
-
-/* Records a message for a failure with no context at hand (dc_ctx_new). */
-dc_status dc_error_noctx(dc_status status, const char *fmt, ...) DC_PRINTF(2, 3);
-
-/* "[2, 3]" into buf; returns buf. */
-char *dc_shape_format(char *buf, size_t size, int ndim, const int64_t *shape);
-
-/* ---- device memory (src/memory.c): host memory on the CPU, the CUDA
- * allocator on a GPU ---- */
-void *dc_mem_alloc(dc_ctx *ctx, size_t bytes);
-void dc_mem_free(dc_ctx *ctx, void *ptr);
-dc_status dc_mem_zero(dc_ctx *ctx, void *ptr, size_t bytes);
-/* With DC_POISON=1 (ctx->poison): sets every byte to 0xff, a NaN in float32
- * and float64, in memory that must be written before it is read; else
- * nothing. */
-dc_status dc_mem_poison(dc_ctx *ctx, void *ptr, size_t bytes);
-/* Copies between the context's device and the host. */
-dc_status dc_mem_to_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes);
-dc_status dc_mem_from_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes);
-
-/* The team size of one of the context's parallel regions: all of its
- * threads when the work is worth splitting, else 1 (no team). Every region
- * uses one of these two sizes, never a count in between: libgomp ends the
- * pool threads that a smaller team leaves out and creates them again for the
- * next larger team, tens of microseconds each, so regions of changing sizes
- * spend more time starting threads than working. */
-static inline int dc_ctx_team(const dc_ctx *ctx, bool worth_splitting)
-{
-    return worth_splitting ? ctx->num_threads : 1;
-}
-
-/* Scratch memory for CPU thread `thread`, at least `bytes`; NULL when out of
- * memory. Kept between calls. */
-void *dc_ctx_scratch(dc_ctx *ctx, int thread, size_t bytes);
-
-/* Random numbers from the context's generator. */
-uint64_t dc_rng_next(dc_ctx *ctx);
-double dc_rng_uniform(dc_ctx *ctx); /* [0, 1) */
-
 /* ---- tensors (src/tensor.c) ---- */
 
-/* Row-major strides of `shape`. */
-void dc_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
-int64_t dc_shape_numel(int ndim, const int64_t *shape);
+/* Fills a loop input to read tensor t in the loop's shape (broadcast
+ * strides), and a loop output writing (or summing) into t. */
+void dc_loop_in_tensor(dc_loop_in *in, const dc_tensor *t, int ndim, const int64_t *shape);
+void dc_loop_out_tensor(dc_loop_out *out, dc_tensor *t, int ndim, const int64_t *shape, dc_write_mode mode);
 
 /* Checks ndim and dims for a new tensor; names `what` in the message. */
 dc_status dc_check_shape(dc_ctx *ctx, const char *what, int ndim, const int64_t *shape);

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../dual/scalar_math.h"
+#include "../broadcast/pp.h"
 #include "cuda/nn_cuda.h"
 #include "internal.h"
 
@@ -146,34 +148,35 @@ void dc_optimizer_zero_grad(dc_optimizer *opt)
 /* Elements from which an update or a sum is split over the threads. */
 #define PARALLEL_MIN 65536
 
-/* the square root in the parameter's own precision, as on the device */
-static inline float sqrt_float(float x) { return __builtin_sqrtf(x); }
-static inline double sqrt_double(double x) { return __builtin_sqrt(x); }
+/* The element formulas (model_formulas.h), shared with the device. */
+#define DC_S float
+#define DC_SFX f32
+#include "ops/model_formulas.h"
+#undef DC_S
+#undef DC_SFX
+#define DC_S double
+#define DC_SFX f64
+#include "ops/model_formulas.h"
+#undef DC_S
+#undef DC_SFX
 
-#define DEFINE_UPDATES(T)                                                                          \
+#define DEFINE_UPDATES(T, SFX)                                                                     \
     static void adam_##T(int n_threads, int64_t n, T *restrict w, const T *restrict g, T *restrict m, \
                          T *restrict v, T lr_t, T b1, T b2, T eps_t, T decay)                      \
     {                                                                                              \
         _Pragma("omp parallel for simd num_threads(n_threads) if (n > PARALLEL_MIN) schedule(static)") \
         for (int64_t e = 0; e < n; ++e)                                                            \
-        {                                                                                          \
-            m[e] = b1 * m[e] + (1 - b1) * g[e];                                                    \
-            v[e] = b2 * v[e] + (1 - b2) * g[e] * g[e];                                             \
-            w[e] -= lr_t * m[e] / (sqrt_##T(v[e]) + eps_t) + decay * w[e];                         \
-        }                                                                                          \
+            w[e] = dc_mf_adam_##SFX(w[e], g[e], &m[e], &v[e], lr_t, b1, b2, eps_t, decay);         \
     }                                                                                              \
     static void sgd_##T(int n_threads, int64_t n, T *restrict w, const T *restrict g, T *restrict buf, T lr, \
                         T mu)                                                                      \
     {                                                                                              \
         _Pragma("omp parallel for simd num_threads(n_threads) if (n > PARALLEL_MIN) schedule(static)") \
         for (int64_t e = 0; e < n; ++e)                                                            \
-        {                                                                                          \
-            buf[e] = mu * buf[e] + g[e];                                                           \
-            w[e] -= lr * buf[e];                                                                   \
-        }                                                                                          \
+            w[e] = dc_mf_sgd_##SFX(w[e], g[e], &buf[e], lr, mu);                                   \
     }
-DEFINE_UPDATES(float)
-DEFINE_UPDATES(double)
+DEFINE_UPDATES(float, f32)
+DEFINE_UPDATES(double, f64)
 
 dc_status dc_optimizer_step(dc_optimizer *opt)
 {
@@ -194,7 +197,7 @@ dc_status dc_optimizer_step(dc_optimizer *opt)
         const double c1 = 1.0 - pow(b1, (double)t), c2 = 1.0 - pow(b2, (double)t);
         const double lr_t = opt->lr * sqrt(c2) / c1, eps_t = opt->adam.eps * sqrt(c2);
         const int64_t n = w->numel;
-        const int nt = opt->ctx->num_threads;
+        const int nt = opt->ctx->cpu.num_threads;
         if (opt->ctx->cuda) {
             dc_status st = opt->kind == OPT_ADAM ? dc_cuda_adam(opt->ctx, w->dtype, n, w->data, g->data, opt->m[i]->data,
                                                                 opt->v[i]->data, lr_t, b1, b2, eps_t, decay)
@@ -278,7 +281,7 @@ static dc_status grad_reduce(dc_ctx *ctx, int n, dc_tensor *const *params, dc_gr
         const dc_tensor *g = dc_tensor_grad(params[i]);
         if (!g)
             continue;
-        const int nt = ctx->num_threads;
+        const int nt = ctx->cpu.num_threads;
         if (kind == DC_GRAD_MAX_ABS)
             r = fmax(r, g->dtype == DC_F32 ? max_abs_float(g->data, g->numel, nt) : max_abs_double(g->data, g->numel, nt));
         else
@@ -362,9 +365,9 @@ dc_status dc_clip_grad_norm(dc_ctx *ctx, int n, dc_tensor *const *params, double
             if (st != DC_OK)
                 return st;
         } else if (g->dtype == DC_F32) {
-            scale_float(g->data, g->numel, scale, ctx->num_threads);
+            scale_float(g->data, g->numel, scale, ctx->cpu.num_threads);
         } else {
-            scale_double(g->data, g->numel, scale, ctx->num_threads);
+            scale_double(g->data, g->numel, scale, ctx->cpu.num_threads);
         }
     }
     return DC_OK;

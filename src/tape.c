@@ -4,7 +4,8 @@
 #include <time.h>
 
 #include "cuda/cuda_backend.h"
-#include "ops/ops_internal.h"
+#include "engine/kernels.h"
+#include "ops/backward.h"
 #include "tape_internal.h"
 
 /* The first block of each arena; later blocks are as large as needed. */
@@ -393,6 +394,51 @@ static dc_status check_output(dc_tape *tape, const dc_tensor *output, const char
     return DC_OK;
 }
 
+/* Sets output's gradient to `adjoint` broadcast to output's shape (a view of
+ * the adjoint's memory, not a copy). */
+static dc_status seed_grad(dc_tape *tape, dc_tensor *output, const dc_tensor *adjoint, const char *fn)
+{
+    int ndims[2] = {output->ndim, adjoint->ndim};
+    const int64_t *shapes[2] = {output->shape, adjoint->shape};
+    int ndim, bi, bj, axis;
+    int64_t shape[DC_MAX_DIMS];
+    bool ok = dc_broadcast_shape(2, ndims, shapes, &ndim, shape, &bi, &bj, &axis) && ndim == output->ndim;
+    for (int d = 0; ok && d < ndim; ++d)
+        ok = shape[d] == output->shape[d];
+    if (!ok) {
+        char so[128], sa[128];
+        return dc_error(tape->ctx, DC_ERR_SHAPE, "%s: an adjoint of shape %s does not broadcast to the output's %s",
+                        fn, dc_shape_format(sa, sizeof sa, adjoint->ndim, adjoint->shape),
+                        dc_shape_format(so, sizeof so, output->ndim, output->shape));
+    }
+    /* The seed is read, never written: nothing recorded after the output can
+     * send it a gradient. So the output's gradient is a view of the adjoint,
+     * broadcast in place, and seeding costs no pass over memory. An adjoint
+     * that is itself a gradient buffer the sweep may write is copied. */
+    if (adjoint->is_grad) {
+        dc_write_mode mode;
+        dc_status st = dc_grad_prepare(tape, output, &mode);
+        if (st != DC_OK)
+            return st;
+        dc_loop_in li;
+        dc_loop_in_tensor(&li, adjoint, ndim, shape);
+        dc_loop_out lo;
+        dc_loop_out_tensor(&lo, output->grad, ndim, shape, DC_WRITE_ASSIGN);
+        st = dc_run_kernel(tape->ctx, DC_K_COPY, NULL, output->dtype, ndim, shape, 1, &li, 1, &lo);
+        if (st == DC_OK)
+            dc_grad_done(output);
+        return st;
+    }
+    int64_t strides[DC_MAX_DIMS];
+    dc_broadcast_strides(adjoint->ndim, adjoint->shape, adjoint->strides, ndim, shape, strides);
+    dc_tensor *view = dc_tape_alloc_view(tape, adjoint, ndim, shape, strides, adjoint->data);
+    if (!view)
+        return DC_ERR_MEMORY;
+    output->grad = view;
+    dc_grad_done(output);
+    return DC_OK;
+}
+
 static dc_status run_backward(dc_tape *tape, dc_tensor *output, const dc_tensor *adjoint, const char *fn)
 {
     tape->zero = dc_tape_alloc_data(tape, 8);
@@ -400,7 +446,7 @@ static dc_status run_backward(dc_tape *tape, dc_tensor *output, const dc_tensor 
         return DC_ERR_MEMORY;
     dc_status st = dc_mem_zero(tape->ctx, tape->zero, 8);
     if (st == DC_OK)
-        st = dc_seed_grad(tape, output, adjoint, fn);
+        st = seed_grad(tape, output, adjoint, fn);
     if (st != DC_OK)
         return st;
     tape->backward_done = true;

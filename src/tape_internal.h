@@ -3,36 +3,10 @@
 #ifndef DC_TAPE_INTERNAL_H
 #define DC_TAPE_INTERNAL_H
 
-#include "../broadcast/loop.h"
 #include "internal.h"
+#include "ops/op_list.h"
 
-typedef enum dc_op {
-    DC_OP_ADD,
-    DC_OP_SUB,
-    DC_OP_MUL,
-    DC_OP_DIV,
-    DC_OP_POW,
-    DC_OP_AFFINE,
-    DC_OP_NEG,
-    DC_OP_EXP,
-    DC_OP_LOG,
-    DC_OP_TANH,
-    DC_OP_SIGMOID,
-    DC_OP_RELU,
-    DC_OP_HARD_SIGMOID,
-    DC_OP_STEP,
-    DC_OP_SELECT,
-    DC_OP_SUM,
-    DC_OP_MATMUL,
-    DC_OP_TRANSPOSE,
-    DC_OP_RESHAPE,
-    DC_OP_SLICE,
-    DC_OP_CONCAT,
-    DC_OP_EMBEDDING,
-    DC_OP_CROSS_ENTROPY,
-    DC_OP_BROADCAST_FN,
-    DC_OP_COUNT
-} dc_op;
+struct dc_index_groups;
 
 typedef struct dc_node dc_node;
 
@@ -44,8 +18,45 @@ typedef struct dc_op_info {
     dc_backward_fn backward;
 } dc_op_info;
 
-/* Indexed by dc_op (src/ops/op_table.c). */
+/* Indexed by dc_op (src/ops/op_list.h, src/ops/op_table.c). */
 extern const dc_op_info dc_op_table[DC_OP_COUNT];
+
+/* What an op's adjoint needs beyond its inputs and outputs, one struct per
+ * op (the member named for the op in dc_node.as). */
+typedef struct dc_node_scalar {
+    double s, t; /* affine: y = x * s + t; hard sigmoid: slope s; step: threshold s */
+} dc_node_scalar;
+typedef struct dc_node_sum {
+    double scale;     /* 1 for a sum, 1 / count for a mean */
+    unsigned axes;    /* bit d set: axis d was reduced */
+} dc_node_sum;
+typedef struct dc_node_matmul {
+    const dc_tensor *a, *b; /* the operands as the product read them (copies where BLAS could not) */
+} dc_node_matmul;
+typedef struct dc_node_transpose {
+    int a0, a1;
+} dc_node_transpose;
+typedef struct dc_node_slice {
+    int axis;
+    int64_t start;
+} dc_node_slice;
+typedef struct dc_node_concat {
+    int axis;
+} dc_node_concat;
+typedef struct dc_node_embedding {
+    const int64_t *rows;                  /* CPU: the row of each id */
+    const struct dc_index_groups *groups; /* CUDA: the ids' positions grouped by id */
+} dc_node_embedding;
+typedef struct dc_node_cross_entropy {
+    const double *lse;      /* log-sum-exp of each row */
+    const int64_t *targets; /* the target class of each row */
+    const dc_tensor *logits;
+} dc_node_cross_entropy;
+typedef struct dc_node_broadcast_fn {
+    const dc_bfn *fn;
+    dc_partials_policy policy;
+    void **partials; /* DC_PARTIALS_STORE: the m x D partial arrays, in tape memory */
+} dc_node_broadcast_fn;
 
 struct dc_node {
     dc_op op;
@@ -54,11 +65,17 @@ struct dc_node {
     int n_out;
     dc_tensor **in;
     dc_tensor **out;
-    /* What the op's backward needs beyond its inputs and outputs. */
-    double scalar[2];
-    int ints[DC_MAX_DIMS + 2];
-    const void *ptr;
-    void **saved; /* op-owned tape memory, e.g. a broadcast node's partials */
+    union {
+        dc_node_scalar scalar; /* the elementwise ops */
+        dc_node_sum sum;
+        dc_node_matmul matmul;
+        dc_node_transpose transpose;
+        dc_node_slice slice;
+        dc_node_concat concat;
+        dc_node_embedding embedding;
+        dc_node_cross_entropy cross_entropy;
+        dc_node_broadcast_fn broadcast_fn;
+    } as;
 };
 
 struct dc_tape {

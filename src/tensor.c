@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/cuda_backend.h"
+#include "engine/kernels.h"
 #include "tape_internal.h"
 
 const char *dc_dtype_name(dc_dtype dtype)
@@ -23,21 +25,18 @@ size_t dc_dtype_size(dc_dtype dtype)
     return 0;
 }
 
-void dc_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides)
+void dc_loop_in_tensor(dc_loop_in *in, const dc_tensor *t, int ndim, const int64_t *shape)
 {
-    int64_t s = 1;
-    for (int d = ndim - 1; d >= 0; --d) {
-        strides[d] = s;
-        s *= shape[d] > 0 ? shape[d] : 1;
-    }
+    in->data = t->data;
+    in->control = false;
+    dc_broadcast_strides(t->ndim, t->shape, t->strides, ndim, shape, in->strides);
 }
 
-int64_t dc_shape_numel(int ndim, const int64_t *shape)
+void dc_loop_out_tensor(dc_loop_out *out, dc_tensor *t, int ndim, const int64_t *shape, dc_write_mode mode)
 {
-    int64_t n = 1;
-    for (int d = 0; d < ndim; ++d)
-        n *= shape[d];
-    return n;
+    out->data = t->data;
+    out->mode = mode;
+    dc_broadcast_strides(t->ndim, t->shape, t->strides, ndim, shape, out->strides);
 }
 
 dc_status dc_check_shape(dc_ctx *ctx, const char *what, int ndim, const int64_t *shape)
@@ -429,4 +428,52 @@ dc_status dc_tensor_fill_normal(dc_tensor *t, double mean, double stddev)
         return dc_error(t->ctx, DC_ERR_ARG, "dc_tensor_fill_normal: stddev %g is negative", stddev);
     double p[2] = {mean, stddev};
     return fill_with("dc_tensor_fill_normal", t, gen_normal, p);
+}
+
+/* A copy between contexts of which one runs on a GPU goes through host
+ * memory (a CPU context's loops cannot read device memory, nor a kernel the
+ * host's), except between two CUDA contexts (on one device or two), where
+ * dense tensors are copied from device memory to device memory. */
+static dc_status copy_between_contexts(dc_tensor *dst, const dc_tensor *src)
+{
+    const size_t bytes = (size_t)src->numel * dc_dtype_size(src->dtype);
+    if (dst->ctx->cuda && src->ctx->cuda && dc_tensor_is_contiguous(dst) && dc_tensor_is_contiguous(src))
+        return dc_cuda_copy_between(dst->ctx, dst->data, src->ctx, src->data, bytes);
+    void *host = malloc(bytes ? bytes : 1);
+    if (!host)
+        return dc_error(dst->ctx, DC_ERR_MEMORY, "dc_tensor_copy: out of memory for %zu bytes", bytes);
+    dc_status st = dc_tensor_to_host(src, host, bytes);
+    if (st != DC_OK)
+        dc_error(dst->ctx, st, "dc_tensor_copy: reading the source failed: %s", dc_last_error(src->ctx));
+    else
+        st = dc_tensor_from_host_copy(dst, host, bytes);
+    free(host);
+    return st;
+}
+
+dc_status dc_tensor_copy(dc_tensor *dst, const dc_tensor *src)
+{
+    if (!dst)
+        return DC_ERR_ARG;
+    dc_ctx *ctx = dst->ctx;
+    if (!src)
+        return dc_error(ctx, DC_ERR_ARG, "dc_tensor_copy: the source is NULL");
+    if (dst->dtype != src->dtype)
+        return dc_error(ctx, DC_ERR_DTYPE, "dc_tensor_copy: destination is %s, source is %s",
+                        dc_dtype_name(dst->dtype), dc_dtype_name(src->dtype));
+    bool same = dst->ndim == src->ndim;
+    for (int d = 0; same && d < dst->ndim; ++d)
+        same = dst->shape[d] == src->shape[d];
+    if (!same) {
+        char a[128], b[128];
+        return dc_error(ctx, DC_ERR_SHAPE, "dc_tensor_copy: destination %s and source %s differ in shape",
+                        dc_tensor_shape_str(dst, a, sizeof a), dc_tensor_shape_str(src, b, sizeof b));
+    }
+    if (src->ctx != ctx && (src->ctx->cuda || ctx->cuda))
+        return copy_between_contexts(dst, src);
+    dc_loop_in li;
+    dc_loop_in_tensor(&li, src, dst->ndim, dst->shape);
+    dc_loop_out lo;
+    dc_loop_out_tensor(&lo, dst, dst->ndim, dst->shape, DC_WRITE_ASSIGN);
+    return dc_run_kernel(ctx, DC_K_COPY, NULL, dst->dtype, dst->ndim, dst->shape, 1, &li, 1, &lo);
 }

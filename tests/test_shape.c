@@ -12,8 +12,8 @@
 
 #include "support/test_support.h"
 
-#include "broadcast/loop.h"
-#include "broadcast/shape.h"
+#include "src/engine/loop.h"
+#include "src/engine/shape.h"
 
 DC_BFN_DECLARE(gated_scale);
 

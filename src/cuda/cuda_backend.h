@@ -1,33 +1,20 @@
-/* What the core library asks of the CUDA backend. Built from src/cuda/ when
- * DC_CUDA is on; src/cuda/no_cuda.c answers "not built with CUDA" otherwise. */
+/* The CUDA backend's compute, what the loop engine (src/engine/) and the
+ * ops ask of it: loops over broadcasts and matrix products. Its device
+ * runtime is in cuda_device.h; the model ops' kernels in nn_cuda.h. Built
+ * from src/cuda/ when DC_CUDA is on; src/cuda/no_cuda.c answers "not built
+ * with CUDA" otherwise. */
 #ifndef DC_CUDA_BACKEND_H
 #define DC_CUDA_BACKEND_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../internal.h"
-#include "../ops/kernels.h"
+#include <dualcast/bfn_abi.h>
 
-/* Sets ctx->cuda and ctx->device_name when device ctx->cuda_device works.
- * Returns DC_OK, or DC_ERR_DEVICE / DC_ERR_UNSUPPORTED with the reason in
- * ctx's error. */
-dc_status dc_cuda_init(dc_ctx *ctx);
-void dc_cuda_shutdown(dc_ctx *ctx);
+#include "../engine/kernels.h"
+#include "cuda_device.h"
 
-void *dc_cuda_alloc(dc_ctx *ctx, size_t bytes);
-void dc_cuda_free(dc_ctx *ctx, void *ptr);
-/* Sets every byte to `value`. */
-dc_status dc_cuda_memset(dc_ctx *ctx, void *ptr, int value, size_t bytes);
-dc_status dc_cuda_to_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes);
-dc_status dc_cuda_from_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes);
-dc_status dc_cuda_synchronize(dc_ctx *ctx);
-/* Copies device memory of src_ctx into device memory of dst_ctx (both CUDA,
- * on one device or two): after src_ctx's queued work, and done on return. */
-dc_status dc_cuda_copy_between(dc_ctx *dst_ctx, void *dst, dc_ctx *src_ctx, const void *src, size_t bytes);
-dc_device_memory_stats dc_cuda_memory_stats(const dc_ctx *ctx);
-
-/* Runs kernel `id` over `shape` (see src/ops/kernels.h and broadcast/loop.h):
+/* Runs kernel `id` over `shape` (see src/engine/kernels.h and src/engine/loop.h):
  * one thread per element reads every input through its strides; outputs
  * summed over broadcast axes go through a deterministic reduction. */
 dc_status dc_cuda_run_kernel(dc_ctx *ctx, dc_kernel_id id, const void *arg, dc_dtype dtype, int ndim,

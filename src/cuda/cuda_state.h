@@ -6,7 +6,6 @@
 #include <cuda_runtime.h>
 
 extern "C" {
-#include "../ops/kernels.h"
 #include "cuda_backend.h"
 }
 

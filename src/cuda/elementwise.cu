@@ -1,4 +1,4 @@
-/* Loops on the GPU: the elementwise kernels of src/ops/kernels.h, the store
+/* Loops on the GPU: the elementwise kernels of src/engine/kernels.h, the store
  * policy's backward of a broadcast node, and broadcast-function launches.
  *
  * Every loop first writes its results contiguously, one thread per element
@@ -15,21 +15,22 @@
 #include "block_reduce.cuh"
 
 extern "C" {
-#include "../../broadcast/coalesce.h"
+#include "../engine/coalesce.h"
+#include "../engine/shape.h"
 }
 #include "../../broadcast/pp.h"
 #include "../../dual/scalar_math.h"
 
-#define KS float
-#define KSFX f32
-#include "../ops/kernel_formulas.h"
-#undef KS
-#undef KSFX
-#define KS double
-#define KSFX f64
-#include "../ops/kernel_formulas.h"
-#undef KS
-#undef KSFX
+#define DC_S float
+#define DC_SFX f32
+#include "../engine/kernel_formulas.h"
+#undef DC_S
+#undef DC_SFX
+#define DC_S double
+#define DC_SFX f64
+#include "../engine/kernel_formulas.h"
+#undef DC_S
+#undef DC_SFX
 
 using dc_cuda::block_reduce;
 using dc_cuda::kBlock;
@@ -299,9 +300,7 @@ bool dense_in(int ndim, const int64_t *shape, const int64_t *strides)
 dc_status plan_outputs(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *shape, int n_out, const dc_loop_out *out,
                        output_plan *plan)
 {
-    int64_t numel = 1;
-    for (int d = 0; d < ndim; ++d)
-        numel *= shape[d];
+    const int64_t numel = dc_shape_numel(ndim, shape);
     /* outputs that share elements are written one after another, from temporaries */
     const bool overlap = dc_outputs_overlap(dtype, ndim, shape, n_out, out);
     /* every entry first: after a failed allocation, finish_outputs frees what the plan holds */
@@ -328,11 +327,7 @@ template <typename T, class Src>
 dc_status route(dc_ctx *ctx, int ndim, const int64_t *shape, const Src &src, const dc_loop_out *out)
 {
     int64_t contiguous[DC_MAX_DIMS];
-    int64_t s = 1;
-    for (int d = ndim - 1; d >= 0; --d) {
-        contiguous[d] = s;
-        s *= shape[d];
-    }
+    dc_contiguous_strides(ndim, shape, contiguous);
     const int64_t *arrays[2] = {contiguous, out->strides};
     int nd;
     int64_t cshape[DC_MAX_DIMS], cst[2][DC_MAX_DIMS];
@@ -438,18 +433,12 @@ const void *contiguous_input(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_
     *temp = NULL;
     if (dense_in(ndim, shape, in->strides))
         return in->data;
-    int64_t numel = 1;
-    for (int d = 0; d < ndim; ++d)
-        numel *= shape[d];
+    const int64_t numel = dc_shape_numel(ndim, shape);
     *temp = dc_cuda_alloc(ctx, (size_t)numel * dc_dtype_size(dtype));
     if (!*temp)
         return NULL;
     int64_t contiguous[DC_MAX_DIMS];
-    int64_t s = 1;
-    for (int d = ndim - 1; d >= 0; --d) {
-        contiguous[d] = s;
-        s *= shape[d];
-    }
+    dc_contiguous_strides(ndim, shape, contiguous);
     dc_loop_out o;
     o.data = *temp;
     o.mode = DC_WRITE_ASSIGN;
@@ -545,9 +534,7 @@ extern "C" dc_status dc_cuda_run_kernel(dc_ctx *ctx, dc_kernel_id id, const void
                                         const dc_loop_out *out)
 {
     DC_CUDA_ENTER(ctx);
-    int64_t numel = 1;
-    for (int d = 0; d < ndim; ++d)
-        numel *= shape[d];
+    const int64_t numel = dc_shape_numel(ndim, shape);
     if (n_out > DC_BFN_MAX_INPUTS)
         return dc_error(ctx, DC_ERR_ARG, "%s: %d outputs exceed the CUDA loop's %d", dc_kernel_name(id), n_out,
                         DC_BFN_MAX_INPUTS);
@@ -601,9 +588,7 @@ extern "C" dc_status dc_cuda_run_bfn(dc_ctx *ctx, dc_bfn_cuda_launcher launcher,
     DC_CUDA_ENTER(ctx);
     if (n_in > DC_BFN_MAX_INPUTS || n_adj > DC_BFN_MAX_OUTPUTS || n_out > DC_BFN_MAX_ARRAYS || ndim > DC_BFN_MAX_DIMS)
         return dc_error(ctx, DC_ERR_ARG, "broadcast function launch: too many arrays");
-    int64_t numel = 1;
-    for (int d = 0; d < ndim; ++d)
-        numel *= shape[d];
+    const int64_t numel = dc_shape_numel(ndim, shape);
     output_plan plan[DC_BFN_MAX_ARRAYS];
     dc_status st = plan_outputs(ctx, dtype, ndim, shape, n_out, out, plan);
     void *adj_temp[DC_BFN_MAX_OUTPUTS] = {NULL};
@@ -613,11 +598,7 @@ extern "C" dc_status dc_cuda_run_bfn(dc_ctx *ctx, dc_bfn_cuda_launcher launcher,
     /* Coalesced with the row-major layout of the arrays written (every
      * output, partial and adjoint), so that element e stays element e. */
     int64_t contiguous[DC_MAX_DIMS];
-    int64_t step = 1;
-    for (int d = ndim - 1; d >= 0; --d) {
-        contiguous[d] = step;
-        step *= shape[d];
-    }
+    dc_contiguous_strides(ndim, shape, contiguous);
     const int64_t *arrays[DC_BFN_MAX_INPUTS + 1];
     arrays[0] = contiguous;
     for (int j = 0; j < n_in; ++j)

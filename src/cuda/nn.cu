@@ -8,7 +8,20 @@
 #include "block_reduce.cuh"
 #include "nn_cuda.h"
 
+#include "../../broadcast/pp.h"
 #include "../../dual/scalar_math.h"
+
+/* The element formulas (src/ops/model_formulas.h), shared with the CPU. */
+#define DC_S float
+#define DC_SFX f32
+#include "../ops/model_formulas.h"
+#undef DC_S
+#undef DC_SFX
+#define DC_S double
+#define DC_SFX f64
+#include "../ops/model_formulas.h"
+#undef DC_S
+#undef DC_SFX
 
 using dc_cuda::block_reduce;
 using dc_cuda::grid_for;
@@ -46,8 +59,35 @@ __global__ void scatter_groups(T *grad, int64_t rs, int64_t cs, const int64_t *g
     }
 }
 
-__device__ __forceinline__ float dexp(float x) { return dc_exp_f32(x); }
-__device__ __forceinline__ double dexp(double x) { return dc_exp_f64(x); }
+/* the formulas by overloading, for the templates below */
+__device__ __forceinline__ float softmax_term(float l, float m) { return dc_mf_softmax_term_f32(l, m); }
+__device__ __forceinline__ double softmax_term(double l, double m) { return dc_mf_softmax_term_f64(l, m); }
+__device__ __forceinline__ float ce_grad_of(float l, double lse, bool t, float scale)
+{
+    return dc_mf_cross_entropy_grad_f32(l, lse, t, scale);
+}
+__device__ __forceinline__ double ce_grad_of(double l, double lse, bool t, double scale)
+{
+    return dc_mf_cross_entropy_grad_f64(l, lse, t, scale);
+}
+__device__ __forceinline__ float adam_of(float w, float g, float *m, float *v, float lr_t, float b1, float b2,
+                                         float eps_t, float decay)
+{
+    return dc_mf_adam_f32(w, g, m, v, lr_t, b1, b2, eps_t, decay);
+}
+__device__ __forceinline__ double adam_of(double w, double g, double *m, double *v, double lr_t, double b1,
+                                          double b2, double eps_t, double decay)
+{
+    return dc_mf_adam_f64(w, g, m, v, lr_t, b1, b2, eps_t, decay);
+}
+__device__ __forceinline__ float sgd_of(float w, float g, float *buf, float lr, float mu)
+{
+    return dc_mf_sgd_f32(w, g, buf, lr, mu);
+}
+__device__ __forceinline__ double sgd_of(double w, double g, double *buf, double lr, double mu)
+{
+    return dc_mf_sgd_f64(w, g, buf, lr, mu);
+}
 
 /* row r (rows shared out over the blocks): lse[r] = max + log(sum exp(l - max));
  * loss[r] = lse[r] - l[target] */
@@ -63,7 +103,7 @@ __global__ void ce_rows(const T *logits, int64_t n, int64_t c, const int64_t *ta
         m = block_reduce(m, part, true);
         double s = 0;
         for (int64_t k = threadIdx.x; k < c; k += blockDim.x)
-            s += (double)dexp((T)((double)l[k] - m));
+            s += (double)softmax_term(l[k], (T)m); /* m is one of the logits: exact in T */
         s = block_reduce(s, part, false);
         if (threadIdx.x == 0) {
             lse[r] = m + log(s);
@@ -105,10 +145,10 @@ template <typename T>
 __global__ void ce_grad(T *g, int64_t rs, int64_t cs, const T *logits, int64_t n, int64_t c, const int64_t *target,
                         const double *lse, const T *gy, int add)
 {
-    const double scale = n ? (double)*gy / (double)n : 0.0;
+    const T scale = (T)(n ? (double)*gy / (double)n : 0.0);
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n * c; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = i / c, k = i % c;
-        const T v = (T)(scale * ((double)dexp((T)((double)logits[i] - lse[r])) - (k == target[r] ? 1.0 : 0.0)));
+        const T v = ce_grad_of(logits[i], lse[r], k == target[r], scale);
         T *gi = g + r * rs + k * cs;
         *gi = add ? *gi + v : v;
     }
@@ -117,19 +157,14 @@ __global__ void ce_grad(T *g, int64_t rs, int64_t cs, const T *logits, int64_t n
 template <typename T>
 __global__ void adam(int64_t n, T *w, const T *g, T *m, T *v, T lr_t, T b1, T b2, T eps_t, T decay)
 {
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
-        m[e] = b1 * m[e] + (1 - b1) * g[e];
-        v[e] = b2 * v[e] + (1 - b2) * g[e] * g[e];
-        w[e] -= lr_t * m[e] / (sqrt(v[e]) + eps_t) + decay * w[e];
-    }
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x)
+        w[e] = adam_of(w[e], g[e], &m[e], &v[e], lr_t, b1, b2, eps_t, decay);
 }
 
 template <typename T> __global__ void sgd(int64_t n, T *w, const T *g, T *buf, T lr, T mu)
 {
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
-        buf[e] = mu * buf[e] + g[e];
-        w[e] -= lr * buf[e];
-    }
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x)
+        w[e] = sgd_of(w[e], g[e], &buf[e], lr, mu);
 }
 
 /* per-block partial results; block b writes part[b]: the sum of the squares

@@ -3,11 +3,12 @@
 #ifndef DC_CUDA_NN_H
 #define DC_CUDA_NN_H
 
-#include "cuda_backend.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#include "../internal.h"
+#include "cuda_backend.h"
 
 /* What dc_cuda_grad_reduce computes over the gradients. */
 typedef enum { DC_GRAD_SUM_SQUARES, DC_GRAD_MAX_ABS } dc_grad_reduction;

@@ -160,9 +160,9 @@ dc_status dc_broadcast_policy(dc_tape *tape, const dc_bfn *fn, int n_inputs, dc_
     dc_node *node = dc_tape_record(tape, DC_OP_BROADCAST_FN, n_inputs, inputs, m, outputs);
     if (!node)
         return DC_ERR_MEMORY;
-    node->ptr = fn;
-    node->ints[0] = (int)policy;
-    node->saved = partials;
+    node->as.broadcast_fn.fn = fn;
+    node->as.broadcast_fn.policy = policy;
+    node->as.broadcast_fn.partials = partials;
     return DC_OK;
 }
 
@@ -186,7 +186,7 @@ dc_tensor *dc_broadcast1(dc_tape *tape, const dc_bfn *fn, int n_inputs, dc_tenso
 
 dc_status dc_broadcast_fn_backward(dc_tape *tape, dc_node *node)
 {
-    const dc_bfn *fn = node->ptr;
+    const dc_bfn *fn = node->as.broadcast_fn.fn;
     const int m = fn->n_outputs, nw = fn->n_wrt;
     const dc_tensor *y = node->out[0];
     const int ndim = y->ndim;
@@ -209,14 +209,14 @@ dc_status dc_broadcast_fn_backward(dc_tape *tape, dc_node *node)
 
     dc_loop_in li[DC_LOOP_MAX_ARRAYS];
     int n_in = 0;
-    if ((dc_partials_policy)node->ints[0] == DC_PARTIALS_STORE) {
+    if (node->as.broadcast_fn.policy == DC_PARTIALS_STORE) {
         /* adjoints, then the stored partials */
         int64_t contiguous[DC_MAX_DIMS];
         dc_contiguous_strides(ndim, shape, contiguous);
         for (int k = 0; k < m; ++k)
             dc_loop_in_tensor(&li[n_in++], adjoints[k], ndim, shape);
         for (int p = 0; p < m * nw; ++p) {
-            li[n_in].data = node->saved[p];
+            li[n_in].data = node->as.broadcast_fn.partials[p];
             li[n_in].control = false;
             memcpy(li[n_in].strides, contiguous, sizeof contiguous);
             ++n_in;

@@ -4,10 +4,23 @@
 #include <math.h>
 #include <string.h>
 
+#include "../../broadcast/pp.h"
 #include "../../dual/scalar_math.h"
 #include "../cuda/nn_cuda.h"
 #include "backward.h"
 #include "indices.h"
+
+/* The element formulas (model_formulas.h), shared with the device. */
+#define DC_S float
+#define DC_SFX f32
+#include "model_formulas.h"
+#undef DC_S
+#undef DC_SFX
+#define DC_S double
+#define DC_SFX f64
+#include "model_formulas.h"
+#undef DC_S
+#undef DC_SFX
 
 #define DEFINE_CE(T, SFX)                                                                          \
     /* loss of row r; stores its log-sum-exp */                                                    \
@@ -18,16 +31,15 @@
             m = l[k] > m ? l[k] : m;                                                               \
         double s = 0;                                                                              \
         _Pragma("omp simd reduction(+ : s)") for (int64_t k = 0; k < c; ++k) s +=                  \
-            (double)dc_exp_##SFX(l[k] - m);                                                        \
+            (double)dc_mf_softmax_term_##SFX(l[k], m);                                             \
         *lse = (double)m + log(s);                                                                 \
         return *lse - (double)l[target];                                                           \
     }                                                                                              \
     static void ce_grad_row_##SFX(T *restrict g, int64_t cs, const T *restrict l, int64_t c,       \
                                   int64_t target, double lse, T scale, bool add)                   \
     {                                                                                              \
-        /* l - lse in double: both can be large, their difference small */                        \
         for (int64_t k = 0; k < c; ++k) {                                                          \
-            const T v = scale * (dc_exp_##SFX((T)((double)l[k] - lse)) - (k == target ? (T)1 : (T)0)); \
+            const T v = dc_mf_cross_entropy_grad_##SFX(l[k], lse, k == target, scale);             \
             g[k * cs] = add ? g[k * cs] + v : v;                                                   \
         }                                                                                          \
     }
@@ -78,7 +90,7 @@ dc_tensor *dc_op_cross_entropy(dc_tape *tape, dc_tensor *logits, dc_tensor *targ
             return NULL;
     } else {
         double *row_loss = lse + (n ? n : 1);
-        const int n_threads = n * c > 32768 ? ctx->num_threads : 1;
+        const int n_threads = n * c > 32768 ? ctx->cpu.num_threads : 1;
 #pragma omp parallel for num_threads(n_threads) schedule(static)
         for (int64_t r = 0; r < n; ++r)
             row_loss[r] = logits->dtype == DC_F32 ? ce_row_f32((const float *)x->data + r * c, c, t[r], &lse[r])
@@ -98,12 +110,9 @@ dc_tensor *dc_op_cross_entropy(dc_tape *tape, dc_tensor *logits, dc_tensor *targ
     dc_node *node = dc_tape_record(tape, DC_OP_CROSS_ENTROPY, 2, in, 1, &y);
     if (!node)
         return NULL;
-    node->saved = dc_tape_alloc_meta(tape, 3 * sizeof(void *));
-    if (!node->saved)
-        return NULL;
-    node->saved[0] = lse;
-    node->saved[1] = (void *)t;
-    node->saved[2] = x;
+    node->as.cross_entropy.lse = lse;
+    node->as.cross_entropy.targets = t;
+    node->as.cross_entropy.logits = x;
     return y;
 }
 
@@ -112,9 +121,9 @@ dc_status dc_cross_entropy_backward(dc_tape *tape, dc_node *node)
 {
     dc_tensor *logits = node->in[0];
     const dc_tensor *y = node->out[0];
-    const double *lse = node->saved[0];
-    const int64_t *t = node->saved[1];
-    const dc_tensor *x = node->saved[2];
+    const double *lse = node->as.cross_entropy.lse;
+    const int64_t *t = node->as.cross_entropy.targets;
+    const dc_tensor *x = node->as.cross_entropy.logits;
     dc_write_mode mode;
     dc_status st = dc_grad_prepare(tape, logits, &mode);
     if (st != DC_OK)
@@ -136,7 +145,7 @@ dc_status dc_cross_entropy_backward(dc_tape *tape, dc_node *node)
         return st;
     const double scale = n ? gy / (double)n : 0.0;
     const bool add = mode == DC_WRITE_ACCUMULATE;
-    const int n_threads = n * c > 32768 ? tape->ctx->num_threads : 1;
+    const int n_threads = n * c > 32768 ? tape->ctx->cpu.num_threads : 1;
 #pragma omp parallel for num_threads(n_threads) schedule(static)
     for (int64_t r = 0; r < n; ++r) {
         if (logits->dtype == DC_F32)

@@ -1,42 +1,28 @@
-/* Elementwise primitive ops. Each row of `ops` is one op: its kernel, and
- * its adjoint as a kernel, the arrays that kernel reads and the inputs its
- * outputs belong to. */
+/* Elementwise primitive ops, the EW rows of the op list (op_list.h): each
+ * runs one engine kernel forward and one backward. */
 #include <stdio.h>
 #include <string.h>
 
 #include "backward.h"
 #include "ops_internal.h"
 
-/* Arrays an adjoint kernel reads: 'g' the output's adjoint, 'y' the output,
- * '0'..'2' the op's inputs. */
+/* An elementwise op's row of the op list (op_list.h). */
 typedef struct ew_op {
     const char *name;
     int n_in;
     dc_kernel_id forward;
     dc_kernel_id backward;
-    const char *reads;
+    const char *reads; /* 'g' the output's adjoint, 'y' the output, '0'..'2' the inputs */
     int n_targets;
     int targets[2]; /* input index receiving each backward output */
 } ew_op;
 
-static const ew_op ops[DC_OP_COUNT] = {
-    [DC_OP_ADD] = {"add", 2, DC_K_ADD, DC_K_ADD_BWD, "g", 2, {0, 1}},
-    [DC_OP_SUB] = {"sub", 2, DC_K_SUB, DC_K_SUB_BWD, "g", 2, {0, 1}},
-    [DC_OP_MUL] = {"mul", 2, DC_K_MUL, DC_K_MUL_BWD, "g01", 2, {0, 1}},
-    [DC_OP_DIV] = {"div", 2, DC_K_DIV, DC_K_DIV_BWD, "g1y", 2, {0, 1}},
-    [DC_OP_POW] = {"pow", 2, DC_K_POW, DC_K_POW_BWD, "g01y", 2, {0, 1}},
-    [DC_OP_AFFINE] = {"affine", 1, DC_K_AFFINE, DC_K_AFFINE, "g", 1, {0}},
-    [DC_OP_NEG] = {"neg", 1, DC_K_NEG, DC_K_NEG, "g", 1, {0}},
-    [DC_OP_EXP] = {"exp", 1, DC_K_EXP, DC_K_EXP_BWD, "gy", 1, {0}},
-    [DC_OP_LOG] = {"log", 1, DC_K_LOG, DC_K_LOG_BWD, "g0", 1, {0}},
-    [DC_OP_TANH] = {"tanh", 1, DC_K_TANH, DC_K_TANH_BWD, "gy", 1, {0}},
-    [DC_OP_SIGMOID] = {"sigmoid", 1, DC_K_SIGMOID, DC_K_SIGMOID_BWD, "gy", 1, {0}},
-    [DC_OP_RELU] = {"relu", 1, DC_K_RELU, DC_K_RELU_BWD, "g0", 1, {0}},
-    [DC_OP_HARD_SIGMOID] = {"hard_sigmoid", 1, DC_K_HARD_SIGMOID, DC_K_HARD_SIGMOID_BWD, "g0", 1, {0}},
-    /* straight-through: the step's adjoint passes the gradient unchanged */
-    [DC_OP_STEP] = {"step_st", 1, DC_K_STEP, DC_K_COPY, "g", 1, {0}},
-    [DC_OP_SELECT] = {"select", 3, DC_K_SELECT, DC_K_SELECT_BWD, "g0", 2, {1, 2}},
-};
+#define EW_ROW(ID, name, n_in, fwd, bwd, reads, n_targets, t0, t1) \
+    [DC_OP_##ID] = {#name, n_in, DC_K_##fwd, DC_K_##bwd, reads, n_targets, {t0, t1}},
+#define OTHER_ROW(ID, name, backward)
+static const ew_op ops[DC_OP_COUNT] = {DC_OP_LIST(EW_ROW, OTHER_ROW)};
+#undef EW_ROW
+#undef OTHER_ROW
 
 static const char *const binary_labels[] = {"a", "b"};
 static const char *const unary_labels[] = {"x"};
@@ -59,8 +45,8 @@ static dc_tensor *ew_forward(dc_tape *tape, dc_op op, dc_tensor *const *in, cons
     if (!node)
         return NULL;
     if (arg) {
-        node->scalar[0] = arg->s;
-        node->scalar[1] = arg->t;
+        node->as.scalar.s = arg->s;
+        node->as.scalar.t = arg->t;
     }
     return y;
 }
@@ -78,7 +64,7 @@ dc_status dc_elementwise_backward(dc_tape *tape, dc_node *node)
     for (int k = 0; k < d->n_targets; ++k)
         targets[k] = node->in[d->targets[k]];
     /* affine's adjoint scales by s only; hard_sigmoid's needs the slope. */
-    const dc_affine_arg arg = {node->scalar[0], 0.0};
+    const dc_affine_arg arg = {node->as.scalar.s, 0.0};
     const bool has_arg = node->op == DC_OP_AFFINE || node->op == DC_OP_HARD_SIGMOID;
     return dc_backward_kernel(tape, d->backward, has_arg ? &arg : NULL, y->ndim, y->shape, n_reads, reads,
                               d->n_targets, targets);
@@ -127,7 +113,7 @@ dc_tensor *dc_op_step_st(dc_tape *tape, dc_tensor *x, double threshold)
 {
     dc_tensor *in[1] = {x};
     const dc_affine_arg arg = {threshold, 0.0};
-    return ew_forward(tape, DC_OP_STEP, in, &arg);
+    return ew_forward(tape, DC_OP_STEP_ST, in, &arg);
 }
 
 dc_tensor *dc_op_select(dc_tape *tape, dc_tensor *cond, dc_tensor *a, dc_tensor *b)

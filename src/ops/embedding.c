@@ -64,7 +64,8 @@ dc_tensor *dc_op_embedding(dc_tape *tape, dc_tensor *table, dc_tensor *ids)
     dc_node *node = dc_tape_record(tape, DC_OP_EMBEDDING, 2, in, 1, &y);
     if (!node)
         return NULL;
-    node->ptr = ctx->cuda ? (const void *)groups : (const void *)rows;
+    node->as.embedding.rows = ctx->cuda ? NULL : rows;
+    node->as.embedding.groups = groups;
     return y;
 }
 
@@ -98,12 +99,12 @@ dc_status dc_embedding_backward(dc_tape *tape, dc_node *node)
     const int64_t n = node->in[1]->numel, width = table->shape[1];
     const int64_t ys0 = width, ys1 = 1;
     if (tape->ctx->cuda) {
-        const dc_index_groups *groups = node->ptr;
+        const dc_index_groups *groups = node->as.embedding.groups;
         return dc_cuda_scatter_rows(tape->ctx, table->dtype, g->data, g->strides[0], g->strides[1], groups->data,
                                     groups->n_groups, width, gy->data);
     }
-    const int64_t *rows = node->ptr;
-    const int n_threads = (n * width > 32768 && width >= 64) ? tape->ctx->num_threads : 1;
+    const int64_t *rows = node->as.embedding.rows;
+    const int n_threads = (n * width > 32768 && width >= 64) ? tape->ctx->cpu.num_threads : 1;
 #pragma omp parallel for num_threads(n_threads) schedule(static)
     for (int t = 0; t < n_threads; ++t) {
         const int64_t j0 = width * t / n_threads, j1 = width * (t + 1) / n_threads;

@@ -32,8 +32,8 @@ dc_tensor *dc_op_transpose(dc_tape *tape, dc_tensor *x, int axis0, int axis1)
     dc_node *node = dc_tape_record(tape, DC_OP_TRANSPOSE, 1, &x, 1, &y);
     if (!node)
         return NULL;
-    node->ints[0] = a0;
-    node->ints[1] = a1;
+    node->as.transpose.a0 = a0;
+    node->as.transpose.a1 = a1;
     return y;
 }
 
@@ -43,7 +43,7 @@ dc_status dc_transpose_backward(dc_tape *tape, dc_node *node)
     dc_tensor *x = node->in[0];
     const dc_tensor *g = node->out[0]->grad;
     dc_tensor gt = *g;
-    const int a0 = node->ints[0], a1 = node->ints[1];
+    const int a0 = node->as.transpose.a0, a1 = node->as.transpose.a1;
     gt.shape[a0] = g->shape[a1];
     gt.shape[a1] = g->shape[a0];
     gt.strides[a0] = g->strides[a1];
@@ -156,8 +156,8 @@ dc_tensor *dc_op_slice(dc_tape *tape, dc_tensor *x, int axis, int64_t start, int
     dc_node *node = dc_tape_record(tape, DC_OP_SLICE, 1, &x, 1, &y);
     if (!node)
         return NULL;
-    node->ints[0] = a;
-    node->scalar[0] = (double)start; /* exact below 2^53 */
+    node->as.slice.axis = a;
+    node->as.slice.start = start;
     y->slice_base = x;
     y->slice_axis = a;
     y->slice_start = start;
@@ -174,8 +174,8 @@ dc_status dc_slice_backward(dc_tape *tape, dc_node *node)
     dc_status st = dc_grad_prepare_partial(tape, x);
     if (st != DC_OK)
         return st;
-    const int a = node->ints[0];
-    const int64_t start = (int64_t)node->scalar[0];
+    const int a = node->as.slice.axis;
+    const int64_t start = node->as.slice.start;
     const dc_tensor *gx = x->grad;
     dc_loop_in li;
     dc_loop_in_tensor(&li, y->grad, y->ndim, y->shape);
@@ -250,7 +250,7 @@ dc_tensor *dc_op_concat(dc_tape *tape, int n, dc_tensor *const *xs, int axis)
     dc_node *node = dc_tape_record(tape, DC_OP_CONCAT, n, xs, 1, &y);
     if (!node)
         return NULL;
-    node->ints[0] = a;
+    node->as.concat.axis = a;
     return y;
 }
 
@@ -258,7 +258,7 @@ dc_tensor *dc_op_concat(dc_tape *tape, int n, dc_tensor *const *xs, int axis)
 dc_status dc_concat_backward(dc_tape *tape, dc_node *node)
 {
     const dc_tensor *y = node->out[0];
-    const int a = node->ints[0];
+    const int a = node->as.concat.axis;
     int64_t at = 0;
     for (int i = 0; i < node->n_in; ++i) {
         dc_tensor *x = node->in[i];

@@ -64,10 +64,10 @@ static dc_status gemm(dc_ctx *ctx, dc_dtype dtype, mat c, mat a, mat b, double b
 #ifdef _OPENMP
     /* OpenBLAS's OpenMP build takes the calling thread's OpenMP count: the
      * context's, so that its regions and the context's own have one size
-     * (see dc_ctx_team); the caller's setting is given back after. */
+     * (see dc_pool_team); the caller's setting is given back after. */
     const int outer = omp_get_max_threads();
-    if (outer != ctx->num_threads)
-        omp_set_num_threads(ctx->num_threads);
+    if (outer != ctx->cpu.num_threads)
+        omp_set_num_threads(ctx->cpu.num_threads);
 #endif
     if (dtype == DC_F32)
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f,
@@ -76,7 +76,7 @@ static dc_status gemm(dc_ctx *ctx, dc_dtype dtype, mat c, mat a, mat b, double b
         cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0,
                     a.ptr, (int)lda, b.ptr, (int)ldb, beta, c.ptr, (int)ldc);
 #ifdef _OPENMP
-    if (outer != ctx->num_threads)
+    if (outer != ctx->cpu.num_threads)
         omp_set_num_threads(outer);
 #endif
     return DC_OK;
@@ -198,11 +198,8 @@ dc_tensor *dc_op_matmul(dc_tape *tape, dc_tensor *a, dc_tensor *b)
         dc_node *node = dc_tape_record(tape, DC_OP_MATMUL, 2, in, 1, &y);
         if (!node)
             return NULL;
-        node->saved = dc_tape_alloc_meta(tape, 2 * sizeof(void *));
-        if (!node->saved)
-            return NULL;
-        node->saved[0] = ar;
-        node->saved[1] = br;
+        node->as.matmul.a = ar;
+        node->as.matmul.b = br;
     }
     return y;
 }
@@ -212,7 +209,7 @@ dc_tensor *dc_op_matmul(dc_tape *tape, dc_tensor *a, dc_tensor *b)
 static dc_status matmul_grad(dc_tape *tape, dc_node *node, int side)
 {
     dc_tensor *x = node->in[side];
-    const dc_tensor *ar = node->saved[0], *br = node->saved[1];
+    const dc_tensor *ar = node->as.matmul.a, *br = node->as.matmul.b;
     const dc_tensor *y = node->out[0];
     const dc_tensor *g = dc_grad_contiguous(tape, y);
     if (!g)

@@ -3,13 +3,13 @@
 #ifndef DC_OPS_INTERNAL_H
 #define DC_OPS_INTERNAL_H
 
-#include "../../broadcast/shape.h"
+#include "../engine/kernels.h"
 #include "../tape_internal.h"
-#include "kernels.h"
 
-/* Runs kernel `id` over `shape` on the context's backend. */
-dc_status dc_run_kernel(dc_ctx *ctx, dc_kernel_id id, const void *arg, dc_dtype dtype, int ndim,
-                        const int64_t *shape, int n_in, const dc_loop_in *in, int n_out, const dc_loop_out *out);
+/* Broadcasts n tensors for `op`: checks for NULL, a common dtype and
+ * compatible shapes, naming the operands with `labels` in messages. */
+dc_status dc_broadcast_check(dc_ctx *ctx, const char *op, int n, dc_tensor *const *tensors,
+                             const char *const *labels, int *out_ndim, int64_t *out_shape);
 
 /* Broadcasts the inputs (checking NULLs, dtypes, shapes), allocates the
  * output and runs kernel `id` into it. NULL on error. */
@@ -34,9 +34,5 @@ void dc_grad_outputs_done(int n_targets, dc_tensor *const *targets);
 /* The gradient of t as a contiguous tensor (a copy when it is a broadcast
  * view, as a seeded gradient can be); NULL when out of memory. */
 const dc_tensor *dc_grad_contiguous(dc_tape *tape, const dc_tensor *t);
-
-/* Sets output's gradient to `adjoint` broadcast to output's shape (a view of
- * the adjoint's memory, not a copy). */
-dc_status dc_seed_grad(dc_tape *tape, dc_tensor *output, const dc_tensor *adjoint, const char *fn);
 
 #endif /* DC_OPS_INTERNAL_H */

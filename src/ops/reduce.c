@@ -72,11 +72,10 @@ static dc_tensor *reduce(dc_tape *tape, const char *op, dc_tensor *x, int n_axes
         dc_node *node = dc_tape_record(tape, DC_OP_SUM, 1, &x, 1, &y);
         if (!node)
             return NULL;
-        node->scalar[0] = scale;
-        int mask = 0;
+        node->as.sum.scale = scale;
+        node->as.sum.axes = 0;
         for (int d = 0; d < x->ndim; ++d)
-            mask |= reduced[d] ? 1 << d : 0;
-        node->ints[0] = mask;
+            node->as.sum.axes |= reduced[d] ? 1u << d : 0u;
     }
     return y;
 }
@@ -90,9 +89,9 @@ dc_status dc_sum_backward(dc_tape *tape, dc_node *node)
     dc_tensor gkeep = *g;
     gkeep.ndim = x->ndim;
     for (int d = 0; d < x->ndim; ++d)
-        gkeep.shape[d] = (node->ints[0] >> d) & 1 ? 1 : x->shape[d];
+        gkeep.shape[d] = (node->as.sum.axes >> d) & 1u ? 1 : x->shape[d];
     dc_contiguous_strides(x->ndim, gkeep.shape, gkeep.strides);
-    const dc_affine_arg arg = {node->scalar[0], 0.0};
+    const dc_affine_arg arg = {node->as.sum.scale, 0.0};
     const dc_tensor *reads[1] = {&gkeep};
     return dc_backward_kernel(tape, DC_K_AFFINE, &arg, x->ndim, x->shape, 1, reads, 1, &x);
 }

@@ -7,8 +7,8 @@
 #include <omp.h>
 #endif
 
-#include "cuda/cuda_backend.h"
-#include "internal.h"
+#include "../cuda/cuda_device.h"
+#include "runtime.h"
 
 dc_ctx_options dc_ctx_options_default(void)
 {
@@ -138,22 +138,21 @@ dc_ctx *dc_ctx_new(const dc_ctx_options *options, dc_status *status)
     ctx->cuda_device = cuda_device;
 #ifdef _OPENMP
     if (o.num_threads > 0) {
-        ctx->num_threads = o.num_threads;
+        ctx->cpu.num_threads = o.num_threads;
     } else {
         /* OpenMP's count, but no more than the CPUs this process may run on:
          * more threads than CPUs (OMP_NUM_THREADS=8 on 2 cores) make every
          * region wait for threads the scheduler has not run yet */
-        ctx->num_threads = omp_get_max_threads();
-        if (ctx->num_threads > omp_get_num_procs())
-            ctx->num_threads = omp_get_num_procs();
+        ctx->cpu.num_threads = omp_get_max_threads();
+        if (ctx->cpu.num_threads > omp_get_num_procs())
+            ctx->cpu.num_threads = omp_get_num_procs();
     }
 #else
-    ctx->num_threads = 1;
+    ctx->cpu.num_threads = 1;
 #endif
     dc_ctx_seed(ctx, o.seed);
-    ctx->n_scratch = ctx->num_threads;
-    ctx->scratch = calloc((size_t)ctx->n_scratch, sizeof *ctx->scratch);
-    if (!ctx->scratch) {
+    ctx->cpu.scratch = calloc((size_t)ctx->cpu.num_threads, sizeof *ctx->cpu.scratch);
+    if (!ctx->cpu.scratch) {
         st = dc_error_noctx(DC_ERR_MEMORY, "dc_ctx_new: out of memory");
         goto done;
     }
@@ -172,8 +171,8 @@ dc_ctx *dc_ctx_new(const dc_ctx_options *options, dc_status *status)
         dc_clear_error(ctx); /* the context starts with no error */
     }
     if (ctx->backend == DC_BACKEND_CPU)
-        snprintf(ctx->device_name, sizeof ctx->device_name, "CPU, %d thread%s", ctx->num_threads,
-                 ctx->num_threads == 1 ? "" : "s");
+        snprintf(ctx->device_name, sizeof ctx->device_name, "CPU, %d thread%s", ctx->cpu.num_threads,
+                 ctx->cpu.num_threads == 1 ? "" : "s");
 done:
     if (status)
         *status = st;
@@ -190,15 +189,15 @@ void dc_ctx_free(dc_ctx *ctx)
         return;
     if (ctx->cuda)
         dc_cuda_shutdown(ctx);
-    for (int i = 0; i < ctx->n_scratch; ++i)
-        free(ctx->scratch[i].ptr);
-    free(ctx->scratch);
+    for (int i = 0; ctx->cpu.scratch && i < ctx->cpu.num_threads; ++i)
+        free(ctx->cpu.scratch[i].ptr);
+    free(ctx->cpu.scratch);
     free(ctx);
 }
 
 dc_backend dc_ctx_backend(const dc_ctx *ctx) { return ctx ? ctx->backend : DC_BACKEND_CPU; }
 
-int dc_ctx_num_threads(const dc_ctx *ctx) { return ctx ? ctx->num_threads : 1; }
+int dc_ctx_num_threads(const dc_ctx *ctx) { return ctx ? ctx->cpu.num_threads : 1; }
 
 const char *dc_ctx_device_name(const dc_ctx *ctx) { return ctx ? ctx->device_name : ""; }
 
@@ -219,9 +218,9 @@ dc_device_memory_stats dc_ctx_device_memory(const dc_ctx *ctx)
     return s;
 }
 
-void *dc_ctx_scratch(dc_ctx *ctx, int thread, size_t bytes)
+void *dc_pool_scratch(dc_cpu_pool *pool, int thread, size_t bytes)
 {
-    dc_scratch *s = &ctx->scratch[thread];
+    dc_scratch *s = &pool->scratch[thread];
     if (s->cap >= bytes)
         return s->ptr;
     size_t cap = bytes + bytes / 2;

@@ -3,19 +3,19 @@
 #include "../../broadcast/pp.h"
 #include "../../dual/scalar_math.h"
 
-#define KS float
-#define KSFX f32
+#define DC_S float
+#define DC_SFX f32
 #include "kernel_formulas.h"
 #include "kernels_impl.h"
-#undef KS
-#undef KSFX
+#undef DC_S
+#undef DC_SFX
 
-#define KS double
-#define KSFX f64
+#define DC_S double
+#define DC_SFX f64
 #include "kernel_formulas.h"
 #include "kernels_impl.h"
-#undef KS
-#undef KSFX
+#undef DC_S
+#undef DC_SFX
 
 #define NAME_ROW(ID, name, n_in, n_out) [DC_K_##ID] = #name,
 static const char *const kernel_names[] = {DC_KERNEL_LIST(NAME_ROW)[DC_K_PARTIALS_BWD] = "partials_bwd"};

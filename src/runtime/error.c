@@ -1,7 +1,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "runtime.h"
 
 static _Thread_local char noctx_error[1024];
 static _Thread_local dc_status noctx_status;

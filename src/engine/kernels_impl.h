@@ -1,11 +1,11 @@
 /* CPU kernels of kernels.h for one scalar type: included by kernels_cpu.c
- * with KS (float or double) and KSFX (f32 or f64) defined. Each is a loop
+ * with DC_S (float or double) and DC_SFX (f32 or f64) defined. Each is a loop
  * over contiguous arrays around the kernel's formula (kernel_formulas.h);
  * gcc vectorizes it. */
 
-#define KFN(name) DC_PP_CAT(DC_PP_CAT(name, _), KSFX)
-#define KF(name) DC_PP_CAT(DC_PP_CAT(dc_kf_, name), DC_PP_CAT(_, KSFX))
-#define KM(fn) DC_PP_CAT(DC_PP_CAT(dc_, fn), DC_PP_CAT(_, KSFX))
+#define KFN(name) DC_PP_CAT(DC_PP_CAT(name, _), DC_SFX)
+#define KF(name) DC_PP_CAT(DC_PP_CAT(dc_kf_, name), DC_PP_CAT(_, DC_SFX))
+#define KM(fn) DC_PP_CAT(DC_PP_CAT(dc_, fn), DC_PP_CAT(_, DC_SFX))
 
 #if defined(__clang__)
 #define KIVDEP _Pragma("clang loop vectorize(assume_safety)")
@@ -17,16 +17,16 @@
     static void KFN(k_##name)(int64_t n, const void *const *in, void *const *out, const void *arg) \
     {                                                                                              \
         const dc_affine_arg *p = arg;                                                              \
-        const KS s = p ? (KS)p->s : (KS)0, t = p ? (KS)p->t : (KS)0;                               \
-        const KS *src[NI];                                                                         \
-        KS *dst[NO];                                                                               \
+        const DC_S s = p ? (DC_S)p->s : (DC_S)0, t = p ? (DC_S)p->t : (DC_S)0;                               \
+        const DC_S *src[NI];                                                                         \
+        DC_S *dst[NO];                                                                               \
         for (int j = 0; j < NI; ++j)                                                               \
-            src[j] = (const KS *)in[j];                                                            \
+            src[j] = (const DC_S *)in[j];                                                            \
         for (int k = 0; k < NO; ++k)                                                               \
-            dst[k] = (KS *)out[k];                                                                 \
+            dst[k] = (DC_S *)out[k];                                                                 \
         KIVDEP for (int64_t e = 0; e < n; ++e)                                                     \
         {                                                                                          \
-            KS x[NI], y[NO];                                                                       \
+            DC_S x[NI], y[NO];                                                                       \
             for (int j = 0; j < NI; ++j)                                                           \
                 x[j] = src[j][e];                                                                  \
             KF(name)(x, y, s, t);                                                                  \
@@ -60,16 +60,16 @@ DC_KERNEL_LIST(LOOP_KERNEL)
 #define PARTIALS_BWD_ONE_OUTPUT(NW)                                                                \
     static void KFN(k_partials_bwd_1x##NW)(int64_t n, const void *const *in, void *const *out)     \
     {                                                                                              \
-        const KS *g = (const KS *)in[0];                                                           \
-        const KS *partial[NW];                                                                     \
-        KS *gx[NW];                                                                                \
+        const DC_S *g = (const DC_S *)in[0];                                                           \
+        const DC_S *partial[NW];                                                                     \
+        DC_S *gx[NW];                                                                                \
         for (int j = 0; j < NW; ++j) {                                                             \
-            partial[j] = (const KS *)in[1 + j];                                                    \
-            gx[j] = (KS *)out[j];                                                                  \
+            partial[j] = (const DC_S *)in[1 + j];                                                    \
+            gx[j] = (DC_S *)out[j];                                                                  \
         }                                                                                          \
         _Pragma("omp simd") for (int64_t e = 0; e < n; ++e)                                        \
         {                                                                                          \
-            const KS a = g[e];                                                                     \
+            const DC_S a = g[e];                                                                     \
             for (int j = 0; j < NW; ++j)                                                           \
                 gx[j][e] = KM(adj_mul)(a, partial[j][e]);                                          \
         }                                                                                          \
@@ -105,12 +105,12 @@ static void KFN(k_partials_bwd)(int64_t n, const void *const *in, void *const *o
     for (int64_t e0 = 0; e0 < n; e0 += block) {
         const int64_t e1 = n - e0 < block ? n : e0 + block;
         for (int j = 0; j < nw; ++j) {
-            KS *restrict gx = (KS *)out[j];
-            const KS *restrict g0 = (const KS *)in[0], *restrict p0 = (const KS *)in[m + j];
+            DC_S *restrict gx = (DC_S *)out[j];
+            const DC_S *restrict g0 = (const DC_S *)in[0], *restrict p0 = (const DC_S *)in[m + j];
             for (int64_t e = e0; e < e1; ++e)
                 gx[e] = KM(adj_mul)(g0[e], p0[e]);
             for (int k = 1; k < m; ++k) {
-                const KS *restrict gk = (const KS *)in[k], *restrict pk = (const KS *)in[m + k * nw + j];
+                const DC_S *restrict gk = (const DC_S *)in[k], *restrict pk = (const DC_S *)in[m + k * nw + j];
                 for (int64_t e = e0; e < e1; ++e)
                     gx[e] += KM(adj_mul)(gk[e], pk[e]);
             }

@@ -3,10 +3,10 @@
  * formula in kernel_formulas.h, and how many arrays it reads and writes.
  * "g" is the adjoint of the op's output; the scalar argument (a scale,
  * slope or threshold) travels in dc_affine_arg. */
-#ifndef DC_OPS_KERNELS_H
-#define DC_OPS_KERNELS_H
+#ifndef DC_ENGINE_KERNELS_H
+#define DC_ENGINE_KERNELS_H
 
-#include "../../broadcast/loop.h"
+#include "loop.h"
 
 #define DC_KERNEL_LIST(X)                                                                          \
     X(COPY, copy, 1, 1)                 /* x -> x */                                                \
@@ -67,4 +67,9 @@ dc_chunk_fn dc_cpu_kernel(dc_kernel_id id, dc_dtype dtype);
 /* A name for messages and profiles. */
 const char *dc_kernel_name(dc_kernel_id id);
 
-#endif /* DC_OPS_KERNELS_H */
+/* Runs kernel `id` over `shape` on the context's backend: the CPU loop
+ * engine (loop_cpu.c) or the CUDA loops (src/cuda/elementwise.cu). */
+dc_status dc_run_kernel(dc_ctx *ctx, dc_kernel_id id, const void *arg, dc_dtype dtype, int ndim,
+                        const int64_t *shape, int n_in, const dc_loop_in *in, int n_out, const dc_loop_out *out);
+
+#endif /* DC_ENGINE_KERNELS_H */

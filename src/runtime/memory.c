@@ -1,8 +1,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/cuda_backend.h"
-#include "internal.h"
+#include "../cuda/cuda_device.h"
+#include "runtime.h"
 
 void *dc_mem_alloc(dc_ctx *ctx, size_t bytes)
 {

@@ -1,13 +1,13 @@
 /* NumPy broadcasting rules: shapes are aligned at their last axis; two sizes
  * match when equal or when one is 1; a missing leading axis counts as 1. A
  * size of 0 broadcasts with 1 and with 0 only. */
-#ifndef DC_BROADCAST_SHAPE_H
-#define DC_BROADCAST_SHAPE_H
+#ifndef DC_ENGINE_SHAPE_H
+#define DC_ENGINE_SHAPE_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../src/internal.h"
+#include <dualcast/tensor.h>
 
 /* The broadcast shape of n shapes. On failure returns false with *bad_i and
  * *bad_j the two operands that conflict and *bad_axis the axis, counted from
@@ -20,9 +20,8 @@ bool dc_broadcast_shape(int n, const int *ndims, const int64_t *const *shapes, i
 void dc_broadcast_strides(int t_ndim, const int64_t *t_shape, const int64_t *t_strides, int ndim,
                           const int64_t *shape, int64_t *strides);
 
-/* Broadcasts n tensors for `op`: checks for NULL, a common dtype and
- * compatible shapes, naming the operands with `labels` in messages. */
-dc_status dc_broadcast_check(dc_ctx *ctx, const char *op, int n, dc_tensor *const *tensors,
-                             const char *const *labels, int *out_ndim, int64_t *out_shape);
+/* Row-major strides of `shape`, and its number of elements. */
+void dc_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
+int64_t dc_shape_numel(int ndim, const int64_t *shape);
 
-#endif /* DC_BROADCAST_SHAPE_H */
+#endif /* DC_ENGINE_SHAPE_H */

@@ -9,13 +9,13 @@
  * summed over the axes along which an output's stride is 0 (unbroadcast).
  * Those sums are accumulated in double precision in per-thread buffers and
  * combined in thread order, so results are the same from run to run. */
-#ifndef DC_BROADCAST_LOOP_H
-#define DC_BROADCAST_LOOP_H
+#ifndef DC_ENGINE_LOOP_H
+#define DC_ENGINE_LOOP_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../src/internal.h"
+#include "../runtime/runtime.h"
 
 #define DC_LOOP_MAX_ARRAYS 160
 
@@ -56,8 +56,8 @@ typedef struct dc_loop {
     bool heavy;
 } dc_loop;
 
-/* Runs the loop on the CPU threads of ctx. Errors: DC_ERR_MEMORY (scratch),
- * DC_ERR_ARG (too many arrays). */
+/* Runs the loop on the context's CPU threads (ctx->cpu), reporting errors
+ * in ctx: DC_ERR_MEMORY (scratch), DC_ERR_ARG (too many arrays). */
 dc_status dc_loop_run_cpu(dc_ctx *ctx, const dc_loop *loop);
 
 /* Whether two of a loop's n_out outputs (in its iteration shape) may write a
@@ -72,10 +72,4 @@ dc_status dc_loop_run_cpu(dc_ctx *ctx, const dc_loop *loop);
  * meet). */
 bool dc_outputs_overlap(dc_dtype dtype, int ndim, const int64_t *shape, int n_out, const dc_loop_out *out);
 
-/* Fills loop->in[i]'s strides to read tensor t in the loop's shape. */
-void dc_loop_in_tensor(dc_loop_in *in, const dc_tensor *t, int ndim, const int64_t *shape);
-
-/* Fills an output entry writing (or summing) into tensor t. */
-void dc_loop_out_tensor(dc_loop_out *out, dc_tensor *t, int ndim, const int64_t *shape, dc_write_mode mode);
-
-#endif /* DC_BROADCAST_LOOP_H */
+#endif /* DC_ENGINE_LOOP_H */

@@ -25,20 +25,6 @@
  * entries read (buffer entries times threads) exceed this. */
 #define COMBINE_PARALLEL_MIN 32768
 
-void dc_loop_in_tensor(dc_loop_in *in, const dc_tensor *t, int ndim, const int64_t *shape)
-{
-    in->data = t->data;
-    in->control = false;
-    dc_broadcast_strides(t->ndim, t->shape, t->strides, ndim, shape, in->strides);
-}
-
-void dc_loop_out_tensor(dc_loop_out *out, dc_tensor *t, int ndim, const int64_t *shape, dc_write_mode mode)
-{
-    out->data = t->data;
-    out->mode = mode;
-    dc_broadcast_strides(t->ndim, t->shape, t->strides, ndim, shape, out->strides);
-}
-
 /* The loop after dropping size-1 axes and merging axes along which every
  * array is contiguous. Arrays are numbered inputs first, then outputs. */
 typedef struct plan {
@@ -363,7 +349,7 @@ static void combine_sums(dc_ctx *ctx, const dc_loop *L, const plan *p, int a, in
     for (int64_t i = 0; i < size; ++i) {
         double total = 0.0;
         for (int t = 0; t < n_threads; ++t)
-            total += ((const double *)((const unsigned char *)ctx->scratch[t].ptr + p->buf_offset[a]))[i];
+            total += ((const double *)((const unsigned char *)ctx->cpu.scratch[t].ptr + p->buf_offset[a]))[i];
         int64_t rest = i, off = 0;
         for (int j = nk - 1; j >= 0; --j) {
             const int d = kept[j];
@@ -427,19 +413,19 @@ dc_status dc_loop_run_cpu(dc_ctx *ctx, const dc_loop *L)
     plan p;
     make_plan(L, &p);
 
-    /* All of the context's threads or one (see dc_ctx_team): with fewer
+    /* All of the context's threads or one (see dc_pool_team): with fewer
      * chunks than threads, some threads have none. */
     const bool worth_splitting = (L->heavy || numel * p.n_arrays * (int64_t)p.esize >= PARALLEL_MIN_BYTES) &&
                                  p.n_chunks >= 2 &&
                                  !dc_outputs_overlap(L->dtype, L->ndim, L->shape, L->n_out, L->out);
-    const int n_threads = dc_ctx_team(ctx, worth_splitting);
+    const int n_threads = dc_pool_team(&ctx->cpu, worth_splitting);
     bool has_sums = false;
     for (int a = L->n_in; a < p.n_arrays; ++a)
         has_sums = has_sums || p.reduces[a];
 
     /* Scratch is grown here, outside the parallel region. */
     for (int t = 0; t < n_threads; ++t)
-        if (!dc_ctx_scratch(ctx, t, p.scratch_bytes))
+        if (!dc_pool_scratch(&ctx->cpu, t, p.scratch_bytes))
             return dc_error(ctx, DC_ERR_MEMORY, "out of memory for %zu bytes of loop scratch", p.scratch_bytes);
 
     /* OpenMP may grant fewer threads than asked; partition by what it gave. */
@@ -453,7 +439,7 @@ dc_status dc_loop_run_cpu(dc_ctx *ctx, const dc_loop *L)
 #endif
         if (t == 0)
             granted = nt;
-        unsigned char *scratch = ctx->scratch[t].ptr;
+        unsigned char *scratch = ctx->cpu.scratch[t].ptr;
         for (int a = L->n_in; a < p.n_arrays; ++a)
             if (p.reduces[a])
                 memset(scratch + p.buf_offset[a], 0, (size_t)p.buf_size[a] * sizeof(double));
