@@ -171,6 +171,8 @@ bool dc_tensor_is_contiguous(const dc_tensor *t)
 {
     if (!t)
         return false;
+    if (t->numel == 0)
+        return true; /* no element is out of place */
     int64_t s = 1;
     for (int d = t->ndim - 1; d >= 0; --d) {
         if (t->shape[d] != 1 && t->strides[d] != s)

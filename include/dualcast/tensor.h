@@ -143,7 +143,8 @@ dc_status dc_tensor_copy(dc_tensor *dst, const dc_tensor *src);
  * dimensions of a view. Valid while the tensor lives. */
 void *dc_tensor_data(dc_tensor *tensor);
 const int64_t *dc_tensor_strides(const dc_tensor *tensor);
-/* Whether the elements lie row-major with no gaps (strides of a new tensor). */
+/* Whether the elements lie row-major with no gaps (strides of a new tensor);
+ * a tensor without elements is. */
 bool dc_tensor_is_contiguous(const dc_tensor *tensor);
 
 #ifdef __cplusplus
