@@ -1,9 +1,14 @@
 /* Checkpoint files: header, named tensors, checksum (see checkpoint.h).
  * Integers are little-endian. */
+#define _POSIX_C_SOURCE 200809L /* open, fstat, fsync, fchmod, strndup */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -89,6 +94,118 @@ static dc_status check_args(dc_ctx *ctx, const char *fn, const char *path, int n
     return DC_OK;
 }
 
+/* A file of its own beside `path`, created with O_EXCL under a short name
+ * (within NAME_MAX whatever the target's name), so
+ * that saves to one path from several threads or processes never share one
+ * (".dc" and 16 hex digits, then ".tmp").
+ * Its mode is the kernel's default for a new file (0666 less the umask).
+ * Returns the descriptor and the name in tmp (malloc'd), or -1 with errno. */
+static int create_beside(const char *path, char **tmp)
+{
+    static _Atomic unsigned long counter;
+    const char *slash = strrchr(path, '/');
+    const size_t dir_len = slash ? (size_t)(slash - path) + 1 : 0;
+    *tmp = malloc(dir_len + 32);
+    if (!*tmp) {
+        errno = ENOMEM;
+        return -1;
+    }
+    for (int attempt = 0; attempt < 100; ++attempt) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t x = ((uint64_t)getpid() << 40) ^ ((uint64_t)++counter << 20) ^ (uint64_t)ts.tv_nsec ^
+                     ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)(uintptr_t)tmp;
+        x ^= x >> 33;
+        x *= 0xff51afd7ed558ccdull;
+        x ^= x >> 33;
+        snprintf(*tmp, dir_len + 32, "%.*s.dc%016llx.tmp", (int)dir_len, path, (unsigned long long)x);
+        const int fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+    }
+    return -1;
+}
+
+static bool write_all(int fd, const unsigned char *p, size_t n)
+{
+    while (n > 0) {
+        const ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+/* Makes the rename durable: the directory entry reaches the disk. */
+static bool sync_directory(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    if (!dir)
+        return false;
+    const int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    free(dir);
+    if (fd < 0)
+        return false;
+    const bool ok = fsync(fd) == 0 || errno == EINVAL; /* some file systems cannot sync a directory */
+    close(fd);
+    return ok;
+}
+
+/* Writes the image to a new file beside `path` (with the existing file's
+ * permission bits, if there is one), flushes it to the disk, renames it over
+ * `path` and flushes the directory: a reader sees the old file or the new
+ * one, whole, and after a power loss one of them is there. */
+static dc_status write_atomically(dc_ctx *ctx, const char *path, const unsigned char *image, size_t len)
+{
+    struct stat old;
+    const bool replacing = stat(path, &old) == 0;
+    if (replacing && !S_ISREG(old.st_mode))
+        return dc_error(ctx, DC_ERR_IO, "dc_checkpoint_save: %s exists and is not a regular file", path);
+    char *tmp = NULL;
+    const int fd = create_beside(path, &tmp);
+    if (fd < 0) {
+        const int err = errno;
+        free(tmp);
+        return dc_error(ctx, DC_ERR_IO, "dc_checkpoint_save: cannot create a file beside %s: %s", path,
+                        strerror(err));
+    }
+    const char *step = "write";
+    bool ok = write_all(fd, image, len);
+    if (ok && replacing && fchmod(fd, old.st_mode & 07777) != 0) {
+        ok = false;
+        step = "keep the permissions of";
+    }
+    if (ok && fsync(fd) != 0) {
+        ok = false;
+        step = "flush";
+    }
+    const int err_write = errno;
+    if (close(fd) != 0 && ok) {
+        ok = false;
+        step = "close";
+    }
+    if (ok && rename(tmp, path) != 0) {
+        ok = false;
+        step = "rename over";
+    }
+    const int err = ok ? 0 : (errno ? errno : err_write);
+    if (!ok) {
+        unlink(tmp);
+        free(tmp);
+        return dc_error(ctx, DC_ERR_IO, "dc_checkpoint_save: cannot %s %s: %s", step, path, strerror(err));
+    }
+    free(tmp);
+    if (!sync_directory(path))
+        return dc_error(ctx, DC_ERR_IO, "dc_checkpoint_save: wrote %s but cannot flush its directory: %s", path,
+                        strerror(errno));
+    return DC_OK;
+}
+
 dc_status dc_checkpoint_save(dc_ctx *ctx, const char *path, int n, dc_tensor *const *tensors,
                              const char *const *names)
 {
@@ -132,26 +249,7 @@ dc_status dc_checkpoint_save(dc_ctx *ctx, const char *path, int n, dc_tensor *co
         return st;
     }
 
-    /* Write beside the target, then rename: the old file survives a failure. */
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 32);
-    if (!tmp) {
-        free(b.p);
-        return dc_error(ctx, DC_ERR_MEMORY, "dc_checkpoint_save: out of memory");
-    }
-    snprintf(tmp, plen + 32, "%s.tmp%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    bool ok = f && fwrite(b.p, 1, b.len, f) == b.len;
-    ok = f && fflush(f) == 0 && ok;
-    if (f && fclose(f) != 0)
-        ok = false;
-    if (ok && rename(tmp, path) != 0)
-        ok = false;
-    if (!ok) {
-        st = dc_error(ctx, DC_ERR_IO, "dc_checkpoint_save: cannot write %s: %s", path, strerror(errno));
-        remove(tmp);
-    }
-    free(tmp);
+    st = write_atomically(ctx, path, b.p, b.len);
     free(b.p);
     return st;
 }
@@ -196,38 +294,123 @@ typedef struct entry {
     size_t bytes;
 } entry;
 
+/* Reads n bytes at offset `at`; false on an error or an early end. */
+static bool read_at(int fd, off_t at, void *dst, size_t n)
+{
+    unsigned char *p = dst;
+    while (n > 0) {
+        const ssize_t got = pread(fd, p, n, at);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return false;
+        p += got;
+        at += got;
+        n -= (size_t)got;
+    }
+    return true;
+}
+
+static uint32_t le32(const unsigned char *x)
+{
+    return (uint32_t)x[0] | (uint32_t)x[1] << 8 | (uint32_t)x[2] << 16 | (uint32_t)x[3] << 24;
+}
+
+/* Checks what the header and the entries' headers describe, reading no
+ * tensor data: the magic, the version, the count, each entry's name length,
+ * dtype, rank and shape, and that the data they describe, then the
+ * checksum, end exactly where the file does. DC_OK, or DC_ERR_FORMAT with
+ * the reason. So a file is read whole only when it is as long as its
+ * header says. */
+static dc_status check_description(dc_ctx *ctx, const char *path, int fd, uint64_t size)
+{
+    unsigned char head[sizeof magic + 8];
+    if (size < sizeof head + 8 || !read_at(fd, 0, head, sizeof head) || memcmp(head, magic, sizeof magic) != 0)
+        return dc_error(ctx, DC_ERR_FORMAT, "dc_checkpoint_load: %s is not a dualcast checkpoint%s", path,
+                        size < sizeof head + 8 ? " (too short)" : "");
+    const uint32_t version = le32(head + sizeof magic), n = le32(head + sizeof magic + 4);
+    if (version != DC_CHECKPOINT_VERSION)
+        return dc_error(ctx, DC_ERR_FORMAT, "dc_checkpoint_load: %s has format version %u; this library reads %d",
+                        path, version, DC_CHECKPOINT_VERSION);
+    if (n > 1u << 20)
+        return dc_error(ctx, DC_ERR_FORMAT, "dc_checkpoint_load: %s claims %u tensors", path, n);
+    const uint64_t end = size - 8; /* where the checksum starts */
+    uint64_t at = sizeof head;
+    for (uint32_t i = 0; i < n; ++i) {
+        unsigned char x[12];
+        bool bad = at + 4 > end || !read_at(fd, (off_t)at, x, 4) || le32(x) > 255;
+        if (!bad) {
+            at += 4 + le32(x);
+            bad = at + 8 > end || !read_at(fd, (off_t)at, x, 8);
+        }
+        const uint32_t dtype = bad ? 0 : le32(x), ndim = bad ? 0 : le32(x + 4);
+        bad = bad || (dtype != DC_F32 && dtype != DC_F64) || ndim > DC_MAX_DIMS;
+        uint64_t numel = 1;
+        at += 8;
+        for (uint32_t d = 0; !bad && d < ndim; ++d, at += 8) {
+            bad = at + 8 > end || !read_at(fd, (off_t)at, x, 8);
+            const uint64_t dim = bad ? 0 : (uint64_t)le32(x) | (uint64_t)le32(x + 4) << 32;
+            bad = bad || dim > (uint64_t)INT64_MAX || (dim > 0 && numel > (uint64_t)(INT64_MAX / 16) / dim);
+            numel *= bad ? 1 : dim;
+        }
+        if (!bad) {
+            const uint64_t bytes = numel * dc_dtype_size((dc_dtype)dtype);
+            bad = bytes > end - at;
+            at += bad ? 0 : bytes;
+        }
+        if (bad)
+            return dc_error(ctx, DC_ERR_FORMAT, "dc_checkpoint_load: %s: entry %u is malformed or truncated", path,
+                            i);
+    }
+    if (at != end)
+        return dc_error(ctx, DC_ERR_FORMAT, "dc_checkpoint_load: %s has %llu unexpected bytes", path,
+                        (unsigned long long)(end - at));
+    return DC_OK;
+}
+
+/* The file's bytes: only from a regular file (a device or a FIFO could be
+ * read forever), and only when it is as long as its header describes. */
 static dc_status read_file(dc_ctx *ctx, const char *path, unsigned char **data, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    /* O_NONBLOCK: opening a FIFO with no writer does not wait */
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
         return dc_error(ctx, DC_ERR_IO, "dc_checkpoint_load: cannot open %s: %s", path, strerror(errno));
-    unsigned char *p = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n == cap) {
-            cap = cap ? 2 * cap : 1 << 16;
-            unsigned char *q = realloc(p, cap);
-            if (!q) {
-                free(p);
-                fclose(f);
-                return dc_error(ctx, DC_ERR_MEMORY, "dc_checkpoint_load: out of memory reading %s", path);
-            }
-            p = q;
-        }
-        size_t got = fread(p + n, 1, cap - n, f);
-        n += got;
-        if (got == 0)
-            break;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        const int err = errno;
+        close(fd);
+        return dc_error(ctx, DC_ERR_IO, "dc_checkpoint_load: cannot stat %s: %s", path, strerror(err));
     }
-    bool err = ferror(f);
-    fclose(f);
-    if (err) {
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return dc_error(ctx, DC_ERR_IO, "dc_checkpoint_load: %s is not a regular file", path);
+    }
+    const uint64_t size = (uint64_t)st.st_size;
+    dc_status status = check_description(ctx, path, fd, size);
+    unsigned char *p = NULL;
+    if (status == DC_OK && !(p = malloc(size ? (size_t)size : 1)))
+        status = dc_error(ctx, DC_ERR_MEMORY, "dc_checkpoint_load: out of memory for the %llu bytes of %s",
+                          (unsigned long long)size, path);
+    if (status == DC_OK && !read_at(fd, 0, p, (size_t)size))
+        status = dc_error(ctx, DC_ERR_IO, "dc_checkpoint_load: cannot read %s (did it change while read?)", path);
+    close(fd);
+    if (status != DC_OK) {
         free(p);
-        return dc_error(ctx, DC_ERR_IO, "dc_checkpoint_load: cannot read %s", path);
+        return status;
     }
     *data = p;
-    *len = n;
+    *len = (size_t)size;
     return DC_OK;
+}
+
+/* Orders entries by name (bytes, then length), for qsort. */
+static int by_name(const void *a, const void *b)
+{
+    const entry *x = *(const entry *const *)a, *y = *(const entry *const *)b;
+    const uint32_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
+    const int c = n ? memcmp(x->name, y->name, n) : 0;
+    return c ? c : (x->name_len > y->name_len) - (x->name_len < y->name_len);
 }
 
 static dc_status parse(dc_ctx *ctx, const char *path, const unsigned char *p, size_t len, entry **out, int *count)
@@ -278,6 +461,26 @@ static dc_status parse(dc_ctx *ctx, const char *path, const unsigned char *p, si
         free(e);
         return dc_error(ctx, DC_ERR_FORMAT, "dc_checkpoint_load: %s has %zu unexpected bytes", path, r.len - r.at);
     }
+    /* a name twice would load whichever comes first: refused */
+    const entry **sorted = malloc((n ? n : 1) * sizeof *sorted);
+    if (!sorted) {
+        free(e);
+        return dc_error(ctx, DC_ERR_MEMORY, "dc_checkpoint_load: out of memory");
+    }
+    for (uint32_t i = 0; i < n; ++i)
+        sorted[i] = &e[i];
+    qsort(sorted, n, sizeof *sorted, by_name);
+    for (uint32_t i = 1; i < n; ++i)
+        if (by_name(&sorted[i - 1], &sorted[i]) == 0) {
+            const int len_i = (int)sorted[i]->name_len;
+            const char *name = sorted[i]->name;
+            free(sorted);
+            dc_status st = dc_error(ctx, DC_ERR_FORMAT, "dc_checkpoint_load: %s holds two tensors named \"%.*s\"",
+                                    path, len_i, name);
+            free(e);
+            return st;
+        }
+    free(sorted);
     *out = e;
     *count = (int)n;
     return DC_OK;

@@ -31,6 +31,7 @@ struct dc_tensor {
     bool is_leaf;         /* not the output of a recorded node */
     bool is_grad;         /* the gradient buffer of another tensor */
     bool grad_in_base;    /* grad is a view into slice_base's gradient */
+    uint64_t visit;       /* the stamp of the last dc_tensors_repeated that saw it */
     dc_tensor *slice_base; /* for a recorded slice: the tensor it views ... */
     int slice_axis;        /* ... along this axis ... */
     int64_t slice_start;   /* ... from this element */
@@ -62,6 +63,18 @@ void *dc_tape_alloc_data(dc_tape *tape, size_t bytes);
 
 /* Host memory on the tape for bookkeeping (nodes, pointer arrays). */
 void *dc_tape_alloc_meta(dc_tape *tape, size_t bytes);
+
+/* DC_ERR_STATE, naming `fn` and `what` (for example "input a"), for a tape
+ * tensor whose tape was reset since it was made; DC_OK for any other. The
+ * tape keeps the headers of the step before its last reset intact for this
+ * check, so a tensor kept past one reset is caught; past two, its pointer
+ * may name a newer tensor, as any dangling pointer can. */
+dc_status dc_tensor_check_live(const dc_tensor *t, const char *fn, const char *what);
+
+/* The index of the first tensor of the n that repeats an earlier one, or -1
+ * when all differ. O(n), no allocation: each tensor is stamped as seen. Not
+ * for two threads on one tensor at once (one context, one thread). */
+int dc_tensors_repeated(dc_ctx *ctx, int n, dc_tensor *const *tensors);
 
 /* A name for messages: the tensor's name, or its shape. */
 const char *dc_tensor_label(const dc_tensor *t, char *buf, size_t size);

@@ -69,6 +69,11 @@ static dc_optimizer *make(dc_ctx *ctx, opt_kind kind, int n, dc_tensor *const *p
             return NULL;
         }
     }
+    const int again = dc_tensors_repeated(ctx, n, params);
+    if (again >= 0) {
+        dc_error(ctx, DC_ERR_ARG, "%s: parameter %d is given twice (it would be updated twice a step)", fn, again);
+        return NULL;
+    }
     dc_optimizer *opt = calloc(1, sizeof *opt);
     if (!opt || !(opt->params = calloc((size_t)n, sizeof *opt->params)) ||
         !(opt->steps = calloc((size_t)n, sizeof *opt->steps)) ||
@@ -346,6 +351,11 @@ dc_status dc_clip_grad_norm(dc_ctx *ctx, int n, dc_tensor *const *params, double
         if (g && !dc_tensor_is_contiguous(g))
             return dc_error(ctx, DC_ERR_ARG, "dc_clip_grad_norm: the gradient of tensor %d is a view", i);
     }
+    const int again = dc_tensors_repeated(ctx, n, params);
+    if (again >= 0)
+        return dc_error(ctx, DC_ERR_ARG,
+                        "dc_clip_grad_norm: tensor %d is given twice (its gradient would count twice in the norm)",
+                        again);
     double global;
     dc_status st = global_norm(ctx, n, params, &global);
     if (st != DC_OK)

@@ -27,7 +27,9 @@ dc_tape *dc_tape_new(dc_ctx *ctx)
     tape->ctx = ctx;
     tape->recording = true;
     tape->generation = 1;
-    dc_arena_init(&tape->meta, META_BLOCK, dc_host_block_alloc, dc_host_block_free, NULL);
+    for (int k = 0; k < 2; ++k)
+        dc_arena_init(&tape->meta[k], META_BLOCK, dc_host_block_alloc, dc_host_block_free, NULL);
+    tape->fn = "dc_tape_new";
     if (ctx->cuda)
         dc_arena_init(&tape->data, DATA_BLOCK, device_block_alloc, device_block_free, ctx);
     else
@@ -39,7 +41,8 @@ void dc_tape_free(dc_tape *tape)
 {
     if (!tape)
         return;
-    dc_arena_release(&tape->meta);
+    for (int k = 0; k < 2; ++k)
+        dc_arena_release(&tape->meta[k]);
     dc_arena_release(&tape->data);
     free(tape->nodes);
     free(tape);
@@ -49,7 +52,10 @@ void dc_tape_reset(dc_tape *tape)
 {
     if (!tape)
         return;
-    dc_arena_reset(&tape->meta);
+    /* The other header arena holds the step before last: reuse it, and
+     * keep this step's headers for the staleness check. */
+    tape->meta_now ^= 1;
+    dc_arena_reset(&tape->meta[tape->meta_now]);
     dc_arena_reset(&tape->data);
     tape->n_nodes = 0;
     tape->generation++;
@@ -68,32 +74,67 @@ bool dc_tape_set_recording(dc_tape *tape, bool recording)
 
 bool dc_tape_is_recording(const dc_tape *tape) { return tape && tape->recording; }
 size_t dc_tape_node_count(const dc_tape *tape) { return tape ? tape->n_nodes : 0; }
-size_t dc_tape_bytes_in_use(const dc_tape *tape) { return tape ? tape->meta.in_use + tape->data.in_use : 0; }
-size_t dc_tape_peak_bytes(const dc_tape *tape) { return tape ? tape->meta.peak + tape->data.peak : 0; }
-size_t dc_tape_reserved_bytes(const dc_tape *tape) { return tape ? tape->meta.reserved + tape->data.reserved : 0; }
+size_t dc_tape_bytes_in_use(const dc_tape *tape)
+{
+    return tape ? tape->meta[tape->meta_now].in_use + tape->data.in_use : 0;
+}
+size_t dc_tape_peak_bytes(const dc_tape *tape)
+{
+    if (!tape)
+        return 0;
+    const size_t meta = tape->meta[0].peak > tape->meta[1].peak ? tape->meta[0].peak : tape->meta[1].peak;
+    return meta + tape->data.peak;
+}
+size_t dc_tape_reserved_bytes(const dc_tape *tape)
+{
+    return tape ? tape->meta[0].reserved + tape->meta[1].reserved + tape->data.reserved : 0;
+}
 dc_ctx *dc_tape_ctx(const dc_tape *tape) { return tape ? tape->ctx : NULL; }
+
+/* "dc_op_matmul" or "dc_backward (the adjoint of matmul)", for messages. */
+static const char *tape_fn(const dc_tape *tape, char *buf, size_t size)
+{
+    if (!tape->adjoint_of)
+        return tape->fn;
+    snprintf(buf, size, "%s (the adjoint of %s)", tape->fn, tape->adjoint_of);
+    return buf;
+}
 
 void *dc_tape_alloc_meta(dc_tape *tape, size_t bytes)
 {
-    void *p = dc_arena_alloc(&tape->meta, bytes, 16);
-    if (!p)
-        dc_error(tape->ctx, DC_ERR_MEMORY, "out of host memory for the tape (%zu bytes)", bytes);
+    void *p = dc_arena_alloc(&tape->meta[tape->meta_now], bytes, 16);
+    if (!p) {
+        char buf[96];
+        dc_error(tape->ctx, DC_ERR_MEMORY, "%s: out of host memory for the tape (%zu bytes)",
+                 tape_fn(tape, buf, sizeof buf), bytes);
+    }
     return p;
 }
 
 void *dc_tape_alloc_data(dc_tape *tape, size_t bytes)
 {
     void *p = dc_arena_alloc(&tape->data, bytes, 64);
-    if (!p)
-        dc_error(tape->ctx, DC_ERR_MEMORY, "out of %s memory for the tape (%zu bytes)",
-                 tape->ctx->cuda ? "device" : "host", bytes);
-    else if (dc_mem_poison(tape->ctx, p, bytes) != DC_OK)
+    if (!p) {
+        char buf[96];
+        dc_error(tape->ctx, DC_ERR_MEMORY, "%s: out of %s memory for the tape (%zu bytes)",
+                 tape_fn(tape, buf, sizeof buf), tape->ctx->cuda ? "device" : "host", bytes);
+    } else if (dc_mem_poison(tape->ctx, p, bytes) != DC_OK) {
         return NULL;
+    }
     return p;
+}
+
+/* Every shape an op makes passes the bound of dc_tensor_new, here. */
+static bool shape_ok(dc_tape *tape, int ndim, const int64_t *shape)
+{
+    char buf[96];
+    return dc_check_shape(tape->ctx, tape_fn(tape, buf, sizeof buf), ndim, shape) == DC_OK;
 }
 
 dc_tensor *dc_tape_alloc_tensor(dc_tape *tape, dc_dtype dtype, int ndim, const int64_t *shape)
 {
+    if (!shape_ok(tape, ndim, shape))
+        return NULL;
     dc_tensor *t = dc_tape_alloc_meta(tape, sizeof *t);
     if (!t)
         return NULL;
@@ -107,6 +148,8 @@ dc_tensor *dc_tape_alloc_tensor(dc_tape *tape, dc_dtype dtype, int ndim, const i
 dc_tensor *dc_tape_alloc_view(dc_tape *tape, const dc_tensor *base, int ndim, const int64_t *shape,
                               const int64_t *strides, void *data)
 {
+    if (!shape_ok(tape, ndim, shape))
+        return NULL;
     dc_tensor *t = dc_tape_alloc_meta(tape, sizeof *t);
     if (!t)
         return NULL;
@@ -123,6 +166,8 @@ dc_tensor *dc_tape_tensor_new(dc_tape *tape, dc_dtype dtype, int ndim, const int
 {
     if (!tape)
         return NULL;
+    tape->fn = "dc_tape_tensor_new";
+    tape->adjoint_of = NULL;
     if (dtype != DC_F32 && dtype != DC_F64) {
         dc_error(tape->ctx, DC_ERR_DTYPE, "dc_tape_tensor_new: unknown dtype %d", (int)dtype);
         return NULL;
@@ -282,6 +327,8 @@ dc_status dc_op_check_args(dc_tape *tape, const char *op, int n, dc_tensor *cons
 {
     if (!tape)
         return DC_ERR_ARG;
+    tape->fn = op;
+    tape->adjoint_of = NULL;
     for (int i = 0; i < n; ++i) {
         if (in[i])
             continue;
@@ -294,6 +341,11 @@ dc_status dc_op_check_args(dc_tape *tape, const char *op, int n, dc_tensor *cons
             return dc_error(tape->ctx, DC_ERR_ARG, "%s: input %s belongs to another tape", op, labels[i]);
         if (in[i]->ctx != tape->ctx)
             return dc_error(tape->ctx, DC_ERR_ARG, "%s: input %s belongs to another context", op, labels[i]);
+        char what[48];
+        snprintf(what, sizeof what, "input %s", labels[i]);
+        dc_status st = dc_tensor_check_live(in[i], op, what);
+        if (st != DC_OK)
+            return st;
     }
     return DC_OK;
 }
@@ -363,6 +415,7 @@ static dc_status sweep(dc_tape *tape)
         if (!needed)
             continue;
         const double t0 = tape->timing ? now_seconds() : 0.0;
+        tape->adjoint_of = dc_op_table[node->op].name;
         dc_status st = dc_op_table[node->op].backward(tape, node);
         if (st != DC_OK)
             return st;
@@ -376,8 +429,13 @@ static dc_status sweep(dc_tape *tape)
 static dc_status check_output(dc_tape *tape, const dc_tensor *output, const char *fn)
 {
     dc_ctx *ctx = tape->ctx;
+    tape->fn = fn;
+    tape->adjoint_of = NULL;
     if (!output)
         return null_tensor_error(ctx, fn, "the output");
+    dc_status st = dc_tensor_check_live(output, fn, "the output");
+    if (st != DC_OK)
+        return st;
     if (tape->backward_done)
         return dc_error(ctx, DC_ERR_STATE,
                         "%s: backward already ran on this tape; call dc_tape_reset and record the step again", fn);
@@ -462,6 +520,9 @@ dc_status dc_backward_with(dc_tape *tape, dc_tensor *output, const dc_tensor *ad
         return st;
     if (!adjoint)
         return dc_error(tape->ctx, DC_ERR_ARG, "dc_backward_with: the adjoint is NULL");
+    st = dc_tensor_check_live(adjoint, "dc_backward_with", "the adjoint");
+    if (st != DC_OK)
+        return st;
     if (adjoint->ctx != tape->ctx || (adjoint->tape && adjoint->tape != tape))
         return dc_error(tape->ctx, DC_ERR_ARG, "dc_backward_with: the adjoint belongs to another %s",
                         adjoint->ctx != tape->ctx ? "context" : "tape");

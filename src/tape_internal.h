@@ -80,8 +80,18 @@ struct dc_node {
 
 struct dc_tape {
     dc_ctx *ctx;
-    dc_arena meta; /* host: tensor headers, nodes, pointer arrays */
+    /* host: tensor headers, nodes, pointer arrays. Two arenas taking turns
+     * from one reset to the next, so that the headers of the step before the
+     * last reset stay intact: a tensor kept past a reset still reads as of
+     * its old generation, and is refused (dc_tensor_check_live). */
+    dc_arena meta[2];
+    int meta_now; /* the arena of this step */
     dc_arena data; /* the context's device: tensor data, partials, gradients */
+    /* The public function running on the tape, for messages of the shared
+     * checks and allocations (set by dc_op_check_args and the tape's entry
+     * points); adjoint_of: the op whose adjoint dc_backward is running. */
+    const char *fn;
+    const char *adjoint_of;
     dc_node **nodes;
     size_t n_nodes;
     size_t cap_nodes;

@@ -1,4 +1,5 @@
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,27 @@ void dc_loop_out_tensor(dc_loop_out *out, dc_tensor *t, int ndim, const int64_t 
     dc_broadcast_strides(t->ndim, t->shape, t->strides, ndim, shape, out->strides);
 }
 
+int dc_tensors_repeated(dc_ctx *ctx, int n, dc_tensor *const *tensors)
+{
+    const uint64_t stamp = ++ctx->visit_stamp;
+    for (int i = 0; i < n; ++i) {
+        if (tensors[i]->visit == stamp)
+            return i;
+        tensors[i]->visit = stamp;
+    }
+    return -1;
+}
+
+dc_status dc_tensor_check_live(const dc_tensor *t, const char *fn, const char *what)
+{
+    if (!t->tape || t->generation == t->tape->generation)
+        return DC_OK;
+    return dc_error(t->ctx, DC_ERR_STATE,
+                    "%s: %s was made on a tape that was reset since (dc_tape_reset); a tape tensor lives until the "
+                    "next reset of its tape",
+                    fn, what);
+}
+
 dc_status dc_check_shape(dc_ctx *ctx, const char *what, int ndim, const int64_t *shape)
 {
     if (ndim < 0 || ndim > DC_MAX_DIMS)
@@ -53,8 +75,12 @@ dc_status dc_check_shape(dc_ctx *ctx, const char *what, int ndim, const int64_t 
             return dc_error(ctx, DC_ERR_SHAPE, "%s: dimension %d is %lld; sizes must be >= 0", what, d,
                             (long long)shape[d]);
         const int64_t at_least_one = shape[d] > 0 ? shape[d] : 1;
-        if (span > INT64_MAX / 16 / at_least_one)
-            return dc_error(ctx, DC_ERR_SHAPE, "%s: shape is too large", what);
+        if (span > INT64_MAX / 16 / at_least_one) {
+            char buf[256];
+            return dc_error(ctx, DC_ERR_SHAPE,
+                            "%s: shape %s is too large: its sizes, zeros counted as ones, multiply past 2^59", what,
+                            dc_shape_format(buf, sizeof buf, ndim, shape));
+        }
         span *= at_least_one;
     }
     return DC_OK;
@@ -73,19 +99,20 @@ void dc_tensor_init_header(dc_tensor *t, dc_ctx *ctx, dc_dtype dtype, int ndim, 
     t->is_leaf = true;
 }
 
-dc_tensor *dc_tensor_new(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *shape)
+/* A persistent tensor of zeros, for `fn` (named in messages). */
+static dc_tensor *new_persistent(dc_ctx *ctx, const char *fn, dc_dtype dtype, int ndim, const int64_t *shape)
 {
     if (!ctx)
         return NULL;
     if (dtype != DC_F32 && dtype != DC_F64) {
-        dc_error(ctx, DC_ERR_DTYPE, "dc_tensor_new: unknown dtype %d", (int)dtype);
+        dc_error(ctx, DC_ERR_DTYPE, "%s: unknown dtype %d", fn, (int)dtype);
         return NULL;
     }
-    if (dc_check_shape(ctx, "dc_tensor_new", ndim, shape) != DC_OK)
+    if (dc_check_shape(ctx, fn, ndim, shape) != DC_OK)
         return NULL;
     dc_tensor *t = malloc(sizeof *t);
     if (!t) {
-        dc_error(ctx, DC_ERR_MEMORY, "dc_tensor_new: out of memory");
+        dc_error(ctx, DC_ERR_MEMORY, "%s: out of memory", fn);
         return NULL;
     }
     dc_tensor_init_header(t, ctx, dtype, ndim, shape);
@@ -94,11 +121,16 @@ dc_tensor *dc_tensor_new(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *s
     if (!t->alloc || dc_mem_zero(ctx, t->alloc, bytes) != DC_OK) {
         dc_mem_free(ctx, t->alloc);
         free(t);
-        dc_error(ctx, DC_ERR_MEMORY, "dc_tensor_new: out of memory for %zu bytes", bytes);
+        dc_error(ctx, DC_ERR_MEMORY, "%s: out of memory for %zu bytes", fn, bytes);
         return NULL;
     }
     t->data = t->alloc;
     return t;
+}
+
+dc_tensor *dc_tensor_new(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *shape)
+{
+    return new_persistent(ctx, "dc_tensor_new", dtype, ndim, shape);
 }
 
 dc_tensor *dc_tensor_from_host(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *shape, const void *data)
@@ -107,7 +139,7 @@ dc_tensor *dc_tensor_from_host(dc_ctx *ctx, dc_dtype dtype, int ndim, const int6
         dc_error(ctx, DC_ERR_ARG, "dc_tensor_from_host: data is NULL");
         return NULL;
     }
-    dc_tensor *t = dc_tensor_new(ctx, dtype, ndim, shape);
+    dc_tensor *t = new_persistent(ctx, "dc_tensor_from_host", dtype, ndim, shape);
     if (!t)
         return NULL;
     if (dc_mem_from_host(ctx, t->data, data, (size_t)t->numel * dc_dtype_size(dtype)) != DC_OK) {
@@ -197,6 +229,9 @@ dc_status dc_tensor_set_requires_grad(dc_tensor *t, bool requires_grad)
 {
     if (!t)
         return DC_ERR_ARG;
+    dc_status st = dc_tensor_check_live(t, "dc_tensor_set_requires_grad", "the tensor");
+    if (st != DC_OK)
+        return st;
     if (!t->is_leaf)
         return dc_error(t->ctx, DC_ERR_ARG,
                         "dc_tensor_set_requires_grad: %s is computed by an op; only leaf tensors can be marked",
@@ -258,6 +293,9 @@ static dc_status copy_strided(dc_ctx *ctx, const char *fn, dc_tensor *t, void *h
  * tensor's elements. */
 static dc_status copy_host_buffer(const char *fn, dc_tensor *t, void *host, size_t bytes, bool to_host)
 {
+    dc_status st = dc_tensor_check_live(t, fn, "the tensor");
+    if (st != DC_OK)
+        return st;
     const size_t need = (size_t)t->numel * dc_dtype_size(t->dtype);
     if (!host)
         return dc_error(t->ctx, DC_ERR_ARG, "%s: the %s buffer is NULL", fn, to_host ? "destination" : "source");
@@ -293,6 +331,9 @@ dc_status dc_tensor_get(const dc_tensor *t, int64_t index, double *value)
         return DC_ERR_ARG;
     if (!value)
         return dc_error(t->ctx, DC_ERR_ARG, "dc_tensor_get: value is NULL");
+    dc_status live = dc_tensor_check_live(t, "dc_tensor_get", "the tensor");
+    if (live != DC_OK)
+        return live;
     if (index < 0 || index >= t->numel)
         return dc_error(t->ctx, DC_ERR_ARG, "dc_tensor_get: index %lld outside 0..%lld", (long long)index,
                         (long long)t->numel - 1);
@@ -317,6 +358,9 @@ dc_status dc_tensor_item(const dc_tensor *t, double *value)
         return DC_ERR_ARG;
     if (!value)
         return dc_error(t->ctx, DC_ERR_ARG, "dc_tensor_item: value is NULL");
+    dc_status live = dc_tensor_check_live(t, "dc_tensor_item", "the tensor");
+    if (live != DC_OK)
+        return live;
     if (t->numel != 1) {
         char s[128];
         return dc_error(t->ctx, DC_ERR_SHAPE, "dc_tensor_item: tensor of shape %s has %lld elements, not 1",
@@ -329,6 +373,9 @@ dc_status dc_tensor_set(dc_tensor *t, int64_t index, double value)
 {
     if (!t)
         return DC_ERR_ARG;
+    dc_status live = dc_tensor_check_live(t, "dc_tensor_set", "the tensor");
+    if (live != DC_OK)
+        return live;
     if (index < 0 || index >= t->numel)
         return dc_error(t->ctx, DC_ERR_ARG, "dc_tensor_set: index %lld outside 0..%lld", (long long)index,
                         (long long)t->numel - 1);
@@ -341,6 +388,9 @@ dc_status dc_tensor_set(dc_tensor *t, int64_t index, double value)
 /* Fills through a host staging buffer with gen(i) for each element. */
 static dc_status fill_with(const char *fn, dc_tensor *t, double (*gen)(dc_ctx *, const double *), const double *params)
 {
+    dc_status live = dc_tensor_check_live(t, fn, "the tensor");
+    if (live != DC_OK)
+        return live;
     const size_t es = dc_dtype_size(t->dtype);
     void *host = malloc((size_t)(t->numel ? t->numel : 1) * es);
     if (!host)
@@ -370,7 +420,9 @@ static double gen_uniform(dc_ctx *ctx, const double *p)
 {
     if (p[2] > p[3])
         return p[0];
-    const double v = p[0] + (p[1] - p[0]) * dc_rng_uniform(ctx);
+    const double u = dc_rng_uniform(ctx);
+    /* hi - lo overflows for bounds beyond half the double range: in halves */
+    const double v = isfinite(p[1] - p[0]) ? p[0] + (p[1] - p[0]) * u : 2 * (p[0] / 2 + (p[1] / 2 - p[0] / 2) * u);
     return v < p[2] ? p[2] : v > p[3] ? p[3] : v;
 }
 
@@ -426,10 +478,68 @@ dc_status dc_tensor_fill_normal(dc_tensor *t, double mean, double stddev)
 {
     if (!t)
         return DC_ERR_ARG;
-    if (!(stddev >= 0))
-        return dc_error(t->ctx, DC_ERR_ARG, "dc_tensor_fill_normal: stddev %g is negative", stddev);
+    if (!isfinite(mean) || !isfinite(stddev) || stddev < 0)
+        return dc_error(t->ctx, DC_ERR_ARG,
+                        "dc_tensor_fill_normal: mean %g and stddev %g must be finite, stddev not negative", mean,
+                        stddev);
     double p[2] = {mean, stddev};
     return fill_with("dc_tensor_fill_normal", t, gen_normal, p);
+}
+
+/* The bytes [*lo, *hi) from a tensor's first to past its last element. */
+static void byte_span(const dc_tensor *t, uintptr_t *lo, uintptr_t *hi)
+{
+    const intptr_t es = (intptr_t)dc_dtype_size(t->dtype);
+    intptr_t first = 0, last = 0;
+    for (int d = 0; d < t->ndim; ++d) {
+        const intptr_t reach = (intptr_t)(t->shape[d] - 1) * (intptr_t)t->strides[d] * es;
+        if (reach < 0)
+            first += reach;
+        else
+            last += reach;
+    }
+    *lo = (uintptr_t)t->data + (uintptr_t)first;
+    *hi = (uintptr_t)t->data + (uintptr_t)last + (uintptr_t)es;
+}
+
+/* Whether two tensors of one context, with elements, may share memory (a
+ * copy between shifted views of one tensor would read what it already
+ * wrote). */
+static bool spans_meet(const dc_tensor *a, const dc_tensor *b)
+{
+    if (a->ctx != b->ctx || a->numel == 0 || b->numel == 0)
+        return false;
+    uintptr_t a0, a1, b0, b1;
+    byte_span(a, &a0, &a1);
+    byte_span(b, &b0, &b1);
+    return a0 < b1 && b0 < a1;
+}
+
+static dc_status copy_elements(dc_tensor *dst, const dc_tensor *src)
+{
+    dc_loop_in li;
+    dc_loop_in_tensor(&li, src, dst->ndim, dst->shape);
+    dc_loop_out lo;
+    dc_loop_out_tensor(&lo, dst, dst->ndim, dst->shape, DC_WRITE_ASSIGN);
+    return dc_run_kernel(dst->ctx, DC_K_COPY, NULL, dst->dtype, dst->ndim, dst->shape, 1, &li, 1, &lo);
+}
+
+/* src into a dense temporary, then into dst: for views that share memory. */
+static dc_status copy_through_temporary(dc_tensor *dst, const dc_tensor *src)
+{
+    dc_ctx *ctx = dst->ctx;
+    const size_t bytes = (size_t)src->numel * dc_dtype_size(src->dtype);
+    dc_tensor tmp;
+    dc_tensor_init_header(&tmp, ctx, src->dtype, src->ndim, src->shape);
+    tmp.data = dc_mem_alloc(ctx, bytes);
+    if (!tmp.data)
+        return dc_error(ctx, DC_ERR_MEMORY,
+                        "dc_tensor_copy: out of memory for %zu bytes to copy between views that share memory", bytes);
+    dc_status st = copy_elements(&tmp, src);
+    if (st == DC_OK)
+        st = copy_elements(dst, &tmp);
+    dc_mem_free(ctx, tmp.data);
+    return st;
 }
 
 /* A copy between contexts of which one runs on a GPU goes through host
@@ -471,11 +581,16 @@ dc_status dc_tensor_copy(dc_tensor *dst, const dc_tensor *src)
         return dc_error(ctx, DC_ERR_SHAPE, "dc_tensor_copy: destination %s and source %s differ in shape",
                         dc_tensor_shape_str(dst, a, sizeof a), dc_tensor_shape_str(src, b, sizeof b));
     }
+    dc_status st = dc_tensor_check_live(dst, "dc_tensor_copy", "the destination");
+    if (st == DC_OK)
+        st = dc_tensor_check_live(src, "dc_tensor_copy", "the source");
+    if (st != DC_OK)
+        return st;
     if (src->ctx != ctx && (src->ctx->cuda || ctx->cuda))
         return copy_between_contexts(dst, src);
-    dc_loop_in li;
-    dc_loop_in_tensor(&li, src, dst->ndim, dst->shape);
-    dc_loop_out lo;
-    dc_loop_out_tensor(&lo, dst, dst->ndim, dst->shape, DC_WRITE_ASSIGN);
-    return dc_run_kernel(ctx, DC_K_COPY, NULL, dst->dtype, dst->ndim, dst->shape, 1, &li, 1, &lo);
+    if (dst->numel == 0 || (dst->data == src->data && memcmp(dst->strides, src->strides, sizeof dst->strides) == 0))
+        return DC_OK; /* nothing to copy, or a view onto itself */
+    if (spans_meet(dst, src))
+        return copy_through_temporary(dst, src);
+    return copy_elements(dst, src);
 }

@@ -5,6 +5,9 @@
 #define _POSIX_C_SOURCE 200809L /* setenv */
 
 #include <math.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -592,7 +595,7 @@ static void test_bad_tensor_shapes(void **state)
     EXPECT_OP_FAILS(ctx, dc_tensor_new(ctx, DC_F64, 3, zero_huge), "dc_tensor_new", "too large");
     EXPECT_OP_FAILS(ctx, dc_tensor_new(ctx, (dc_dtype)5, 1, nine), "dc_tensor_new", "dtype");
     EXPECT_OP_FAILS(ctx, dc_tensor_from_host(ctx, DC_F64, 1, nine, NULL), "dc_tensor_from_host", "NULL");
-    EXPECT_OP_FAILS(ctx, dc_tensor_from_host(ctx, DC_F64, 2, neg, nine), "dc_tensor_new", "-3");
+    EXPECT_OP_FAILS(ctx, dc_tensor_from_host(ctx, DC_F64, 2, neg, nine), "dc_tensor_from_host", "-3");
     dc_tape *tape = dc_tape_new(ctx);
     EXPECT_OP_FAILS(ctx, dc_tape_tensor_new(tape, DC_F64, 9, nine, NULL), "dc_tape_tensor_new", "rank 9");
     EXPECT_OP_FAILS(ctx, dc_tape_tensor_new(tape, DC_F64, 2, neg, NULL), "dc_tape_tensor_new", "-3");
@@ -842,6 +845,11 @@ static void test_ctx_device_env(void **state)
     assert_null(dc_ctx_new(&o, &st));
     expect_status("num_threads -2", st, DC_ERR_ARG, dc_last_error(NULL));
     expect_words("num_threads -2", dc_last_error(NULL), "dc_ctx_new", "num_threads", "-2", (const char *)NULL);
+    o.num_threads = DC_MAX_THREADS + 1;
+    assert_null(dc_ctx_new(&o, &st));
+    expect_status("num_threads past the bound", st, DC_ERR_ARG, dc_last_error(NULL));
+    expect_words("num_threads past the bound", dc_last_error(NULL), "dc_ctx_new", "num_threads", "1025",
+                 (const char *)NULL);
     o = dc_ctx_options_default();
     o.cuda_device = -1;
     assert_null(dc_ctx_new(&o, &st));
@@ -1000,8 +1008,8 @@ static void test_every_public_function_rejects_bad_arguments(void **state)
     EXPECT_STATUS(ctx, dc_tensor_fill_uniform(x, NAN, 1.0), DC_ERR_ARG, "dc_tensor_fill_uniform");
     EXPECT_STATUS(ctx, dc_tensor_fill_normal(x, 0.0, NAN), DC_ERR_ARG, "dc_tensor_fill_normal");
     EXPECT_STATUS(ctx, dc_tensor_copy(x, NULL), DC_ERR_ARG, "dc_tensor_copy", "source", "NULL");
-    EXPECT_OP_FAILS(ctx, dc_tensor_from_host(ctx, (dc_dtype)7, 2, s23, buf), "dc_tensor_new", "dtype 7");
-    EXPECT_OP_FAILS(ctx, dc_tensor_from_host(ctx, DC_F64, DC_MAX_DIMS + 1, rank8, buf), "dc_tensor_new", "rank 9");
+    EXPECT_OP_FAILS(ctx, dc_tensor_from_host(ctx, (dc_dtype)7, 2, s23, buf), "dc_tensor_from_host", "dtype 7");
+    EXPECT_OP_FAILS(ctx, dc_tensor_from_host(ctx, DC_F64, DC_MAX_DIMS + 1, rank8, buf), "dc_tensor_from_host", "rank 9");
 
     /* ---- tapes ---- */
     EXPECT_OP_FAILS(ctx, dc_tape_tensor_new(tape, (dc_dtype)7, 2, s23, NULL), "dc_tape_tensor_new", "dtype 7");
@@ -1212,6 +1220,56 @@ static void test_every_public_function_rejects_bad_arguments(void **state)
     dc_ctx_free(other_ctx);
 }
 
+/* Threads that cannot be started (here: an address space too small for
+ * their stacks) fail dc_ctx_new with a status; OpenMP would end the process
+ * from inside the first parallel region. In a child process, whose limit
+ * the test lowers. */
+static void test_ctx_threads_that_cannot_start(void **state)
+{
+    (void)state;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    print_message("skipped: a sanitizer's shadow memory needs more address space than the limit leaves\n");
+    skip();
+#else
+    const pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        /* room for what the process maps now, not for 64 more 8 MiB stacks */
+        struct rlimit lim = {(rlim_t)256 << 20, (rlim_t)256 << 20};
+        if (setrlimit(RLIMIT_AS, &lim) != 0)
+            _exit(3);
+        dc_ctx_options o = dc_ctx_options_default();
+        o.backend = DC_BACKEND_CPU;
+        o.num_threads = 64;
+        dc_status st = DC_OK;
+        dc_ctx *ctx = dc_ctx_new(&o, &st);
+        if (ctx) {
+            /* a loop split over the threads: OpenMP starts them here, or ends the process */
+            const int64_t shape[1] = {1 << 20};
+            dc_tensor *x = dc_tensor_new(ctx, DC_F32, 1, shape), *y = dc_tensor_new(ctx, DC_F32, 1, shape);
+            dc_tape *tape = dc_tape_new(ctx);
+            if (x && y && tape && dc_op_add(tape, x, y))
+                _exit(4); /* the threads could start after all: nothing tested */
+            _exit(6);
+        }
+        _exit(st == DC_ERR_MEMORY && strstr(dc_last_error(NULL), "threads") ? 0 : 5);
+    }
+    int wstatus = 0;
+    assert_int_equal(waitpid(child, &wstatus, 0), child);
+    if (!WIFEXITED(wstatus))
+        fail_msg("the child ended by signal %d: dc_ctx_new did not return a status", WTERMSIG(wstatus));
+    const int code = WEXITSTATUS(wstatus);
+    if (code == 4 || code == 3) {
+        print_message("skipped: %s\n", code == 3 ? "cannot lower the address-space limit here"
+                                                 : "64 threads started within 256 MiB of address space here");
+        skip();
+    }
+    if (code != 0)
+        fail_msg("dc_ctx_new with 64 threads that cannot start: child exit %d (want a DC_ERR_MEMORY naming threads)",
+                 code);
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1231,6 +1289,7 @@ int main(void)
         cmocka_unit_test(test_ctx_cuda_unavailable),
         cmocka_unit_test(test_ctx_device_env),
         cmocka_unit_test(test_every_public_function_rejects_bad_arguments),
+        cmocka_unit_test(test_ctx_threads_that_cannot_start),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1055,12 +1055,24 @@ static void test_fill_uniform_bounds(void **state)
         {DC_F32, 3.0, 3.0},
         {DC_F64, -2.5, -2.5},
         {DC_F32, 0.1, 0.1}, /* no float in [lo, hi): lo, rounded */
+        {DC_F64, -DBL_MAX, DBL_MAX},
+        {DC_F64, -DBL_MAX, 0.0},
+        {DC_F32, -FLT_MAX, FLT_MAX},
     };
     for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; ++i) {
         dc_tensor *t = dc_tensor_new(ctx, ranges[i].dtype, 1, shape);
         TEST_NONNULL(ctx, t);
         TEST_OK(ctx, dc_tensor_fill_uniform(t, ranges[i].lo, ranges[i].hi));
         double *v = test_values(t);
+        /* a range wider than the largest double (hi - lo overflows) still spreads its values */
+        if (ranges[i].hi - ranges[i].lo == INFINITY) {
+            int distinct = 0;
+            for (int64_t e = 1; e < shape[0]; ++e)
+                distinct += v[e] != v[0];
+            if (distinct < shape[0] / 2)
+                fail_msg("fill_uniform(%s, %g, %g): only %d elements differ from the first",
+                         dc_dtype_name(ranges[i].dtype), ranges[i].lo, ranges[i].hi, distinct);
+        }
         const bool empty = ranges[i].lo == ranges[i].hi;
         const double lo_rounded = ranges[i].dtype == DC_F32 ? (double)(float)ranges[i].lo : ranges[i].lo;
         for (int64_t e = 0; e < shape[0]; ++e)
@@ -1077,7 +1089,64 @@ static void test_fill_uniform_bounds(void **state)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i)
         if (dc_tensor_fill_uniform(t, bad[i][0], bad[i][1]) != DC_ERR_ARG)
             fail_msg("fill_uniform(%g, %g): expected DC_ERR_ARG: %s", bad[i][0], bad[i][1], dc_last_error(ctx));
+    /* and a normal fill with a mean or deviation that is not finite */
+    const double bad_normal[][2] = {{NAN, 1.0}, {INFINITY, 1.0}, {0.0, INFINITY}, {0.0, NAN}, {0.0, -1.0}};
+    for (size_t i = 0; i < sizeof bad_normal / sizeof bad_normal[0]; ++i)
+        if (dc_tensor_fill_normal(t, bad_normal[i][0], bad_normal[i][1]) != DC_ERR_ARG)
+            fail_msg("fill_normal(%g, %g): expected DC_ERR_ARG: %s", bad_normal[i][0], bad_normal[i][1],
+                     dc_last_error(ctx));
     dc_tensor_free(t);
+    dc_ctx_free(ctx);
+}
+
+/* dc_tensor_copy between views that share memory copies as if through a
+ * temporary: x[1:] = x[:-1] shifts, and so does the other direction, in
+ * both dtypes and in two dimensions. */
+static void test_copy_between_overlapping_views(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    for (int dt = 0; dt < 2; ++dt) {
+        const dc_dtype dtype = dt ? DC_F64 : DC_F32;
+        const int64_t n = 5000, shape[1] = {n};
+        double *v = malloc((size_t)n * sizeof *v);
+        for (int64_t e = 0; e < n; ++e)
+            v[e] = (double)e;
+        for (int dir = 0; dir < 2; ++dir) {
+            dc_tensor *x = test_tensor(ctx, dtype, 1, shape, v);
+            dc_tape *tape = dc_tape_new(ctx);
+            dc_tensor *head = dc_op_slice(tape, x, 0, 0, n - 1), *tail = dc_op_slice(tape, x, 0, 1, n - 1);
+            TEST_OK(ctx, dir == 0 ? dc_tensor_copy(tail, head) : dc_tensor_copy(head, tail));
+            double *got = test_values(x);
+            for (int64_t e = 0; e < n; ++e) {
+                const double want = dir == 0 ? (e == 0 ? 0.0 : (double)(e - 1)) : (e == n - 1 ? (double)e : (double)(e + 1));
+                if (got[e] != want)
+                    fail_msg("%s, x[%s] = x[%s]: element %lld is %g, want %g", dc_dtype_name(dtype),
+                             dir == 0 ? "1:" : ":-1", dir == 0 ? ":-1" : "1:", (long long)e, got[e], want);
+            }
+            free(got);
+            dc_tape_free(tape);
+            dc_tensor_free(x);
+        }
+        free(v);
+    }
+    /* a transposed square onto itself: x = x^T */
+    const int64_t sq[2] = {40, 40};
+    double *v = malloc(40 * 40 * sizeof *v);
+    for (int e = 0; e < 1600; ++e)
+        v[e] = e;
+    dc_tensor *x = test_tensor(ctx, DC_F64, 2, sq, v);
+    dc_tape *tape = dc_tape_new(ctx);
+    TEST_OK(ctx, dc_tensor_copy(x, dc_op_transpose(tape, x, 0, 1)));
+    double *got = test_values(x);
+    for (int i = 0; i < 40; ++i)
+        for (int j = 0; j < 40; ++j)
+            if (got[i * 40 + j] != v[j * 40 + i])
+                fail_msg("x = x^T: element (%d, %d) is %g, want %g", i, j, got[i * 40 + j], v[j * 40 + i]);
+    free(got);
+    free(v);
+    dc_tape_free(tape);
+    dc_tensor_free(x);
     dc_ctx_free(ctx);
 }
 
@@ -1161,6 +1230,7 @@ int main(void)
         cmocka_unit_test(test_reduce_empty_axis),
         cmocka_unit_test(test_select_blocks_nonfinite),
         cmocka_unit_test(test_same_tensor_twice),
+        cmocka_unit_test(test_copy_between_overlapping_views),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -552,8 +552,9 @@ static void mlp_grads(const mlp *p, double **g)
 }
 
 /* The same step, repeated after dc_tape_reset: identical gradients, no
- * memory reserved beyond the first step, a constant peak, nothing in use
- * right after a reset, parameters and their gradients untouched by it. */
+ * memory reserved from the fifth step on (bounded by a small multiple of
+ * the peak), a constant peak, nothing in use right after a reset,
+ * parameters and their gradients untouched by it. */
 static void check_steady_state(dc_ctx *ctx, int64_t M, int64_t K, int64_t N, size_t min_reserved)
 {
     mlp p;
@@ -579,8 +580,13 @@ static void check_steady_state(dc_ctx *ctx, int64_t M, int64_t K, int64_t N, siz
                  dc_tape_peak_bytes(tape));
     double *w_before = test_values(p.w);
     double *g1[3], *g[3];
+    /* The steady state begins by the fifth step: the tape's two header
+     * arenas take turns, and an arena whose step needed several blocks puts
+     * them into one at its next reset (the data arena at the first, each
+     * header arena at its second). */
+    const int steady = 4;
     size_t reserved1 = 0, peak1 = 0;
-    for (int step = 0; step < 4; ++step) {
+    for (int step = 0; step < 7; ++step) {
         dc_tensor_zero_grad(p.w);
         dc_tensor_zero_grad(p.b);
         dc_tensor_zero_grad(p.c);
@@ -591,14 +597,13 @@ static void check_steady_state(dc_ctx *ctx, int64_t M, int64_t K, int64_t N, siz
             fail_msg("step %d: no tape bytes in use after a recorded step", step);
         mlp_grads(&p, step == 0 ? g1 : g);
         if (step == 0) {
-            reserved1 = dc_tape_reserved_bytes(tape);
-            peak1 = dc_tape_peak_bytes(tape);
-            if (peak1 == 0 || reserved1 < peak1)
-                fail_msg("after the first step: peak %zu, reserved %zu; expected 0 < peak <= reserved", peak1,
-                         reserved1);
-            if (reserved1 < min_reserved)
+            const size_t reserved0 = dc_tape_reserved_bytes(tape), peak0 = dc_tape_peak_bytes(tape);
+            if (peak0 == 0 || reserved0 < peak0)
+                fail_msg("after the first step: peak %zu, reserved %zu; expected 0 < peak <= reserved", peak0,
+                         reserved0);
+            if (reserved0 < min_reserved)
                 fail_msg("after the first step: %zu bytes reserved, expected at least %zu (several arena blocks)",
-                         reserved1, min_reserved);
+                         reserved0, min_reserved);
         } else {
             const int64_t n[3] = {K * N, N, M * N};
             for (int k = 0; k < 3; ++k) {
@@ -606,13 +611,25 @@ static void check_steady_state(dc_ctx *ctx, int64_t M, int64_t K, int64_t N, siz
                     test_assert_close(g[k], g1[k], n[k], 0, 0, "gradient of a repeated step vs the first");
                 free(g[k]);
             }
+        }
+        if (step == steady) {
+            reserved1 = dc_tape_reserved_bytes(tape);
+            peak1 = dc_tape_peak_bytes(tape);
+            /* bounded by the largest step (two header arenas, one data
+             * block), the arenas' first blocks (16 MiB of data, 256 KiB of
+             * headers each) aside */
+            if (reserved1 > 3 * peak1 + (17u << 20))
+                fail_msg("%lldx%lldx%lld: %zu bytes reserved for a peak of %zu", (long long)M, (long long)K,
+                         (long long)N, reserved1, peak1);
+        } else if (step > steady) {
             if (dc_tape_reserved_bytes(tape) != reserved1)
-                fail_msg("%lldx%lldx%lld, step %d: %zu bytes reserved, expected %zu as after the first step "
+                fail_msg("%lldx%lldx%lld, step %d: %zu bytes reserved, expected %zu as after step %d "
                          "(no allocation in steady state)",
-                         (long long)M, (long long)K, (long long)N, step, dc_tape_reserved_bytes(tape), reserved1);
+                         (long long)M, (long long)K, (long long)N, step, dc_tape_reserved_bytes(tape), reserved1,
+                         steady);
             if (dc_tape_peak_bytes(tape) != peak1)
-                fail_msg("%lldx%lldx%lld, step %d: peak %zu bytes, expected %zu as after the first step", (long long)M,
-                         (long long)K, (long long)N, step, dc_tape_peak_bytes(tape), peak1);
+                fail_msg("%lldx%lldx%lld, step %d: peak %zu bytes, expected %zu as after step %d", (long long)M,
+                         (long long)K, (long long)N, step, dc_tape_peak_bytes(tape), peak1, steady);
         }
         dc_tape_reset(tape);
         if (dc_tape_bytes_in_use(tape) != 0 || dc_tape_node_count(tape) != 0)
@@ -657,6 +674,78 @@ static void test_reset_steady_state_multiblock(void **state)
     dc_ctx *ctx = test_cpu_ctx();
     check_steady_state(ctx, 512, 16, 4096, (size_t)48 << 20);
     check_steady_state(ctx, 1024, 8, 4096 + 16, (size_t)96 << 20);
+    dc_ctx_free(ctx);
+}
+
+/* Steps that grow a little each time: the tape holds a small multiple of
+ * the largest step's memory, not a block for every step that outgrew the
+ * others (40 such steps once held 851 MiB for a 26 MiB peak). */
+static void test_growing_steps_keep_memory_bounded(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    dc_tape *tape = dc_tape_new(ctx);
+    TEST_NONNULL(ctx, tape);
+    size_t peak = 0;
+    for (int step = 0; step < 40; ++step) {
+        dc_tape_reset(tape);
+        /* 2 MiB more of float64 each step, past the data arena's first block */
+        const int64_t shape[1] = {(int64_t)(step + 1) << 18};
+        TEST_NONNULL(ctx, dc_tape_tensor_new(tape, DC_F64, 1, shape, NULL));
+        peak = dc_tape_peak_bytes(tape);
+        const size_t reserved = dc_tape_reserved_bytes(tape);
+        if (reserved > 3 * peak + (17u << 20))
+            fail_msg("step %d: %zu bytes reserved for a peak of %zu", step, reserved, peak);
+    }
+    if (peak < (size_t)80 << 20)
+        fail_msg("the last step's peak is %zu bytes; the test meant to pass 80 MiB", peak);
+    dc_tape_free(tape);
+    dc_ctx_free(ctx);
+}
+
+/* A tape tensor used after dc_tape_reset is refused with DC_ERR_STATE, by
+ * ops, reads, writes and backward alike: its memory may belong to another
+ * tensor by then. */
+static void test_tensor_after_reset_refused(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    dc_tape *tape = dc_tape_new(ctx);
+    const int64_t shape[2] = {3, 4};
+    dc_tensor *w = test_random(ctx, DC_F32, 2, shape, -1, 1);
+    TEST_OK(ctx, dc_tensor_set_requires_grad(w, true));
+    dc_tensor *old = dc_op_tanh(tape, w);
+    dc_tensor *loss = dc_op_sum(tape, old, 0, NULL, false);
+    TEST_NONNULL(ctx, loss);
+    dc_tape_reset(tape);
+    /* the next step records the same ops: new tensors where the old ones were */
+    dc_tensor *now = dc_op_tanh(tape, w);
+    TEST_NONNULL(ctx, dc_op_sum(tape, now, 0, NULL, false));
+    double v;
+    float host[12];
+    struct {
+        const char *what;
+        dc_status st;
+    } uses[] = {
+        {"dc_op_exp", dc_op_exp(tape, old) ? DC_OK : dc_last_status(ctx)},
+        {"dc_op_add", dc_op_add(tape, now, old) ? DC_OK : dc_last_status(ctx)},
+        {"dc_tensor_get", dc_tensor_get(old, 0, &v)},
+        {"dc_tensor_item", dc_tensor_item(loss, &v)},
+        {"dc_tensor_set", dc_tensor_set(old, 0, 1.0)},
+        {"dc_tensor_to_host", dc_tensor_to_host(old, host, sizeof host)},
+        {"dc_tensor_fill", dc_tensor_fill(old, 0.0)},
+        {"dc_tensor_copy", dc_tensor_copy(now, old)},
+        {"dc_backward", dc_backward(tape, loss)},
+    };
+    for (size_t i = 0; i < sizeof uses / sizeof uses[0]; ++i) {
+        if (uses[i].st != DC_ERR_STATE)
+            fail_msg("%s on a tensor of the step before the reset: %s, want DC_ERR_STATE", uses[i].what,
+                     dc_status_name(uses[i].st));
+        if (!strstr(dc_last_error(ctx), "reset"))
+            fail_msg("%s: the message \"%s\" does not say the tape was reset", uses[i].what, dc_last_error(ctx));
+    }
+    dc_tape_free(tape);
+    dc_tensor_free(w);
     dc_ctx_free(ctx);
 }
 
@@ -1189,6 +1278,8 @@ int main(void)
         cmocka_unit_test(test_broadcast_seed_through_ops),
         cmocka_unit_test(test_reset_steady_state_small),
         cmocka_unit_test(test_reset_steady_state_multiblock),
+        cmocka_unit_test(test_growing_steps_keep_memory_bounded),
+        cmocka_unit_test(test_tensor_after_reset_refused),
         cmocka_unit_test(test_intermediate_grads),
         cmocka_unit_test(test_bfn_is_one_node),
         cmocka_unit_test(test_multi_output_partial_use),

@@ -15,14 +15,24 @@ extern "C" {
 #define DC_CHECKPOINT_VERSION 1
 
 /* Writes n tensors with their names (unique, at most 255 bytes) to `path`.
- * The file is written beside the target and renamed over it once complete,
- * so a failure leaves any existing file untouched. DC_ERR_IO on failure. */
+ * The file is written beside the target under a name of its own (created
+ * exclusively, so saves to one path from several threads or processes never
+ * share it), flushed to the disk, renamed over the target and its directory
+ * flushed: readers see the old file or the new one, whole, and after a
+ * power loss one of them is there. Saving over a file keeps its permission
+ * bits; a new file gets 0666 less the umask. A failure leaves any existing
+ * file untouched. DC_ERR_IO on failure (a target that exists and is not a
+ * regular file included), DC_ERR_ARG for bad arguments, a name used twice
+ * or a name of 0 or more than 255 bytes. */
 dc_status dc_checkpoint_save(dc_ctx *ctx, const char *path, int n, dc_tensor *const *tensors,
                              const char *const *names);
 
 /* Loads the tensors named `names` from `path` into `tensors` (each must
- * match the stored dtype and shape). The whole file is checked first: a
- * truncated or corrupt file (DC_ERR_FORMAT), another format version
+ * match the stored dtype and shape). Only a regular file is read (a device
+ * or a FIFO is refused with DC_ERR_IO), and only once its header and its
+ * entries' headers describe exactly its length: nothing more than they
+ * describe is ever read. The whole file is checked first: a truncated,
+ * overlong or corrupt file, another format version or a name stored twice
  * (DC_ERR_FORMAT), a missing name or a mismatched shape (DC_ERR_SHAPE), a
  * mismatched dtype (DC_ERR_DTYPE), a strided view on a GPU as destination
  * (DC_ERR_UNSUPPORTED) is refused with a message, and no tensor is changed. */

@@ -35,6 +35,9 @@ typedef enum dc_backend {
     DC_BACKEND_CUDA,
 } dc_backend;
 
+/* The most threads a context may ask for. */
+#define DC_MAX_THREADS 1024
+
 typedef struct dc_ctx_options {
     /* Only DC_BACKEND_AUTO reads DC_DEVICE from the environment: "cpu" and
      * "cuda" act as DC_BACKEND_CPU and DC_BACKEND_CUDA (so "cuda" fails
@@ -48,7 +51,8 @@ typedef struct dc_ctx_options {
      * OpenMP build, of its matrix products; 0: omp_get_max_threads() when
      * the context is made, at most omp_get_num_procs() (the CPUs the process
      * may run on). Other BLAS builds keep their own thread count (see
-     * README.md). */
+     * README.md). At most DC_MAX_THREADS; dc_ctx_new fails with
+     * DC_ERR_MEMORY when that many threads cannot be started. */
     int num_threads;
     uint64_t seed;  /* seed of the context's random number generator */
     bool quiet;     /* do not print the line saying AUTO fell back to the CPU */
@@ -65,8 +69,8 @@ dc_ctx_options dc_ctx_options_default(void);
 
 /* Creates a context; `options` may be NULL for the defaults. Returns NULL on
  * failure and sets *status if `status` is not NULL; dc_last_error(NULL) then
- * says why. Failures: DC_ERR_ARG for an unknown backend, a negative
- * num_threads or cuda_device, or a DC_DEVICE value other than cpu, cuda,
+ * says why. Failures: DC_ERR_ARG for an unknown backend, a num_threads
+ * below 0 or above DC_MAX_THREADS, a negative cuda_device, or a DC_DEVICE value other than cpu, cuda,
  * cuda:N (N a device number) or auto; DC_ERR_DEVICE when CUDA is asked for
  * (DC_BACKEND_CUDA, or DC_DEVICE=cuda or cuda:N with AUTO) and cannot be
  * used, a build without CUDA or a device number beyond the devices present

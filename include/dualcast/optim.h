@@ -25,7 +25,8 @@ dc_adam_options dc_adam_options_default(void);
  * once). The optimizer keeps the pointers; the parameters must outlive it.
  * Returns NULL on error, with the reason in dc_last_error(ctx): DC_ERR_ARG
  * when n < 1, params or a parameter is NULL, a parameter is a tape tensor,
- * is not contiguous or belongs to another context, or an option is out of
+ * is not contiguous, belongs to another context or is given twice (it would
+ * be updated twice a step), or an option is out of
  * range (lr >= 0, 0 <= beta1 < 1, 0 <= beta2 < 1, eps > 0, weight_decay >=
  * 0; NaN is out of range); DC_ERR_MEMORY. options NULL: the defaults; ctx
  * NULL: NULL, with no message.
@@ -68,7 +69,9 @@ void dc_optimizer_free(dc_optimizer *opt);
  * about 1e-154), the elements are summed again scaled by a power of two, so
  * the norm keeps its precision at any magnitude. Each element is multiplied
  * by max_norm / norm in double. The sums run in a fixed order: the same norm
- * on any number of threads. */
+ * on any number of threads. DC_ERR_ARG for n < 0, a NULL params or tensor,
+ * a max_norm that is not positive, a tensor of another context, a gradient
+ * that is a view, or a tensor given twice (its gradient would count twice). */
 dc_status dc_clip_grad_norm(dc_ctx *ctx, int n, dc_tensor *const *params, double max_norm, double *norm);
 
 #ifdef __cplusplus

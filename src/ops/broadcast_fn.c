@@ -139,7 +139,7 @@ dc_status dc_broadcast_policy(dc_tape *tape, const dc_bfn *fn, int n_inputs, dc_
         if (a < m) {
             outputs[a] = dc_tape_alloc_tensor(tape, dtype, ndim, shape);
             if (!outputs[a])
-                return DC_ERR_MEMORY;
+                return dc_last_status(tape->ctx); /* a shape past the bound, or memory */
             data = outputs[a]->data;
         } else {
             data = partials[a - m] = dc_tape_alloc_data(tape, (size_t)dc_shape_numel(ndim, shape) * dc_dtype_size(dtype));

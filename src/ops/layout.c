@@ -2,6 +2,7 @@
  * strides swapped), reshape (a view of a contiguous tensor, else a copy),
  * slice (a view) and concat (a copy). */
 #include <stdio.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "backward.h"
@@ -228,6 +229,11 @@ dc_tensor *dc_op_concat(dc_tape *tape, int n, dc_tensor *const *xs, int axis)
                      "dc_op_concat: xs[0] %s %s and xs[%d] %s %s differ off axis %d", dc_dtype_name(x0->dtype),
                      dc_tensor_shape_str(x0, s0, sizeof s0), i, dc_dtype_name(xs[i]->dtype),
                      dc_tensor_shape_str(xs[i], si, sizeof si), axis);
+            return NULL;
+        }
+        if (xs[i]->shape[a] > INT64_MAX - shape[a]) {
+            dc_error(ctx, DC_ERR_SHAPE, "dc_op_concat: the sizes along axis %d add up past %lld at xs[%d]", axis,
+                     (long long)INT64_MAX, i);
             return NULL;
         }
         shape[a] += xs[i]->shape[a];

@@ -188,7 +188,9 @@ dc_tensor *dc_op_matmul(dc_tape *tape, dc_tensor *a, dc_tensor *b)
         return NULL;
     batching bt;
     make_batching(ar, br, bnd, bshape, &bt);
-    for (int64_t i = 0; i < bt.count; ++i) {
+    /* no product when the result has no elements: an empty batch of 2^40
+     * matrices is no loop of 2^40 empty calls */
+    for (int64_t i = 0; y->numel > 0 && i < bt.count; ++i) {
         int64_t oa, ob;
         batch_offsets(&bt, i, &oa, &ob);
         if (gemm(ctx, y->dtype, matrix_at(y, i * m * n), matrix_at(ar, oa), matrix_at(br, ob), 0.0) != DC_OK)
@@ -219,6 +221,16 @@ static dc_status matmul_grad(dc_tape *tape, dc_node *node, int side)
     if (st != DC_OK)
         return st;
     const dc_tensor *gx = x->grad;
+    const size_t es = dc_dtype_size(gx->dtype);
+    if (gx->numel == 0 || y->numel == 0) {
+        /* no element to write, or no product term to add: a sum over
+         * nothing is zero, written where the gradient gets its first value */
+        if (gx->numel > 0 && mode == DC_WRITE_ASSIGN)
+            st = dc_mem_zero(tape->ctx, gx->data, (size_t)gx->numel * es);
+        if (st == DC_OK)
+            dc_grad_done(x);
+        return st;
+    }
     const int bnd = y->ndim - 2;
     batching bt;
     make_batching(ar, br, bnd, y->shape, &bt);
@@ -229,12 +241,13 @@ static dc_status matmul_grad(dc_tape *tape, dc_node *node, int side)
     dc_broadcast_strides(gx->ndim - 2, gx->shape, gx->strides, bnd, y->shape, gstrides);
     dc_contiguous_strides(gx->ndim - 2, gx->shape, numbering);
     dc_broadcast_strides(gx->ndim - 2, gx->shape, numbering, bnd, y->shape, nstrides);
+    /* gx has elements here, so every matrix of it has some */
     const int64_t slice = gx->shape[gx->ndim - 2] * gx->shape[gx->ndim - 1];
-    const int64_t n_slices = slice ? gx->numel / slice : 0;
-    unsigned char *written = dc_tape_alloc_meta(tape, (size_t)(n_slices ? n_slices : 1));
+    const int64_t n_slices = gx->numel / slice;
+    unsigned char *written = dc_tape_alloc_meta(tape, (size_t)n_slices);
     if (!written)
         return DC_ERR_MEMORY;
-    memset(written, mode == DC_WRITE_ACCUMULATE, (size_t)(n_slices ? n_slices : 1));
+    memset(written, mode == DC_WRITE_ACCUMULATE, (size_t)n_slices);
     const int64_t m = y->shape[bnd], n = y->shape[bnd + 1];
     for (int64_t i = 0; i < bt.count; ++i) {
         int64_t oa, ob, og = 0, s = 0, rest = i;
@@ -256,8 +269,7 @@ static dc_status matmul_grad(dc_tape *tape, dc_node *node, int side)
     /* Slices no batch reached (an empty batch) still need a value. */
     for (int64_t s = 0; s < n_slices && st == DC_OK; ++s)
         if (!written[s])
-            st = dc_mem_zero(tape->ctx, (unsigned char *)gx->data + (size_t)(s * slice) * dc_dtype_size(gx->dtype),
-                             (size_t)slice * dc_dtype_size(gx->dtype));
+            st = dc_mem_zero(tape->ctx, (unsigned char *)gx->data + (size_t)(s * slice) * es, (size_t)slice * es);
     if (st != DC_OK)
         return st;
     dc_grad_done(x);

@@ -114,6 +114,22 @@ void *dc_arena_alloc(dc_arena *arena, size_t bytes, size_t align)
 
 void dc_arena_reset(dc_arena *arena)
 {
+    if (arena->n_blocks > 1) {
+        /* Steps outgrew the first block: one block as large as the largest
+         * step, and an eighth more (a slowly growing step then replaces it
+         * rarely), takes the place of all of them. Kept, the blocks would
+         * add up: one per step that outgrew the others. Same-sized steps
+         * then find the same addresses in it. */
+        const size_t size = arena->peak + arena->peak / 8 + 256;
+        for (size_t i = 0; i < arena->n_blocks; ++i) {
+            DC_UNPOISON(arena->blocks[i].base, arena->blocks[i].cap);
+            arena->free(arena->user, arena->blocks[i].base);
+        }
+        arena->n_blocks = 0;
+        arena->current = 0;
+        arena->reserved = 0;
+        add_block(arena, size); /* on failure the next allocation tries again */
+    }
     for (size_t i = 0; i < arena->n_blocks; ++i) {
         arena->blocks[i].used = 0;
         DC_POISON(arena->blocks[i].base, arena->blocks[i].cap);

@@ -40,7 +40,9 @@ void dc_arena_release(dc_arena *arena);
  * block allocator fails. Zero bytes gives a valid unique pointer. */
 void *dc_arena_alloc(dc_arena *arena, size_t bytes, size_t align);
 
-/* Forgets every allocation; keeps the blocks. */
+/* Forgets every allocation. Keeps the block when there is one; replaces
+ * several (steps that outgrew the first) by one of the peak's size and an
+ * eighth more, so that the memory held stays near the largest step's. */
 void dc_arena_reset(dc_arena *arena);
 
 /* Host block allocator (64-byte aligned). */

@@ -1,4 +1,6 @@
+#define _POSIX_C_SOURCE 200809L /* pthread barriers */
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +104,47 @@ static dc_status resolve_backend(dc_backend asked, dc_backend *out, int *device)
     return DC_OK;
 }
 
+static void *wait_at_barrier(void *barrier)
+{
+    pthread_barrier_wait(barrier);
+    return NULL;
+}
+
+/* Whether `n` threads can run at once here: n - 1 are started and meet the
+ * caller at a barrier. OpenMP ends the process when it cannot start the
+ * threads of a parallel region; this makes the context fail with a status
+ * instead, while its threads can be created at all. */
+static dc_status can_start_threads(int n)
+{
+    if (n <= 1)
+        return DC_OK;
+    pthread_t *threads = malloc((size_t)(n - 1) * sizeof *threads);
+    pthread_barrier_t barrier;
+    if (!threads || pthread_barrier_init(&barrier, NULL, (unsigned)n) != 0) {
+        free(threads);
+        return dc_error_noctx(DC_ERR_MEMORY, "dc_ctx_new: out of memory");
+    }
+    int started = 0, err = 0;
+    while (started < n - 1 && (err = pthread_create(&threads[started], NULL, wait_at_barrier, &barrier)) == 0)
+        ++started;
+    if (started < n - 1) {
+        /* release the ones that started: a new barrier for them and us */
+        pthread_barrier_destroy(&barrier);
+        pthread_barrier_init(&barrier, NULL, (unsigned)started + 1);
+    }
+    pthread_barrier_wait(&barrier);
+    for (int i = 0; i < started; ++i)
+        pthread_join(threads[i], NULL);
+    pthread_barrier_destroy(&barrier);
+    free(threads);
+    if (started < n - 1)
+        return dc_error_noctx(DC_ERR_MEMORY,
+                              "dc_ctx_new: cannot start %d threads (the %dth failed: %s); give fewer in num_threads "
+                              "or OMP_NUM_THREADS",
+                              n, started + 2, strerror(err));
+    return DC_OK;
+}
+
 dc_ctx *dc_ctx_new(const dc_ctx_options *options, dc_status *status)
 {
     dc_ctx_options o = options ? *options : dc_ctx_options_default();
@@ -111,9 +154,9 @@ dc_ctx *dc_ctx_new(const dc_ctx_options *options, dc_status *status)
         st = dc_error_noctx(DC_ERR_ARG, "dc_ctx_new: unknown backend %d", (int)o.backend);
         goto done;
     }
-    if (o.num_threads < 0) {
-        st = dc_error_noctx(DC_ERR_ARG, "dc_ctx_new: num_threads is %d; give 0 for the default or a positive count",
-                            o.num_threads);
+    if (o.num_threads < 0 || o.num_threads > DC_MAX_THREADS) {
+        st = dc_error_noctx(DC_ERR_ARG, "dc_ctx_new: num_threads is %d; give 0 for the default or 1 to %d",
+                            o.num_threads, DC_MAX_THREADS);
         goto done;
     }
     if (o.cuda_device < 0) {
@@ -151,6 +194,9 @@ dc_ctx *dc_ctx_new(const dc_ctx_options *options, dc_status *status)
     ctx->cpu.num_threads = 1;
 #endif
     dc_ctx_seed(ctx, o.seed);
+    st = can_start_threads(ctx->cpu.num_threads);
+    if (st != DC_OK)
+        goto done;
     ctx->cpu.scratch = calloc((size_t)ctx->cpu.num_threads, sizeof *ctx->cpu.scratch);
     if (!ctx->cpu.scratch) {
         st = dc_error_noctx(DC_ERR_MEMORY, "dc_ctx_new: out of memory");

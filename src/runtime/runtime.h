@@ -47,6 +47,7 @@ struct dc_ctx {
     char error[1024]; /* same size as the thread's message without a context */
     dc_status status; /* of the last error */
     char device_name[160];
+    uint64_t visit_stamp; /* the last stamp dc_tensors_repeated used */
     struct dc_cuda_state *cuda;
 };
 
