@@ -43,9 +43,11 @@ static void row_uniform(int64_t n, float z, float zb, const float *restrict c, c
 /* One row whose control changes from column to column: every branch is
  * computed and the right one selected. c and the adjoint are read for every
  * element: read only where a branch needs them, gcc made them masked loads,
- * and the loop measured 1.7-2.6 ns per element (one thread, in L1 or L2,
- * depending on the control pattern) against 1.4 now, the same as a version written
- * with bit-operation selects that has no branches at all. */
+ * which made the loop slower, its time depending on the control pattern;
+ * read for every element, it runs as fast as a version written with
+ * bit-operation selects that has no branches at all (figures:
+ * bench/RESULTS.md, section "Measurements behind design choices in the
+ * code"). */
 static void row_varying(int64_t n, const float *restrict z, const float *restrict zb, const float *restrict c,
                         const float *restrict f, const float *restrict i, const float *restrict g,
                         const float *restrict a, float *restrict out, float *restrict gc, float *restrict gf,

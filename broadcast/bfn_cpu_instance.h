@@ -22,7 +22,10 @@
  * math compiled differently: in the varying kernels the math chooses values
  * with bit operations instead of conditionals, so that what two branches of
  * the body share is computed once (see dc_select_f32 in dual/math_f32.h);
- * the uniform kernels keep the conditionals, which cost one blend each. */
+ * the uniform kernels keep the conditionals, which cost one blend each.
+ *
+ * Which unit includes which header, in which pass and with which macros, on
+ * the CPU and on CUDA: broadcast/README.md. */
 
 #if !defined(DC_BFN_INSTANCE_VARYING) || (DC_BFN_INSTANCE_VARYING != 0 && DC_BFN_INSTANCE_VARYING != 1)
 #error "DC_BFN_INSTANCE_VARYING must be 0 or 1"
@@ -94,11 +97,13 @@
 /* The varying kernels compute every branch of the body: heavy enough that
  * the hardware prefetcher falls behind on arrays larger than the caches.
  * They run in blocks of DC_BFN_BLOCK elements and ask for each streamed
- * input (differentiable inputs, adjoints) DC_BFN_PREFETCH_BYTES ahead. On
- * the c-update at 4096^2 with control per column this made the primal
- * kernel 16% faster; with uniform control (lighter, memory-bound loops) the
- * same prefetch made them slower, so those run without it. A prefetch past
- * the end of an array is harmless: it never faults. */
+ * input (differentiable inputs, adjoints) DC_BFN_PREFETCH_BYTES ahead,
+ * which speeds up the c-update's primal kernel with control per column on
+ * arrays beyond the caches. The uniform kernels (lighter, memory-bound
+ * loops) measured slower with the same prefetch, so those run without it
+ * (figures: bench/RESULTS.md, section "Measurements behind design choices
+ * in the code"). A prefetch past the end of an array is harmless: it never
+ * faults. */
 #define DC_BFN_BLOCK 64
 #define DC_BFN_PREFETCH_BYTES 512
 #define DC_BFN_PREFETCH_INPUTS(n_in_arrays, e0)                                                    \

@@ -35,9 +35,11 @@
 
 /* With one partial the struct would be exactly two scalars wide, a size gcc
  * copies as one integer: a value chosen by a branch then stays a branch and
- * the element loop is left scalar (15x slower, measured). One spare slot
- * (never read) keeps every dual number a plain aggregate of scalars, whose
- * branches gcc if-converts and vectorizes. */
+ * the element loop is left scalar, many times slower than the vectorized
+ * loop (figures: bench/RESULTS.md, section "Measurements behind design
+ * choices in the code"). One spare slot (never read) keeps every dual
+ * number a plain aggregate of scalars, whose branches gcc if-converts and
+ * vectorizes. */
 #define DC_DUAL_SLOTS (DC_DUAL_N == 1 ? 2 : DC_DUAL_N)
 
 typedef struct DC_DUAL_T {

@@ -71,10 +71,12 @@ DC_INLINE DC_HD int32_t dc_f32_bits(float f)
  * conditional inside a branch becomes a blend whose mask includes that
  * branch's condition, so the same sigmoid written in two branches is
  * computed twice. Without conditionals inside the math, the two copies are
- * identical straight-line code and gcc computes them once (c-update,
- * per-element control: 3 divisions per vector instead of 5, 3.4 -> 2.5 ns
- * per element). Unsigned arithmetic matters: signed operations in a branch
- * are rewritten by the if-converter and lose the blend pattern. */
+ * identical straight-line code and gcc computes them once, which leaves
+ * the c-update's kernel with per-element control fewer divisions and a
+ * shorter time per element (figures: bench/RESULTS.md, section
+ * "Measurements behind design choices in the code"). Unsigned arithmetic
+ * matters: signed operations in a branch are rewritten by the if-converter
+ * and lose the blend pattern. */
 #if defined(DC_SELECT_BITWISE) && DC_SELECT_BITWISE
 DC_INLINE DC_HD float dc_select_f32(int cond, float a, float b)
 {

@@ -53,10 +53,10 @@ DC_KERNEL_LIST(LOOP_KERNEL)
  * one output and up to eight gradients gets one vectorized loop for its
  * count (the adjoint read and tested once per element); others go block by
  * block, each block through every gradient in turn. On the c-update (one
- * output, four gradients), control per column, interleaved runs: 512^2
- * 0.21-0.35 -> 0.13-0.14 ms, 1024^2 1.48-1.69 -> 1.01-1.17 ms, 2048^2
- * 5.97-6.43 -> 4.28-4.38 ms, 4096^2 21.4-24.4 -> 20.2-21.3 ms; by blocks
- * 0.13-0.15, 1.20-1.35, 4.96-6.03, 19.8-21.4 ms. */
+ * output, four gradients) the pass in step is faster than a pass per
+ * gradient at every size measured, and the loop per count as fast as the
+ * blocks or faster (figures: bench/RESULTS.md, section "Measurements behind
+ * design choices in the code"). */
 #define PARTIALS_BWD_ONE_OUTPUT(NW)                                                                \
     static void KFN(k_partials_bwd_1x##NW)(int64_t n, const void *const *in, void *const *out)     \
     {                                                                                              \
