@@ -749,6 +749,27 @@ static void test_tensor_after_reset_refused(void **state)
     dc_ctx_free(ctx);
 }
 
+/* An allocation on the tape that fails names the op it was for. */
+static void test_out_of_memory_names_the_op(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    dc_tape *tape = dc_tape_new(ctx);
+    /* [2^21] + [2^21, 1]: 2^42 floats, 16 TiB, within the shape bound */
+    const int64_t row[1] = {(int64_t)1 << 21}, col[2] = {(int64_t)1 << 21, 1};
+    dc_tensor *a = dc_tape_tensor_new(tape, DC_F32, 1, row, NULL), *b = dc_tape_tensor_new(tape, DC_F32, 2, col, NULL);
+    TEST_NONNULL(ctx, a);
+    TEST_NONNULL(ctx, b);
+    if (dc_op_add(tape, a, b))
+        fail_msg("16 TiB of tape memory were granted");
+    if (dc_last_status(ctx) != DC_ERR_MEMORY || !strstr(dc_last_error(ctx), "dc_op_add") ||
+        !strstr(dc_last_error(ctx), "memory"))
+        fail_msg("%s: \"%s\"; want DC_ERR_MEMORY naming dc_op_add", dc_status_name(dc_last_status(ctx)),
+                 dc_last_error(ctx));
+    dc_tape_free(tape);
+    dc_ctx_free(ctx);
+}
+
 /* ---- intermediates ---- */
 
 /* h = x * w, y = tanh(h), loss = sum(y): dy = 1, dh = 1 - tanh^2(h); and an
@@ -1280,6 +1301,7 @@ int main(void)
         cmocka_unit_test(test_reset_steady_state_multiblock),
         cmocka_unit_test(test_growing_steps_keep_memory_bounded),
         cmocka_unit_test(test_tensor_after_reset_refused),
+        cmocka_unit_test(test_out_of_memory_names_the_op),
         cmocka_unit_test(test_intermediate_grads),
         cmocka_unit_test(test_bfn_is_one_node),
         cmocka_unit_test(test_multi_output_partial_use),

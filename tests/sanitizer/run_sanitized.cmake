@@ -1,6 +1,6 @@
 # Builds this source tree with AddressSanitizer and UndefinedBehaviorSanitizer
 # (DC_SANITIZE=ON, CPU only) and runs its whole test suite there, with
-# DC_POISON=1.
+# DC_POISON=1 and allocations that may fail (allocator_may_return_null).
 # cmake -DDC_SOURCE_DIR=<source> -DWORK_DIR=<scratch> -P run_sanitized.cmake
 foreach(v DC_SOURCE_DIR WORK_DIR)
   if(NOT DEFINED ${v})
@@ -19,8 +19,10 @@ endfunction()
 step("configure" ${CMAKE_COMMAND} -S "${DC_SOURCE_DIR}" -B "${WORK_DIR}" -DDC_SANITIZE=ON -DDC_CUDA=OFF
      -DDC_BUILD_BENCH=OFF -DDC_BUILD_DEMO=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDC_SANITIZER_SUITE=OFF)
 step("build" ${CMAKE_COMMAND} --build "${WORK_DIR}" --parallel 2)
-# leaks are errors too; the consumer project is built with the same sanitizers
-set(ENV{ASAN_OPTIONS} "detect_leaks=1:abort_on_error=0")
+# leaks are errors too; the consumer project is built with the same sanitizers.
+# A failed allocation returns NULL, as malloc does outside ASan, so that the
+# library's out-of-memory paths run here too (ASan would end the process).
+set(ENV{ASAN_OPTIONS} "detect_leaks=1:abort_on_error=0:allocator_may_return_null=1")
 set(ENV{UBSAN_OPTIONS} "print_stacktrace=1:halt_on_error=1")
 # and memory that must be written before it is read starts as NaN (the
 # library's DC_POISON), so that reading it shows in the results
