@@ -22,6 +22,11 @@ struct dc_optimizer {
     dc_adam_options adam;
     double lr, momentum;
     int64_t *steps; /* updates each parameter received: Adam's bias correction */
+    /* CUDA: the learning rate, then each parameter's slots (DC_OPT_SLOTS
+     * doubles: its step count and coefficients), in device memory: a
+     * captured step reads them there, so that it replays with this step's
+     * values, not those of the step it was captured from */
+    double *device;
 };
 
 dc_adam_options dc_adam_options_default(void)
@@ -40,6 +45,8 @@ void dc_optimizer_free(dc_optimizer *opt)
         if (opt->v)
             dc_tensor_free(opt->v[i]);
     }
+    if (opt->device)
+        dc_mem_free(opt->ctx, opt->device);
     free(opt->params);
     free(opt->steps);
     free(opt->m);
@@ -99,6 +106,20 @@ static dc_optimizer *make(dc_ctx *ctx, opt_kind kind, int n, dc_tensor *const *p
     return opt;
 }
 
+/* CUDA: the optimizer's device state (see dc_optimizer.device): the
+ * learning rate, and zero steps for every parameter. */
+static dc_status device_state(dc_optimizer *opt, const char *fn)
+{
+    if (!opt->ctx->cuda)
+        return DC_OK;
+    const size_t bytes = (size_t)(1 + DC_OPT_SLOTS * opt->n) * sizeof(double);
+    opt->device = dc_mem_alloc(opt->ctx, bytes);
+    if (!opt->device)
+        return dc_error(opt->ctx, DC_ERR_MEMORY, "%s: out of device memory for %zu bytes", fn, bytes);
+    dc_status st = dc_mem_zero(opt->ctx, opt->device, bytes);
+    return st == DC_OK ? dc_mem_from_host(opt->ctx, opt->device, &opt->lr, sizeof opt->lr) : st;
+}
+
 dc_optimizer *dc_optimizer_adam(dc_ctx *ctx, int n, dc_tensor *const *params, const dc_adam_options *options)
 {
     const dc_adam_options o = options ? *options : dc_adam_options_default();
@@ -112,6 +133,10 @@ dc_optimizer *dc_optimizer_adam(dc_ctx *ctx, int n, dc_tensor *const *params, co
     if (opt) {
         opt->adam = o;
         opt->lr = o.lr;
+        if (device_state(opt, "dc_optimizer_adam") != DC_OK) {
+            dc_optimizer_free(opt);
+            return NULL;
+        }
     }
     return opt;
 }
@@ -126,6 +151,10 @@ dc_optimizer *dc_optimizer_sgd(dc_ctx *ctx, int n, dc_tensor *const *params, dou
     if (opt) {
         opt->lr = lr;
         opt->momentum = momentum;
+        if (device_state(opt, "dc_optimizer_sgd") != DC_OK) {
+            dc_optimizer_free(opt);
+            return NULL;
+        }
     }
     return opt;
 }
@@ -140,6 +169,8 @@ void dc_optimizer_set_lr(dc_optimizer *opt, double lr)
         return;
     }
     opt->lr = lr;
+    if (opt->device)
+        dc_mem_from_host(opt->ctx, opt->device, &opt->lr, sizeof opt->lr);
 }
 
 double dc_optimizer_lr(const dc_optimizer *opt) { return opt ? opt->lr : 0.0; }
@@ -204,10 +235,13 @@ dc_status dc_optimizer_step(dc_optimizer *opt)
         const int64_t n = w->numel;
         const int nt = opt->ctx->cpu.num_threads;
         if (opt->ctx->cuda) {
-            dc_status st = opt->kind == OPT_ADAM ? dc_cuda_adam(opt->ctx, w->dtype, n, w->data, g->data, opt->m[i]->data,
-                                                                opt->v[i]->data, lr_t, b1, b2, eps_t, decay)
-                                                 : dc_cuda_sgd(opt->ctx, w->dtype, n, w->data, g->data, opt->m[i]->data,
-                                                               opt->lr, opt->momentum);
+            /* the step count and coefficients advance on the device */
+            double *slots = opt->device + 1 + DC_OPT_SLOTS * i;
+            dc_status st = opt->kind == OPT_ADAM
+                               ? dc_cuda_adam(opt->ctx, w->dtype, n, w->data, g->data, opt->m[i]->data, opt->v[i]->data,
+                                              opt->device, slots, b1, b2, opt->adam.eps, opt->adam.weight_decay)
+                               : dc_cuda_sgd(opt->ctx, w->dtype, n, w->data, g->data, opt->m[i]->data, opt->device,
+                                             opt->momentum);
             if (st != DC_OK)
                 return st;
             continue;
@@ -274,13 +308,15 @@ enum { SUM_BLOCKS = 64 };
 DEFINE_CLIP_PASSES(float)
 DEFINE_CLIP_PASSES(double)
 
-/* The reduction `kind` over every gradient of params[0..n): the sum of the
- * squares of the elements times scale, or the largest magnitude. */
+/* What grad_reduce computes over the gradients. */
+typedef enum { DC_GRAD_SUM_SQUARES, DC_GRAD_MAX_ABS } dc_grad_reduction;
+
+/* The reduction `kind` over every gradient of params[0..n) (CPU; CUDA runs
+ * the same passes on the device, dc_cuda_clip): the sum of the squares of
+ * the elements times scale, or the largest magnitude. */
 static dc_status grad_reduce(dc_ctx *ctx, int n, dc_tensor *const *params, dc_grad_reduction kind, double scale,
                              double *out)
 {
-    if (ctx->cuda)
-        return dc_cuda_grad_reduce(ctx, n, params, kind, scale, out);
     double r = 0;
     for (int i = 0; i < n; ++i) {
         const dc_tensor *g = dc_tensor_grad(params[i]);
@@ -356,6 +392,14 @@ dc_status dc_clip_grad_norm(dc_ctx *ctx, int n, dc_tensor *const *params, double
         return dc_error(ctx, DC_ERR_ARG,
                         "dc_clip_grad_norm: tensor %d is given twice (its gradient would count twice in the norm)",
                         again);
+    if (ctx->cuda) {
+        /* on the device; the host waits only where the caller asks for the norm */
+        const double *dev_norm = NULL;
+        dc_status st = dc_cuda_clip(ctx, n, params, max_norm, &dev_norm);
+        if (st == DC_OK && norm)
+            st = dc_mem_to_host(ctx, norm, dev_norm, sizeof *norm);
+        return st;
+    }
     double global;
     dc_status st = global_norm(ctx, n, params, &global);
     if (st != DC_OK)
@@ -370,11 +414,7 @@ dc_status dc_clip_grad_norm(dc_ctx *ctx, int n, dc_tensor *const *params, double
         dc_tensor *g = dc_tensor_grad(params[i]);
         if (!g)
             continue;
-        if (ctx->cuda) {
-            st = dc_cuda_scale(ctx, g->dtype, g->data, g->numel, scale);
-            if (st != DC_OK)
-                return st;
-        } else if (g->dtype == DC_F32) {
+        if (g->dtype == DC_F32) {
             scale_float(g->data, g->numel, scale, ctx->cpu.num_threads);
         } else {
             scale_double(g->data, g->numel, scale, ctx->cpu.num_threads);

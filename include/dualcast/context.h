@@ -133,6 +133,20 @@ typedef struct dc_device_memory_stats {
 } dc_device_memory_stats;
 dc_device_memory_stats dc_ctx_device_memory(const dc_ctx *ctx);
 
+/* Debugging counters of a CUDA context's work since it was made: kernels
+ * launched (a cuBLAS product counts as one), times the host waited for the
+ * device (a copy to the host, a copy from pageable host memory, a
+ * synchronization), cudaMalloc and cudaFree calls. A training step that can
+ * be captured as a CUDA graph launches kernels and does none of the rest.
+ * All zero on the CPU backend and for NULL. */
+typedef struct dc_device_counters {
+    uint64_t kernel_launches;
+    uint64_t host_waits;
+    uint64_t malloc_calls;
+    uint64_t free_calls;
+} dc_device_counters;
+dc_device_counters dc_ctx_device_counters(const dc_ctx *ctx);
+
 /* The CUDA stream the context queues all its device work on, as a
  * cudaStream_t cast to void *; NULL on the CPU backend (and in a build
  * without CUDA). Work a caller queues on it, such as CUDA events around a

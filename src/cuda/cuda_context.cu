@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cuda_state.h"
+#include "nn_cuda.h"
 
 extern "C" {
 
@@ -202,6 +203,13 @@ dc_device_memory_stats dc_cuda_memory_stats(const dc_ctx *ctx)
     return st;
 }
 
+dc_device_counters dc_cuda_counters(const dc_ctx *ctx)
+{
+    const dc_cuda_state *s = ctx->cuda;
+    dc_device_counters c = {s->launches, s->host_waits, s->malloc_calls, s->free_calls};
+    return c;
+}
+
 void *dc_ctx_cuda_stream(const dc_ctx *ctx)
 {
     return ctx && ctx->cuda ? (void *)ctx->cuda->stream : NULL;
@@ -242,13 +250,24 @@ dc_status dc_cuda_init(dc_ctx *ctx)
         err = cudaFree(probe);
     if (err == cudaSuccess)
         err = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
+    if (err == cudaSuccess)
+        err = cudaHostAlloc((void **)&s->index_error_host, sizeof *s->index_error_host, cudaHostAllocMapped);
+    if (err == cudaSuccess) {
+        memset(s->index_error_host, 0, sizeof *s->index_error_host);
+        err = cudaHostGetDevicePointer((void **)&s->index_error_dev, s->index_error_host, 0);
+    }
     if (err != cudaSuccess) {
         cudaGetLastError();
+        if (s->index_error_host)
+            cudaFreeHost(s->index_error_host);
+        if (s->stream)
+            cudaStreamDestroy(s->stream);
         free(s);
         make_current(previous);
         return device_error(ctx, "CUDA device unusable", err);
     }
     if (cublasCreate(&s->blas) != CUBLAS_STATUS_SUCCESS) {
+        cudaFreeHost(s->index_error_host);
         cudaStreamDestroy(s->stream);
         free(s);
         make_current(previous);
@@ -279,12 +298,32 @@ void dc_cuda_shutdown(dc_ctx *ctx)
             cudaFree(s->live[i].ptr);
     if (s->scratch)
         cudaFree(s->scratch);
+    if (s->index_error_host)
+        cudaFreeHost(s->index_error_host);
     cublasDestroy(s->blas);
     cudaStreamDestroy(s->stream);
     free(s->free_blocks);
     free(s->live);
     free(s);
     ctx->cuda = NULL;
+}
+
+/* After a wait of the host: an index a kernel found out of range since the
+ * last wait becomes the call's error (the record is then cleared). */
+static dc_status after_wait(dc_ctx *ctx, cudaError_t err, const char *what)
+{
+    ctx->cuda->host_waits++;
+    dc_status st = dc_cuda_check(ctx, err, what);
+    dc_cuda_index_error *e = ctx->cuda->index_error_host;
+    if (st != DC_OK || !e->claimed)
+        return st;
+    static const char *const sites[][2] = {{"dc_op_embedding", "ids"}, {"dc_op_cross_entropy", "targets"}};
+    const int site = e->site == DC_SITE_CROSS_ENTROPY_TARGETS ? 1 : 0;
+    e->claimed = 0;
+    return dc_error(ctx, DC_ERR_ARG,
+                    "%s: %s[%lld] is %g, not an index in 0..%lld (found on the device, reported at the first wait "
+                    "for it; the op used row 0 in its place)",
+                    sites[site][0], sites[site][1], (long long)e->position, e->value, (long long)e->limit - 1);
 }
 
 dc_status dc_cuda_memset(dc_ctx *ctx, void *ptr, int value, size_t bytes)
@@ -300,7 +339,7 @@ dc_status dc_cuda_to_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes)
     cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, st);
     if (err == cudaSuccess)
         err = cudaStreamSynchronize(st);
-    return dc_cuda_check(ctx, err, "copy to host");
+    return after_wait(ctx, err, "copy to host");
 }
 
 dc_status dc_cuda_from_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes)
@@ -311,13 +350,13 @@ dc_status dc_cuda_from_host(dc_ctx *ctx, void *dst, const void *src, size_t byte
     cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, st);
     if (err == cudaSuccess)
         err = cudaStreamSynchronize(st);
-    return dc_cuda_check(ctx, err, "copy from host");
+    return after_wait(ctx, err, "copy from host");
 }
 
 dc_status dc_cuda_synchronize(dc_ctx *ctx)
 {
     DC_CUDA_ENTER(ctx);
-    return dc_cuda_check(ctx, cudaStreamSynchronize(ctx->cuda->stream), "synchronize");
+    return after_wait(ctx, cudaStreamSynchronize(ctx->cuda->stream), "synchronize");
 }
 
 /* Lets device `to` reach the memory of device `from`, so that copies between
@@ -352,7 +391,8 @@ dc_status dc_cuda_copy_between(dc_ctx *dst_ctx, void *dst, dc_ctx *src_ctx, cons
                      : cudaMemcpyPeerAsync(dst, to, src, from, bytes, dst_ctx->cuda->stream);
     if (err == cudaSuccess)
         err = cudaStreamSynchronize(dst_ctx->cuda->stream);
-    return dc_cuda_check(dst_ctx, err, "copy between contexts");
+    src_ctx->cuda->host_waits++;
+    return after_wait(dst_ctx, err, "copy between contexts");
 }
 
 } /* extern "C" */

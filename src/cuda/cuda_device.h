@@ -23,10 +23,14 @@ void dc_cuda_free(dc_ctx *ctx, void *ptr);
 dc_status dc_cuda_memset(dc_ctx *ctx, void *ptr, int value, size_t bytes);
 dc_status dc_cuda_to_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes);
 dc_status dc_cuda_from_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes);
+/* Waits for the device's queued work. Like every call of the backend that
+ * waits, it then reports an index that a kernel found out of range since
+ * the last wait (DC_ERR_ARG, naming the op; see dc_cuda_read_indices). */
 dc_status dc_cuda_synchronize(dc_ctx *ctx);
 /* Copies device memory of src_ctx into device memory of dst_ctx (both CUDA,
  * on one device or two): after src_ctx's queued work, and done on return. */
 dc_status dc_cuda_copy_between(dc_ctx *dst_ctx, void *dst, dc_ctx *src_ctx, const void *src, size_t bytes);
 dc_device_memory_stats dc_cuda_memory_stats(const dc_ctx *ctx);
+dc_device_counters dc_cuda_counters(const dc_ctx *ctx);
 
 #endif /* DC_CUDA_DEVICE_H */

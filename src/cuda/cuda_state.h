@@ -9,6 +9,16 @@ extern "C" {
 #include "cuda_backend.h"
 }
 
+/* The first bad index a kernel met (dc_cuda_read_indices), in mapped host
+ * memory: the device writes it, the host reads it after a wait. */
+typedef struct dc_cuda_index_error {
+    int claimed;
+    int site; /* dc_index_site */
+    int64_t position;
+    double value;
+    int64_t limit;
+} dc_cuda_index_error;
+
 typedef struct dc_cuda_block {
     void *ptr;
     size_t size;
@@ -26,6 +36,13 @@ struct dc_cuda_state {
     size_t live_cap, live_count;
     size_t reserved;
     uint64_t malloc_calls, free_calls;
+    /* debugging counters (dc_ctx_device_counters) */
+    uint64_t launches;   /* kernels launched, a cuBLAS product counted as one */
+    uint64_t host_waits; /* times the host waited for the device */
+    dc_cuda_index_error *index_error_host, *index_error_dev;
+    /* the clip's table and state (dc_cuda_clip), kept from call to call */
+    double *clip_table;
+    size_t clip_cap;
     /* device scratch for kernel arguments that do not fit a launch */
     void *scratch;
     size_t scratch_cap;
@@ -37,6 +54,14 @@ extern "C" dc_status dc_cuda_check(dc_ctx *ctx, cudaError_t err, const char *wha
  * is not (see include/dualcast/context.h): every entry point of the backend
  * that works on the device calls it first. DC_ERR_DEVICE if it cannot. */
 extern "C" dc_status dc_cuda_enter(dc_ctx *ctx);
+
+/* Counts `count` kernels just launched, and checks that the launch went
+ * through (cudaGetLastError). */
+static inline dc_status dc_cuda_launched(dc_ctx *ctx, int count, const char *what)
+{
+    ctx->cuda->launches += (uint64_t)count;
+    return dc_cuda_check(ctx, cudaGetLastError(), what);
+}
 
 /* dc_cuda_enter, returning its failure from the calling function. */
 #define DC_CUDA_ENTER(ctx)                                                                                             \

@@ -393,10 +393,10 @@ dc_status route(dc_ctx *ctx, int ndim, const int64_t *shape, const Src &src, con
     } else {
         route_by_thread<T, Src><<<blocks_for(ctx, items), kBlock, 0, st>>>(p, src);
     }
-    dc_status status = dc_cuda_check(ctx, cudaGetLastError(), "route kernel");
+    dc_status status = dc_cuda_launched(ctx, 1, "route kernel");
     if (status == DC_OK && p.n_chunks > 1) {
         route_chunks<T><<<blocks_for(ctx, p.n_kept), kBlock, 0, st>>>(p);
-        status = dc_cuda_check(ctx, cudaGetLastError(), "route kernel");
+        status = dc_cuda_launched(ctx, 1, "route kernel");
     }
     if (p.partial)
         dc_cuda_free(ctx, p.partial);
@@ -515,7 +515,7 @@ dc_status partials_backward(dc_ctx *ctx, const dc_partials_arg *a, dc_dtype dtyp
             DC_LAUNCH_BY_INDEX(partials_kernel, float, numel, blocks_for(ctx, numel), stream, p);
         else
             DC_LAUNCH_BY_INDEX(partials_kernel, double, numel, blocks_for(ctx, numel), stream, p);
-        st = dc_cuda_check(ctx, cudaGetLastError(), "partials kernel");
+        st = dc_cuda_launched(ctx, 1, "partials kernel");
     }
     for (int j = 0; j < p.nw && st == DC_OK; ++j) {
         if (p.out[j] || out[j].mode == DC_WRITE_DISCARD)
@@ -577,7 +577,7 @@ extern "C" dc_status dc_cuda_run_kernel(dc_ctx *ctx, dc_kernel_id id, const void
         DC_LAUNCH_BY_INDEX(ew_kernel, float, numel, blocks_for(ctx, numel), stream, p);
     else
         DC_LAUNCH_BY_INDEX(ew_kernel, double, numel, blocks_for(ctx, numel), stream, p);
-    st = dc_cuda_check(ctx, cudaGetLastError(), dc_kernel_name(id));
+    st = dc_cuda_launched(ctx, 1, dc_kernel_name(id));
     return finish_outputs(ctx, dtype, ndim, shape, n_out, out, plan, st);
 }
 
@@ -628,6 +628,7 @@ extern "C" dc_status dc_cuda_run_bfn(dc_ctx *ctx, dc_bfn_cuda_launcher launcher,
     }
     if (st == DC_OK && numel > 0) {
         const int err = launcher(&L);
+        ctx->cuda->launches++;
         st = dc_cuda_check(ctx, (cudaError_t)err, "broadcast function kernel");
     }
     for (int k = 0; k < n_adj; ++k)

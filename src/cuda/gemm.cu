@@ -11,6 +11,7 @@ extern "C" dc_status dc_cuda_gemm(dc_ctx *ctx, dc_dtype dtype, bool ta, bool tb,
     if (m == 0 || n == 0 || batch == 0)
         return DC_OK;
     cublasHandle_t h = ctx->cuda->blas;
+    ctx->cuda->launches++;
     const cublasOperation_t op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasStatus_t s;
     if (dtype == DC_F32) {

@@ -1,10 +1,9 @@
-/* Device kernels of the model ops and optimizers: embedding (gather, and a
- * scatter-add adjoint with a thread per picked row and column, each sum in
- * position order), cross
+/* Device kernels of the model ops and optimizers: index reading and
+ * grouping on the device, embedding (gather, and a scatter-add adjoint with
+ * a thread per table row and column, each sum in position order), cross
  * entropy (a block per row, blocks taking several rows beyond the grid cap),
- * Adam and SGD updates, and the squared global norm of the gradients for
- * clipping (fixed-order trees, one copy to the host), with the largest
- * magnitude for a rescaled norm. */
+ * Adam and SGD updates, and gradient clipping (fixed-order trees, every
+ * decision taken on the device). None of them makes the host wait. */
 #include "block_reduce.cuh"
 #include "nn_cuda.h"
 
@@ -39,23 +38,137 @@ __global__ void gather_rows(const T *table, int64_t rs, int64_t cs, const int64_
     }
 }
 
-/* item (group u, column j) owns one element of the table's gradient: the row
- * of the u-th distinct id, column j, to which it adds the rows of gy at that
- * id's positions, in position order; neighbouring threads take neighbouring
- * columns */
+/* item (row v, column j) owns one element of the table's gradient, to which
+ * it adds the rows of gy at id v's positions, in position order; rows no id
+ * picked are left as they are. Neighbouring threads take neighbouring
+ * columns. */
 template <typename T>
-__global__ void scatter_groups(T *grad, int64_t rs, int64_t cs, const int64_t *groups, int64_t n_groups,
-                               int64_t width, const T *gy)
+__global__ void scatter_groups(T *grad, int64_t rs, int64_t cs, const int64_t *start, const int64_t *positions,
+                               int64_t rows, int64_t width, const T *gy)
 {
-    const int64_t *values = groups, *start = groups + n_groups, *positions = start + n_groups + 1;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_groups * width;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows * width;
          i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t u = i / width, j = i % width;
-        T *g = grad + values[u] * rs + j * cs;
+        const int64_t v = i / width, j = i % width;
+        if (start[v] == start[v + 1])
+            continue;
+        T *g = grad + v * rs + j * cs;
         T sum = *g;
-        for (int64_t k = start[u]; k < start[u + 1]; ++k)
+        for (int64_t k = start[v]; k < start[v + 1]; ++k)
             sum += gy[positions[k] * width + j];
         *g = sum;
+    }
+}
+
+/* Index values stored as T into int64 (out), and per block the first
+ * position (in the block's share) of a value that is not an integer in
+ * 0..limit-1, as a negated double (so that the block's maximum is the
+ * smallest position), or -INFINITY when none; such a value becomes 0. */
+template <typename T>
+__global__ void read_indices(const T *values, int64_t n, int64_t limit, int64_t *out, double *part_out)
+{
+    __shared__ double part[kBlock];
+    double worst = -INFINITY;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const double v = (double)values[i];
+        const bool ok = v >= 0 && v < (double)limit && v == floor(v);
+        out[i] = ok ? (int64_t)v : 0;
+        if (!ok)
+            worst = fmax(worst, -(double)i);
+    }
+    worst = block_reduce(worst, part, true);
+    if (threadIdx.x == 0)
+        part_out[blockIdx.x] = worst;
+}
+
+/* One block: the first bad position over the blocks' parts; if there is one
+ * and the context's record is free, the record takes it (so the first call
+ * in stream order that met a bad index is the one reported). */
+template <typename T>
+__global__ void claim_index_error(const double *parts, int n_parts, const T *values, int64_t limit, int site,
+                                  dc_cuda_index_error *record)
+{
+    __shared__ double part[kBlock];
+    double worst = -INFINITY;
+    for (int i = threadIdx.x; i < n_parts; i += blockDim.x)
+        worst = fmax(worst, parts[i]);
+    worst = block_reduce(worst, part, true);
+    if (threadIdx.x == 0 && worst > -INFINITY && !record->claimed) {
+        const int64_t pos = (int64_t)-worst;
+        record->claimed = 1;
+        record->site = site;
+        record->position = pos;
+        record->value = (double)values[pos];
+        record->limit = limit;
+    }
+}
+
+/* One block groups the n ids (each in 0..limit-1) by value: start[v] is
+ * where id v's positions begin in `positions` (start[limit] = n), and each
+ * id's positions are in ascending order. Tile by tile (a tile is the
+ * block's threads), each thread finds its id's rank among the equal ids
+ * before it in the tile; the last of them in the tile advances that id's
+ * running count. A first pass counts, a scan turns counts into starts, a
+ * second pass places. No atomics: the same ids give the same groups. */
+__global__ void group_by_value(const int64_t *ids, int64_t n, int64_t limit, int64_t *start, int64_t *cursor,
+                               int64_t *positions)
+{
+    __shared__ int64_t tile[kBlock];
+    __shared__ int64_t carry;
+    for (int64_t v = threadIdx.x; v < limit; v += blockDim.x)
+        cursor[v] = 0;
+    __syncthreads();
+    for (int pass = 0; pass < 2; ++pass) {
+        for (int64_t t0 = 0; t0 < n; t0 += blockDim.x) {
+            const int64_t i = t0 + threadIdx.x;
+            const int m = (int)(n - t0 < (int64_t)blockDim.x ? n - t0 : (int64_t)blockDim.x);
+            if (i < n)
+                tile[threadIdx.x] = ids[i];
+            __syncthreads();
+            int64_t rank = 0;
+            bool last = true;
+            if (i < n) {
+                const int64_t id = tile[threadIdx.x];
+                for (int k = 0; k < m; ++k)
+                    if (tile[k] == id) {
+                        rank += k < (int)threadIdx.x;
+                        last = last && k <= (int)threadIdx.x;
+                    }
+                if (pass == 1)
+                    positions[start[id] + cursor[id] + rank] = i;
+            }
+            __syncthreads();
+            if (i < n && last)
+                cursor[tile[threadIdx.x]] += rank + 1;
+            __syncthreads();
+        }
+        if (pass == 0) {
+            /* counts into starts: an exclusive scan, a tile at a time */
+            if (threadIdx.x == 0)
+                carry = 0;
+            __syncthreads();
+            for (int64_t v0 = 0; v0 < limit; v0 += blockDim.x) {
+                const int64_t v = v0 + threadIdx.x;
+                tile[threadIdx.x] = v < limit ? cursor[v] : 0;
+                __syncthreads();
+                for (int w = 1; w < (int)blockDim.x; w *= 2) {
+                    const int64_t add = (int)threadIdx.x >= w ? tile[threadIdx.x - w] : 0;
+                    __syncthreads();
+                    tile[threadIdx.x] += add;
+                    __syncthreads();
+                }
+                if (v < limit) {
+                    start[v] = carry + tile[threadIdx.x] - cursor[v];
+                    cursor[v] = 0;
+                }
+                __syncthreads();
+                if (threadIdx.x == 0)
+                    carry += tile[blockDim.x - 1];
+                __syncthreads();
+            }
+            if (threadIdx.x == 0)
+                start[limit] = n;
+            __syncthreads();
+        }
     }
 }
 
@@ -131,16 +244,6 @@ template <typename T> __global__ void mean_of(const double *v, int64_t n, T *out
         *out = (T)(n ? s / (double)n : NAN);
 }
 
-/* one block: the sum of v[0..n) in a fixed order, or (take_max) the
- * largest of them (entries >= 0) */
-__global__ void combine_of(const double *v, int64_t n, bool take_max, double *out)
-{
-    __shared__ double part[kBlock];
-    const double s = block_combine(v, n, take_max, part);
-    if (threadIdx.x == 0)
-        *out = s;
-}
-
 template <typename T>
 __global__ void ce_grad(T *g, int64_t rs, int64_t cs, const T *logits, int64_t n, int64_t c, const int64_t *target,
                         const double *lse, const T *gy, int add)
@@ -154,24 +257,47 @@ __global__ void ce_grad(T *g, int64_t rs, int64_t cs, const T *logits, int64_t n
     }
 }
 
-template <typename T>
-__global__ void adam(int64_t n, T *w, const T *g, T *m, T *v, T lr_t, T b1, T b2, T eps_t, T decay)
+/* One parameter's step count and Adam coefficients (dc_opt_slots), from
+ * the learning rate in lr: the bias correction folded into the step size
+ * and epsilon, as dc_optimizer_step computes it on the CPU. */
+__global__ void adam_count(const double *lr, double *slots, double b1, double b2, double eps, double weight_decay)
 {
+    const double t = slots[DC_OPT_STEPS] += 1;
+    const double c1 = 1.0 - pow(b1, t), c2 = 1.0 - pow(b2, t);
+    slots[DC_OPT_LR_T] = *lr * sqrt(c2) / c1;
+    slots[DC_OPT_EPS_T] = eps * sqrt(c2);
+    slots[DC_OPT_DECAY] = *lr * weight_decay;
+}
+
+template <typename T>
+__global__ void adam(int64_t n, T *w, const T *g, T *m, T *v, const double *slots, T b1, T b2)
+{
+    const T lr_t = (T)slots[DC_OPT_LR_T], eps_t = (T)slots[DC_OPT_EPS_T], decay = (T)slots[DC_OPT_DECAY];
     for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x)
         w[e] = adam_of(w[e], g[e], &m[e], &v[e], lr_t, b1, b2, eps_t, decay);
 }
 
-template <typename T> __global__ void sgd(int64_t n, T *w, const T *g, T *buf, T lr, T mu)
+template <typename T> __global__ void sgd(int64_t n, T *w, const T *g, T *buf, const double *lr, T mu)
 {
+    const T rate = (T)*lr;
     for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x)
-        w[e] = sgd_of(w[e], g[e], &buf[e], lr, mu);
+        w[e] = sgd_of(w[e], g[e], &buf[e], rate, mu);
 }
 
-/* per-block partial results; block b writes part[b]: the sum of the squares
- * of x[e] * scale, or (take_max) the largest |x[e]| */
-template <typename T> __global__ void grad_reduce(const T *x, int64_t n, double scale, bool take_max, double *part_out)
+/* The clip's state on the device (dc_cuda_clip), in the last slots of its
+ * table: every decision the host made from the norm, made here instead. */
+enum { CLIP_TOTAL, CLIP_LARGEST, CLIP_SCALE, CLIP_SHIFT, CLIP_NORM, CLIP_DONE, CLIP_SLOTS };
+
+/* grad_reduce reading its scale from the clip's state and doing nothing
+ * once the norm is known (the rescaled passes, launched whether they are
+ * needed or not, so that the host need not look) */
+template <typename T>
+__global__ void clip_reduce(const T *x, int64_t n, const double *state, bool take_max, bool scaled, double *part_out)
 {
     __shared__ double part[kBlock];
+    if (state[CLIP_DONE] != 0)
+        return; /* uniform over the grid */
+    const double scale = scaled ? state[CLIP_SCALE] : 1.0;
     double s = 0;
     for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
         const double v = (double)x[e];
@@ -182,10 +308,58 @@ template <typename T> __global__ void grad_reduce(const T *x, int64_t n, double 
         part_out[blockIdx.x] = s;
 }
 
-/* the product in double, as on the CPU: a float32 scale may underflow where
- * the scaled elements do not */
-template <typename T> __global__ void scale_by(T *x, int64_t n, double s)
+/* one block: combines the table into state[slot], unless the norm is known */
+__global__ void clip_combine(const double *v, int64_t n, bool take_max, double *state, int slot)
 {
+    __shared__ double part[kBlock];
+    if (state[CLIP_DONE] != 0)
+        return;
+    const double s = block_combine(v, n, take_max, part);
+    if (threadIdx.x == 0)
+        state[slot] = s;
+}
+
+/* After a pass, as dc_clip_grad_norm's CPU path decides between passes:
+ * stage 0: the plain sum of squares is finite and normal (or NaN): the norm
+ * is its root; stage 1: the largest magnitude is 0 or infinite: it is the
+ * norm; else the power of two that brings it into [0.5, 1) (at most 2^1022)
+ * scales the next sum; stage 2: the norm from the rescaled sum. */
+__global__ void clip_decide(double *state, int stage)
+{
+    if (state[CLIP_DONE] != 0)
+        return;
+    if (stage == 0) {
+        const double total = state[CLIP_TOTAL];
+        if (!(isinf(total) || total < 2.2250738585072014e-308)) {
+            state[CLIP_NORM] = sqrt(total);
+            state[CLIP_DONE] = 1;
+        }
+    } else if (stage == 1) {
+        const double largest = state[CLIP_LARGEST];
+        if (largest == 0 || isinf(largest)) {
+            state[CLIP_NORM] = largest;
+            state[CLIP_DONE] = 1;
+            return;
+        }
+        int e;
+        frexp(largest, &e);
+        const int shift = -e > 1022 ? 1022 : -e;
+        state[CLIP_SHIFT] = shift;
+        state[CLIP_SCALE] = ldexp(1.0, shift);
+    } else {
+        state[CLIP_NORM] = ldexp(sqrt(state[CLIP_TOTAL]), -(int)state[CLIP_SHIFT]);
+        state[CLIP_DONE] = 1;
+    }
+}
+
+/* x times max_norm / norm where the norm exceeds max_norm and is finite
+ * (in double, as on the CPU) */
+template <typename T> __global__ void clip_scale(T *x, int64_t n, const double *state, double max_norm)
+{
+    const double norm = state[CLIP_NORM];
+    if (!(norm > max_norm) || isinf(norm))
+        return;
+    const double s = max_norm / norm;
     for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x)
         x[e] = (T)((double)x[e] * s);
 }
@@ -207,24 +381,53 @@ dc_status dc_cuda_gather_rows(dc_ctx *ctx, dc_dtype dtype, const void *table, in
     else
         gather_rows<double><<<grid_for(ctx, n * width), kBlock, 0, st>>>((const double *)table, rs, cs, rows, n,
                                                                            width, (double *)out);
-    return dc_cuda_check(ctx, cudaGetLastError(), "embedding gather");
+    return dc_cuda_launched(ctx, 1, "embedding gather");
 }
 
-dc_status dc_cuda_scatter_rows(dc_ctx *ctx, dc_dtype dtype, void *grad, int64_t rs, int64_t cs,
-                               const int64_t *groups, int64_t n_groups, int64_t width, const void *gy)
+dc_status dc_cuda_scatter_rows(dc_ctx *ctx, dc_dtype dtype, void *grad, int64_t rs, int64_t cs, const int64_t *start,
+                               const int64_t *positions, int64_t rows, int64_t width, const void *gy)
 {
     DC_CUDA_ENTER(ctx);
     cudaStream_t st = ctx->cuda->stream;
-    const int64_t items = n_groups * width;
+    const int64_t items = rows * width;
     if (items == 0)
         return DC_OK;
     if (dtype == DC_F32)
-        scatter_groups<float><<<grid_for(ctx, items), kBlock, 0, st>>>((float *)grad, rs, cs, groups, n_groups, width,
-                                                                         (const float *)gy);
+        scatter_groups<float><<<grid_for(ctx, items), kBlock, 0, st>>>((float *)grad, rs, cs, start, positions, rows,
+                                                                         width, (const float *)gy);
     else
-        scatter_groups<double><<<grid_for(ctx, items), kBlock, 0, st>>>((double *)grad, rs, cs, groups, n_groups,
-                                                                          width, (const double *)gy);
-    return dc_cuda_check(ctx, cudaGetLastError(), "embedding scatter");
+        scatter_groups<double><<<grid_for(ctx, items), kBlock, 0, st>>>((double *)grad, rs, cs, start, positions,
+                                                                          rows, width, (const double *)gy);
+    return dc_cuda_launched(ctx, 1, "embedding scatter");
+}
+
+dc_status dc_cuda_read_indices(dc_ctx *ctx, dc_dtype dtype, const void *values, int64_t n, int64_t limit, int site,
+                               int64_t *out, double *parts)
+{
+    DC_CUDA_ENTER(ctx);
+    if (n == 0)
+        return DC_OK;
+    cudaStream_t st = ctx->cuda->stream;
+    const unsigned grid = grid_for(ctx, n);
+    const unsigned blocks = grid < DC_CUDA_INDEX_PARTS ? grid : DC_CUDA_INDEX_PARTS;
+    dc_cuda_index_error *record = ctx->cuda->index_error_dev;
+    if (dtype == DC_F32) {
+        read_indices<float><<<blocks, kBlock, 0, st>>>((const float *)values, n, limit, out, parts);
+        claim_index_error<float><<<1, kBlock, 0, st>>>(parts, (int)blocks, (const float *)values, limit, site, record);
+    } else {
+        read_indices<double><<<blocks, kBlock, 0, st>>>((const double *)values, n, limit, out, parts);
+        claim_index_error<double><<<1, kBlock, 0, st>>>(parts, (int)blocks, (const double *)values, limit, site,
+                                                        record);
+    }
+    return dc_cuda_launched(ctx, 2, "reading indices");
+}
+
+dc_status dc_cuda_group_indices(dc_ctx *ctx, const int64_t *ids, int64_t n, int64_t limit, int64_t *start,
+                                int64_t *cursor, int64_t *positions)
+{
+    DC_CUDA_ENTER(ctx);
+    group_by_value<<<1, kBlock, 0, ctx->cuda->stream>>>(ids, n, limit, start, cursor, positions);
+    return dc_cuda_launched(ctx, 1, "grouping indices");
 }
 
 dc_status dc_cuda_cross_entropy(dc_ctx *ctx, dc_dtype dtype, const void *logits, int64_t n, int64_t c,
@@ -244,7 +447,7 @@ dc_status dc_cuda_cross_entropy(dc_ctx *ctx, dc_dtype dtype, const void *logits,
         mean_of<float><<<1, kBlock, 0, st>>>(loss_rows, n, (float *)out);
     else
         mean_of<double><<<1, kBlock, 0, st>>>(loss_rows, n, (double *)out);
-    return dc_cuda_check(ctx, cudaGetLastError(), "cross entropy");
+    return dc_cuda_launched(ctx, n > 0 ? 2 : 1, "cross entropy");
 }
 
 dc_status dc_cuda_cross_entropy_grad(dc_ctx *ctx, dc_dtype dtype, void *grad, int64_t rs, int64_t cs,
@@ -261,84 +464,95 @@ dc_status dc_cuda_cross_entropy_grad(dc_ctx *ctx, dc_dtype dtype, void *grad, in
     else
         ce_grad<double><<<grid_for(ctx, n * c), kBlock, 0, st>>>((double *)grad, rs, cs, (const double *)logits, n,
                                                                    c, targets, lse, (const double *)gy, add);
-    return dc_cuda_check(ctx, cudaGetLastError(), "cross entropy gradient");
+    return dc_cuda_launched(ctx, 1, "cross entropy gradient");
 }
 
-dc_status dc_cuda_adam(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *m, void *v, double lr_t,
-                       double b1, double b2, double eps_t, double decay)
+dc_status dc_cuda_adam(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *m, void *v,
+                       const double *lr, double *slots, double b1, double b2, double eps, double weight_decay)
 {
     DC_CUDA_ENTER(ctx);
     cudaStream_t st = ctx->cuda->stream;
+    adam_count<<<1, 1, 0, st>>>(lr, slots, b1, b2, eps, weight_decay);
     if (dtype == DC_F32)
-        adam<float><<<grid_for(ctx, n), kBlock, 0, st>>>(n, (float *)w, (const float *)g, (float *)m, (float *)v,
-                                                           (float)lr_t, (float)b1, (float)b2, (float)eps_t,
-                                                           (float)decay);
+        adam<float><<<grid_for(ctx, n), kBlock, 0, st>>>(n, (float *)w, (const float *)g, (float *)m, (float *)v, slots,
+                                                           (float)b1, (float)b2);
     else
         adam<double><<<grid_for(ctx, n), kBlock, 0, st>>>(n, (double *)w, (const double *)g, (double *)m, (double *)v,
-                                                            lr_t, b1, b2, eps_t, decay);
-    return dc_cuda_check(ctx, cudaGetLastError(), "adam");
+                                                            slots, b1, b2);
+    return dc_cuda_launched(ctx, 2, "adam");
 }
 
-dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *buf, double lr, double mu)
+dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *buf, const double *lr,
+                      double mu)
 {
     DC_CUDA_ENTER(ctx);
     cudaStream_t st = ctx->cuda->stream;
     if (dtype == DC_F32)
-        sgd<float><<<grid_for(ctx, n), kBlock, 0, st>>>(n, (float *)w, (const float *)g, (float *)buf, (float)lr,
-                                                          (float)mu);
+        sgd<float><<<grid_for(ctx, n), kBlock, 0, st>>>(n, (float *)w, (const float *)g, (float *)buf, lr, (float)mu);
     else
         sgd<double><<<grid_for(ctx, n), kBlock, 0, st>>>(n, (double *)w, (const double *)g, (double *)buf, lr, mu);
-    return dc_cuda_check(ctx, cudaGetLastError(), "sgd");
+    return dc_cuda_launched(ctx, 1, "sgd");
 }
 
-dc_status dc_cuda_grad_reduce(dc_ctx *ctx, int n, dc_tensor *const *params, dc_grad_reduction kind, double scale,
-                              double *total)
+dc_status dc_cuda_clip(dc_ctx *ctx, int n, dc_tensor *const *params, double max_norm, const double **norm)
 {
     DC_CUDA_ENTER(ctx);
-    const bool take_max = kind == DC_GRAD_MAX_ABS;
-    /* Tensor i's blocks write their partial results into row i of a table
-     * of kParts columns (the kernel strides over its grid, so kParts blocks
-     * cover any size); rows a tensor leaves short stay zero. One block then
-     * combines the table and the host copies back that one value. */
+    dc_cuda_state *cs = ctx->cuda;
+    /* a row of kParts block results per tensor (the kernels stride over
+     * their grid, so kParts blocks cover any size), in a table kept by the
+     * context (the same addresses from step to step, as a captured graph
+     * needs), then the state */
     constexpr unsigned kParts = 1024;
-    const size_t cells = (size_t)n * kParts;
-    double *table = (double *)dc_cuda_alloc(ctx, (cells + 1) * sizeof(double));
-    if (!table)
-        return DC_ERR_MEMORY;
-    double *result = table + cells;
-    cudaStream_t st = ctx->cuda->stream;
-    dc_status s = dc_cuda_check(ctx, cudaMemsetAsync(table, 0, cells * sizeof(double), st), "gradient norm");
-    for (int i = 0; s == DC_OK && i < n; ++i) {
-        const dc_tensor *g = dc_tensor_grad(params[i]);
-        if (!g)
-            continue;
-        const unsigned grid = grid_for(ctx, g->numel), blocks = grid < kParts ? grid : kParts;
-        double *row = table + (size_t)i * kParts;
-        if (g->dtype == DC_F32)
-            grad_reduce<float><<<blocks, kBlock, 0, st>>>((const float *)g->data, g->numel, scale, take_max, row);
-        else
-            grad_reduce<double><<<blocks, kBlock, 0, st>>>((const double *)g->data, g->numel, scale, take_max, row);
-        s = dc_cuda_check(ctx, cudaGetLastError(), "gradient norm");
+    const size_t cells = (size_t)n * kParts, need = (cells + CLIP_SLOTS) * sizeof(double);
+    if (cs->clip_cap < need) {
+        dc_cuda_free(ctx, cs->clip_table);
+        cs->clip_table = (double *)dc_cuda_alloc(ctx, need);
+        cs->clip_cap = cs->clip_table ? need : 0;
+        if (!cs->clip_table)
+            return DC_ERR_MEMORY;
     }
-    if (s == DC_OK) {
-        combine_of<<<1, kBlock, 0, st>>>(table, (int64_t)cells, take_max, result);
-        s = dc_cuda_check(ctx, cudaGetLastError(), "gradient norm");
+    double *table = cs->clip_table, *state = table + cells;
+    cudaStream_t st = cs->stream;
+    dc_status s = dc_cuda_check(ctx, cudaMemsetAsync(table, 0, need, st), "gradient norm");
+    int launched = 0;
+    /* pass 0: the sum of squares; 1: the largest magnitude; 2: the sum of
+     * squares rescaled (passes 1 and 2 return at once where not needed) */
+    for (int pass = 0; s == DC_OK && pass < 3; ++pass) {
+        const bool take_max = pass == 1;
+        for (int i = 0; i < n; ++i) {
+            const dc_tensor *g = dc_tensor_grad(params[i]);
+            if (!g)
+                continue;
+            const unsigned grid = grid_for(ctx, g->numel), blocks = grid < kParts ? grid : kParts;
+            double *row = table + (size_t)i * kParts;
+            if (g->dtype == DC_F32)
+                clip_reduce<float><<<blocks, kBlock, 0, st>>>((const float *)g->data, g->numel, state, take_max,
+                                                              pass == 2, row);
+            else
+                clip_reduce<double><<<blocks, kBlock, 0, st>>>((const double *)g->data, g->numel, state, take_max,
+                                                               pass == 2, row);
+            ++launched;
+        }
+        clip_combine<<<1, kBlock, 0, st>>>(table, (int64_t)cells, take_max, state, take_max ? CLIP_LARGEST : CLIP_TOTAL);
+        clip_decide<<<1, 1, 0, st>>>(state, pass);
+        launched += 2;
+    }
+    for (int i = 0; s == DC_OK && i < n; ++i) {
+        dc_tensor *g = dc_tensor_grad(params[i]);
+        if (!g || g->numel == 0)
+            continue;
+        if (g->dtype == DC_F32)
+            clip_scale<float><<<grid_for(ctx, g->numel), kBlock, 0, st>>>((float *)g->data, g->numel, state, max_norm);
+        else
+            clip_scale<double><<<grid_for(ctx, g->numel), kBlock, 0, st>>>((double *)g->data, g->numel, state,
+                                                                         max_norm);
+        ++launched;
     }
     if (s == DC_OK)
-        s = dc_cuda_to_host(ctx, total, result, sizeof *total);
-    dc_cuda_free(ctx, table);
+        s = dc_cuda_launched(ctx, launched, "gradient clipping");
+    if (norm)
+        *norm = state + CLIP_NORM;
     return s;
-}
-
-dc_status dc_cuda_scale(dc_ctx *ctx, dc_dtype dtype, void *x, int64_t n, double s)
-{
-    DC_CUDA_ENTER(ctx);
-    cudaStream_t st = ctx->cuda->stream;
-    if (dtype == DC_F32)
-        scale_by<float><<<grid_for(ctx, n), kBlock, 0, st>>>((float *)x, n, s);
-    else
-        scale_by<double><<<grid_for(ctx, n), kBlock, 0, st>>>((double *)x, n, s);
-    return dc_cuda_check(ctx, cudaGetLastError(), "scale");
 }
 
 } /* extern "C" */

@@ -10,31 +10,61 @@ extern "C" {
 #include "../internal.h"
 #include "cuda_backend.h"
 
-/* What dc_cuda_grad_reduce computes over the gradients. */
-typedef enum { DC_GRAD_SUM_SQUARES, DC_GRAD_MAX_ABS } dc_grad_reduction;
-
 dc_status dc_cuda_gather_rows(dc_ctx *ctx, dc_dtype dtype, const void *table, int64_t rs, int64_t cs,
                               const int64_t *rows, int64_t n, int64_t width, void *out);
-/* grad[id] += gy[position] for every position of the ids, from their
- * groups (dc_index_groups: values, starts, positions), each sum in position
- * order. */
-dc_status dc_cuda_scatter_rows(dc_ctx *ctx, dc_dtype dtype, void *grad, int64_t rs, int64_t cs,
-                               const int64_t *groups, int64_t n_groups, int64_t width, const void *gy);
+/* Adds the rows of gy (n rows of width) into the rows of grad their ids
+ * picked, grouped by dc_cuda_group_indices (start: rows + 1 entries). */
+dc_status dc_cuda_scatter_rows(dc_ctx *ctx, dc_dtype dtype, void *grad, int64_t rs, int64_t cs, const int64_t *start,
+                               const int64_t *positions, int64_t rows, int64_t width, const void *gy);
+
+/* Which op and input an index error belongs to (messages name them). */
+typedef enum dc_index_site { DC_SITE_EMBEDDING_IDS, DC_SITE_CROSS_ENTROPY_TARGETS } dc_index_site;
+
+/* Blocks of the first pass of dc_cuda_read_indices (its `parts` holds this
+ * many doubles). */
+#define DC_CUDA_INDEX_PARTS 256
+
+/* Reads n index values (a contiguous tensor's elements, stored as dtype)
+ * into int64 on the device (out), without the host: a value that is not an
+ * integer in 0..limit-1 becomes 0, and the first such value of the first
+ * call that meets one (in stream order) is kept in the context's index
+ * error record with `site` (which op and input), to be reported at the
+ * next wait of the host (dc_cuda_take_index_error). `parts`: device memory
+ * of DC_CUDA_INDEX_PARTS doubles. */
+dc_status dc_cuda_read_indices(dc_ctx *ctx, dc_dtype dtype, const void *values, int64_t n, int64_t limit, int site,
+                               int64_t *out, double *parts);
+
+/* Groups n ids (each in 0..limit-1) by value on the device: start (limit +
+ * 1 entries) says where each id's positions begin in `positions` (n
+ * entries, ascending within each id); cursor: limit entries of scratch. */
+dc_status dc_cuda_group_indices(dc_ctx *ctx, const int64_t *ids, int64_t n, int64_t limit, int64_t *start,
+                                int64_t *cursor, int64_t *positions);
 dc_status dc_cuda_cross_entropy(dc_ctx *ctx, dc_dtype dtype, const void *logits, int64_t n, int64_t c,
                                 const int64_t *targets, double *lse, double *loss_rows, void *out);
 dc_status dc_cuda_cross_entropy_grad(dc_ctx *ctx, dc_dtype dtype, void *grad, int64_t rs, int64_t cs,
                                      const void *logits, int64_t n, int64_t c, const int64_t *targets,
                                      const double *lse, const void *gy, bool add);
-dc_status dc_cuda_adam(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *m, void *v, double lr_t,
-                       double b1, double b2, double eps_t, double decay);
-dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *buf, double lr, double mu);
-/* A reduction over every element of the gradients of params[0..n) (a tensor
- * without one adds nothing) into *total, with one copy to the host:
- * DC_GRAD_SUM_SQUARES sums (x * scale)^2, DC_GRAD_MAX_ABS takes max |x|
- * (scale unused). */
-dc_status dc_cuda_grad_reduce(dc_ctx *ctx, int n, dc_tensor *const *params, dc_grad_reduction kind, double scale,
-                              double *total);
-dc_status dc_cuda_scale(dc_ctx *ctx, dc_dtype dtype, void *x, int64_t n, double s);
+/* A parameter's optimizer slots in device memory: its Adam step count (a
+ * double, exact to 2^53) and the step's coefficients, computed on the
+ * device from the learning rate, so that a captured step replays with the
+ * right ones (DC_OPT_SLOTS doubles per parameter). */
+enum { DC_OPT_STEPS, DC_OPT_LR_T, DC_OPT_EPS_T, DC_OPT_DECAY, DC_OPT_SLOTS };
+
+/* One Adam step of one parameter: its step count advanced, its
+ * coefficients from *lr (device memory), then the update. */
+dc_status dc_cuda_adam(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *m, void *v,
+                       const double *lr, double *slots, double b1, double b2, double eps, double weight_decay);
+/* One SGD step of one parameter, at the learning rate *lr (device memory). */
+dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *buf, const double *lr,
+                      double mu);
+
+/* dc_clip_grad_norm on the device, the host never waiting: the global norm
+ * of the gradients of params (the plain sum of squares, and where it
+ * overflows or underflows the rescaled one, as the CPU computes it) and,
+ * where it exceeds max_norm and is finite, every gradient scaled by
+ * max_norm / norm. *norm (if not NULL) gets where the norm lies in device
+ * memory, valid until the next call. */
+dc_status dc_cuda_clip(dc_ctx *ctx, int n, dc_tensor *const *params, double max_norm, const double **norm);
 
 #ifdef __cplusplus
 }

@@ -71,6 +71,13 @@ dc_device_memory_stats dc_cuda_memory_stats(const dc_ctx *ctx)
     return s;
 }
 
+dc_device_counters dc_cuda_counters(const dc_ctx *ctx)
+{
+    (void)ctx;
+    dc_device_counters c = {0, 0, 0, 0};
+    return c;
+}
+
 /* Never reached: without CUDA no context has ctx->cuda set. */
 dc_status dc_cuda_run_kernel(dc_ctx *ctx, dc_kernel_id id, const void *arg, dc_dtype dtype, int ndim,
                              const int64_t *shape, int n_in, const dc_loop_in *in, int n_out, const dc_loop_out *out)
@@ -104,10 +111,30 @@ dc_status dc_cuda_gather_rows(dc_ctx *ctx, dc_dtype dtype, const void *table, in
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
 
-dc_status dc_cuda_scatter_rows(dc_ctx *ctx, dc_dtype dtype, void *grad, int64_t rs, int64_t cs,
-                               const int64_t *groups, int64_t n_groups, int64_t width, const void *gy)
+dc_status dc_cuda_scatter_rows(dc_ctx *ctx, dc_dtype dtype, void *grad, int64_t rs, int64_t cs, const int64_t *start,
+                               const int64_t *positions, int64_t rows, int64_t width, const void *gy)
 {
-    (void)dtype, (void)grad, (void)rs, (void)cs, (void)groups, (void)n_groups, (void)width, (void)gy;
+    (void)dtype, (void)grad, (void)rs, (void)cs, (void)start, (void)positions, (void)rows, (void)width, (void)gy;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cuda_read_indices(dc_ctx *ctx, dc_dtype dtype, const void *values, int64_t n, int64_t limit, int site,
+                               int64_t *out, double *parts)
+{
+    (void)dtype, (void)values, (void)n, (void)limit, (void)site, (void)out, (void)parts;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cuda_group_indices(dc_ctx *ctx, const int64_t *ids, int64_t n, int64_t limit, int64_t *start,
+                                int64_t *cursor, int64_t *positions)
+{
+    (void)ids, (void)n, (void)limit, (void)start, (void)cursor, (void)positions;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cuda_clip(dc_ctx *ctx, int n, dc_tensor *const *params, double max_norm, const double **norm)
+{
+    (void)n, (void)params, (void)max_norm, (void)norm;
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
 
@@ -127,28 +154,19 @@ dc_status dc_cuda_cross_entropy_grad(dc_ctx *ctx, dc_dtype dtype, void *grad, in
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
 
-dc_status dc_cuda_adam(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *m, void *v, double lr_t,
-                       double b1, double b2, double eps_t, double decay)
+dc_status dc_cuda_adam(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *m, void *v,
+                       const double *lr, double *slots, double b1, double b2, double eps, double weight_decay)
 {
-    (void)dtype, (void)n, (void)w, (void)g, (void)m, (void)v, (void)lr_t, (void)b1, (void)b2, (void)eps_t, (void)decay;
+    (void)dtype, (void)n, (void)w, (void)g, (void)m, (void)v, (void)lr, (void)slots, (void)b1, (void)b2, (void)eps;
+    (void)weight_decay;
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
 
-dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *buf, double lr, double mu)
+dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *buf, const double *lr,
+                      double mu)
 {
     (void)dtype, (void)n, (void)w, (void)g, (void)buf, (void)lr, (void)mu;
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
 
-dc_status dc_cuda_grad_reduce(dc_ctx *ctx, int n, dc_tensor *const *params, dc_grad_reduction kind, double scale,
-                              double *total)
-{
-    (void)n, (void)params, (void)kind, (void)scale, (void)total;
-    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
-}
 
-dc_status dc_cuda_scale(dc_ctx *ctx, dc_dtype dtype, void *x, int64_t n, double s)
-{
-    (void)dtype, (void)x, (void)n, (void)s;
-    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
-}

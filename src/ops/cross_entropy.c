@@ -69,8 +69,7 @@ dc_tensor *dc_op_cross_entropy(dc_tape *tape, dc_tensor *logits, dc_tensor *targ
         dc_error(ctx, DC_ERR_SHAPE, "dc_op_cross_entropy: logits have no classes");
         return NULL;
     }
-    const int64_t *host_t = dc_read_indices(tape, "dc_op_cross_entropy", "targets", targets, c);
-    const int64_t *t = host_t ? dc_indices_on_device(tape, host_t, n) : NULL;
+    const int64_t *t = dc_read_indices(tape, "dc_op_cross_entropy", "targets", DC_SITE_CROSS_ENTROPY_TARGETS, targets, c);
     dc_tensor *x = logits;
     if (t && !dc_tensor_is_contiguous(x)) {
         x = dc_tape_alloc_tensor(tape, logits->dtype, 2, logits->shape);

@@ -28,8 +28,7 @@ dc_tensor *dc_op_embedding(dc_tape *tape, dc_tensor *table, dc_tensor *ids)
                  dc_dtype_name(ids->dtype));
         return NULL;
     }
-    const int64_t *host_rows = dc_read_indices(tape, "dc_op_embedding", "ids", ids, table->shape[0]);
-    const int64_t *rows = host_rows ? dc_indices_on_device(tape, host_rows, ids->numel) : NULL;
+    const int64_t *rows = dc_read_indices(tape, "dc_op_embedding", "ids", DC_SITE_EMBEDDING_IDS, ids, table->shape[0]);
     if (!rows)
         return NULL;
     const int64_t width = table->shape[1];
@@ -57,8 +56,7 @@ dc_tensor *dc_op_embedding(dc_tape *tape, dc_tensor *table, dc_tensor *ids)
         return y;
     /* on CUDA the adjoint runs one thread per picked row and column, so
      * the positions of each id are grouped for it */
-    const dc_index_groups *groups =
-        ctx->cuda ? dc_index_groups_on_device(tape, host_rows, ids->numel, table->shape[0]) : NULL;
+    const dc_index_groups *groups = ctx->cuda ? dc_group_indices(tape, rows, ids->numel, table->shape[0]) : NULL;
     if (ctx->cuda && !groups)
         return NULL;
     dc_node *node = dc_tape_record(tape, DC_OP_EMBEDDING, 2, in, 1, &y);
@@ -100,8 +98,9 @@ dc_status dc_embedding_backward(dc_tape *tape, dc_node *node)
     const int64_t ys0 = width, ys1 = 1;
     if (tape->ctx->cuda) {
         const dc_index_groups *groups = node->as.embedding.groups;
-        return dc_cuda_scatter_rows(tape->ctx, table->dtype, g->data, g->strides[0], g->strides[1], groups->data,
-                                    groups->n_groups, width, gy->data);
+        st = dc_cuda_scatter_rows(tape->ctx, table->dtype, g->data, g->strides[0], g->strides[1], groups->start,
+                                  groups->positions, table->shape[0], width, gy->data);
+        return st;
     }
     const int64_t *rows = node->as.embedding.rows;
     const int n_threads = (n * width > 32768 && width >= 64) ? tape->ctx->cpu.num_threads : 1;

@@ -3,17 +3,8 @@
 #include <math.h>
 #include <string.h>
 
-const int64_t *dc_indices_on_device(dc_tape *tape, const int64_t *host, int64_t n)
-{
-    if (!tape->ctx->cuda)
-        return host;
-    int64_t *dev = dc_tape_alloc_data(tape, (size_t)(n ? n : 1) * sizeof *dev);
-    if (!dev || dc_mem_from_host(tape->ctx, dev, host, (size_t)n * sizeof *dev) != DC_OK)
-        return NULL;
-    return dev;
-}
-
-int64_t *dc_read_indices(dc_tape *tape, const char *op, const char *what, const dc_tensor *ids, int64_t limit)
+/* The CPU's way: the values read on the host and checked one by one. */
+static int64_t *read_on_host(dc_tape *tape, const char *op, const char *what, const dc_tensor *ids, int64_t limit)
 {
     dc_ctx *ctx = tape->ctx;
     const int64_t n = ids->numel;
@@ -43,38 +34,39 @@ int64_t *dc_read_indices(dc_tape *tape, const char *op, const char *what, const 
     return out;
 }
 
-const dc_index_groups *dc_index_groups_on_device(dc_tape *tape, const int64_t *host, int64_t n, int64_t limit)
+const int64_t *dc_read_indices(dc_tape *tape, const char *op, const char *what, dc_index_site site,
+                               const dc_tensor *ids, int64_t limit)
+{
+    dc_ctx *ctx = tape->ctx;
+    if (!ctx->cuda)
+        return read_on_host(tape, op, what, ids, limit);
+    const dc_tensor *dense = ids;
+    if (!dc_tensor_is_contiguous(ids)) {
+        dc_tensor *copy = dc_tape_alloc_tensor(tape, ids->dtype, ids->ndim, ids->shape);
+        if (!copy || dc_tensor_copy(copy, ids) != DC_OK)
+            return NULL;
+        dense = copy;
+    }
+    const int64_t n = ids->numel;
+    int64_t *out = dc_tape_alloc_data(tape, (size_t)(n ? n : 1) * sizeof *out);
+    double *parts = dc_tape_alloc_data(tape, DC_CUDA_INDEX_PARTS * sizeof *parts);
+    if (!out || !parts)
+        return NULL;
+    return dc_cuda_read_indices(ctx, ids->dtype, dense->data, n, limit, (int)site, out, parts) == DC_OK ? out
+                                                                                                       : NULL;
+}
+
+const dc_index_groups *dc_group_indices(dc_tape *tape, const int64_t *ids, int64_t n, int64_t limit)
 {
     dc_index_groups *g = dc_tape_alloc_meta(tape, sizeof *g);
-    int64_t *next = dc_tape_alloc_meta(tape, (size_t)(limit ? limit : 1) * sizeof *next);
-    int64_t *data = dc_tape_alloc_meta(tape, (size_t)(2 * n + 1 + n) * sizeof *data);
-    if (!g || !next || !data)
+    int64_t *start = dc_tape_alloc_data(tape, (size_t)(limit + 1) * sizeof *start);
+    int64_t *cursor = dc_tape_alloc_data(tape, (size_t)(limit ? limit : 1) * sizeof *cursor);
+    int64_t *positions = dc_tape_alloc_data(tape, (size_t)(n ? n : 1) * sizeof *positions);
+    if (!g || !start || !cursor || !positions)
         return NULL;
-    memset(next, 0, (size_t)limit * sizeof *next);
-    for (int64_t i = 0; i < n; ++i)
-        next[host[i]]++;
-    int64_t n_groups = 0;
-    for (int64_t v = 0; v < limit; ++v)
-        n_groups += next[v] > 0;
-    int64_t *values = data, *start = data + n_groups, *positions = start + n_groups + 1;
-    /* each value's count becomes where its positions go */
-    int64_t k = 0, offset = 0;
-    for (int64_t v = 0; v < limit; ++v)
-        if (next[v]) {
-            values[k] = v;
-            start[k++] = offset;
-            const int64_t count = next[v];
-            next[v] = offset;
-            offset += count;
-        }
-    start[n_groups] = n;
-    for (int64_t i = 0; i < n; ++i)
-        positions[next[host[i]]++] = i;
-    const size_t bytes = (size_t)(2 * n_groups + 1 + n) * sizeof *data;
-    int64_t *dev = tape->ctx->cuda ? dc_tape_alloc_data(tape, bytes) : data;
-    if (!dev || (dev != data && dc_mem_from_host(tape->ctx, dev, data, bytes) != DC_OK))
+    if (dc_cuda_group_indices(tape->ctx, ids, n, limit, start, cursor, positions) != DC_OK)
         return NULL;
-    g->data = dev;
-    g->n_groups = n_groups;
+    g->start = start;
+    g->positions = positions;
     return g;
 }

@@ -1,31 +1,32 @@
-/* Reading class or row indices stored in a float tensor. */
+/* Reading class or row indices stored in a float tensor, where the
+ * context's kernels read them. */
 #ifndef DC_OPS_INDICES_H
 #define DC_OPS_INDICES_H
 
+#include "../cuda/nn_cuda.h"
 #include "ops_internal.h"
 
-/* The values of `ids` (any shape, read in row-major order) as int64 in
- * tape memory, each checked to be an integer in 0..limit-1. NULL on error,
- * with a message naming `op`, `what` and the first bad value. */
-int64_t *dc_read_indices(dc_tape *tape, const char *op, const char *what, const dc_tensor *ids, int64_t limit);
+/* The values of `ids` (any shape, read in row-major order) as int64, each
+ * an integer in 0..limit-1, where the context's kernels read them. On the
+ * CPU: in tape memory, read by the host, and NULL with a message naming
+ * `op`, `what` and the first bad value when one is not an index. On CUDA:
+ * in device tape memory, converted on the device without the host waiting
+ * (a step can be captured as a CUDA graph): a bad value becomes 0 and is
+ * reported, naming the op, by the next call that waits for the device (see
+ * dc_cuda_read_indices). NULL when out of memory. */
+const int64_t *dc_read_indices(dc_tape *tape, const char *op, const char *what, dc_index_site site,
+                               const dc_tensor *ids, int64_t limit);
 
-/* The same indices where the context's kernels read them: the host array
- * itself on the CPU, a device copy in tape memory on CUDA. */
-const int64_t *dc_indices_on_device(dc_tape *tape, const int64_t *host, int64_t n);
-
-/* Positions of indices grouped by index value, for an adjoint that adds
- * into each picked row once: `data`, where the context's kernels read it,
- * holds the n_groups distinct values in ascending order, then the start of
- * each group's positions (n_groups + 1 of them, the last n), then the n
- * positions, ascending within each group. */
+/* The n ids (device memory, each in 0..limit-1) grouped by id for an
+ * adjoint that adds into each picked row once: start[v] (limit + 1 entries)
+ * begins id v's positions in `positions` (n entries, ascending within each
+ * id). On CUDA only, in device tape memory, computed on the device. */
 typedef struct dc_index_groups {
-    const int64_t *data;
-    int64_t n_groups;
+    const int64_t *start;
+    const int64_t *positions;
 } dc_index_groups;
 
-/* Groups the n indices `host` (each in 0..limit-1) in tape memory, by a
- * counting sort: O(n + limit) time, limit + 3n + 1 int64 of host memory.
- * NULL on failure, with the error set. */
-const dc_index_groups *dc_index_groups_on_device(dc_tape *tape, const int64_t *host, int64_t n, int64_t limit);
+/* NULL when out of memory (message set). */
+const dc_index_groups *dc_group_indices(dc_tape *tape, const int64_t *ids, int64_t n, int64_t limit);
 
 #endif /* DC_OPS_INDICES_H */

@@ -1,4 +1,4 @@
-#define _POSIX_C_SOURCE 200809L /* pthread barriers */
+#define _POSIX_C_SOURCE 200809L /* pthreads */
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -104,14 +104,25 @@ static dc_status resolve_backend(dc_backend asked, dc_backend *out, int *device)
     return DC_OK;
 }
 
-static void *wait_at_barrier(void *barrier)
+/* Threads of the probe wait here until every one has been started. */
+typedef struct gate {
+    pthread_mutex_t lock;
+    pthread_cond_t opened;
+    bool open;
+} gate;
+
+static void *wait_at_gate(void *arg)
 {
-    pthread_barrier_wait(barrier);
+    gate *g = arg;
+    pthread_mutex_lock(&g->lock);
+    while (!g->open)
+        pthread_cond_wait(&g->opened, &g->lock);
+    pthread_mutex_unlock(&g->lock);
     return NULL;
 }
 
-/* Whether `n` threads can run at once here: n - 1 are started and meet the
- * caller at a barrier. OpenMP ends the process when it cannot start the
+/* Whether `n` threads can run at once here: n - 1 are started, all alive
+ * together, then let go. OpenMP ends the process when it cannot start the
  * threads of a parallel region; this makes the context fail with a status
  * instead, while its threads can be created at all. */
 static dc_status can_start_threads(int n)
@@ -119,23 +130,18 @@ static dc_status can_start_threads(int n)
     if (n <= 1)
         return DC_OK;
     pthread_t *threads = malloc((size_t)(n - 1) * sizeof *threads);
-    pthread_barrier_t barrier;
-    if (!threads || pthread_barrier_init(&barrier, NULL, (unsigned)n) != 0) {
-        free(threads);
+    if (!threads)
         return dc_error_noctx(DC_ERR_MEMORY, "dc_ctx_new: out of memory");
-    }
+    gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false};
     int started = 0, err = 0;
-    while (started < n - 1 && (err = pthread_create(&threads[started], NULL, wait_at_barrier, &barrier)) == 0)
+    while (started < n - 1 && (err = pthread_create(&threads[started], NULL, wait_at_gate, &g)) == 0)
         ++started;
-    if (started < n - 1) {
-        /* release the ones that started: a new barrier for them and us */
-        pthread_barrier_destroy(&barrier);
-        pthread_barrier_init(&barrier, NULL, (unsigned)started + 1);
-    }
-    pthread_barrier_wait(&barrier);
+    pthread_mutex_lock(&g.lock);
+    g.open = true;
+    pthread_cond_broadcast(&g.opened);
+    pthread_mutex_unlock(&g.lock);
     for (int i = 0; i < started; ++i)
         pthread_join(threads[i], NULL);
-    pthread_barrier_destroy(&barrier);
     free(threads);
     if (started < n - 1)
         return dc_error_noctx(DC_ERR_MEMORY,
@@ -262,6 +268,14 @@ dc_device_memory_stats dc_ctx_device_memory(const dc_ctx *ctx)
         return dc_cuda_memory_stats(ctx);
     dc_device_memory_stats s = {0, 0, 0};
     return s;
+}
+
+dc_device_counters dc_ctx_device_counters(const dc_ctx *ctx)
+{
+    if (ctx && ctx->cuda)
+        return dc_cuda_counters(ctx);
+    dc_device_counters c = {0, 0, 0, 0};
+    return c;
 }
 
 void *dc_pool_scratch(dc_cpu_pool *pool, int thread, size_t bytes)
