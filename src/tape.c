@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "cuda/cuda_backend.h"
+#include "cuda/nn_cuda.h"
 #include "engine/kernels.h"
 #include "ops/backward.h"
 #include "tape_internal.h"
@@ -187,6 +188,11 @@ dc_tensor *dc_tape_scalar(dc_tape *tape, dc_dtype dtype, double value)
     if (tape && dtype != DC_F32 && dtype != DC_F64) {
         dc_error(tape->ctx, DC_ERR_DTYPE, "dc_tape_scalar: unknown dtype %d", (int)dtype);
         return NULL;
+    }
+    if (tape && tape->ctx->cuda) {
+        /* a kernel writes it: a copy from the host would make it wait */
+        dc_tensor *t = dc_tape_tensor_new(tape, dtype, 0, NULL, NULL);
+        return t && dc_cuda_fill(tape->ctx, dtype, t->data, 1, value) == DC_OK ? t : NULL;
     }
     float f = (float)value;
     return dc_tape_tensor_new(tape, dtype, 0, NULL, dtype == DC_F32 ? (const void *)&f : (const void *)&value);

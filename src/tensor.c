@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cuda/cuda_backend.h"
+#include "cuda/nn_cuda.h"
 #include "engine/kernels.h"
 #include "tape_internal.h"
 
@@ -458,6 +459,11 @@ dc_status dc_tensor_fill(dc_tensor *t, double value)
 {
     if (!t)
         return DC_ERR_ARG;
+    if (t->ctx->cuda && dc_tensor_is_contiguous(t)) {
+        /* a kernel, without the host waiting */
+        dc_status live = dc_tensor_check_live(t, "dc_tensor_fill", "the tensor");
+        return live == DC_OK ? dc_cuda_fill(t->ctx, t->dtype, t->data, t->numel, value) : live;
+    }
     double p[1] = {value};
     return fill_with("dc_tensor_fill", t, gen_const, p);
 }

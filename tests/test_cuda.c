@@ -423,6 +423,113 @@ static void test_steady_state_allocates_nothing(void **state)
     dc_tensor_free(w);
 }
 
+/* A training step of the HM-LSTM (forward, backward, clipping, Adam) with
+ * its inputs already on the device, once warm: the host never waits for the
+ * device, and nothing is allocated or freed with cudaMalloc or cudaFree, so
+ * that the step can be captured as a CUDA graph. The same number of kernels
+ * every step. */
+static void test_training_step_never_waits(void **state)
+{
+    (void)state;
+    hm_config cfg = {2, 16, 5, 8, 11, DC_F32, true, DC_PARTIALS_RECOMPUTE};
+    hm_model *m = hm_model_new(gpu, &cfg, 5);
+    TEST_NONNULL(gpu, m);
+    hm_state *hs = hm_state_new(gpu, &cfg, 4);
+    TEST_NONNULL(gpu, hs);
+    const int64_t shape[2] = {6, 4};
+    double ids_v[24], targets_v[24];
+    for (int i = 0; i < 24; ++i) {
+        ids_v[i] = (i * 7 + 3) % 11;
+        targets_v[i] = (i * 5 + 1) % 11;
+    }
+    dc_tensor *ids = test_tensor(gpu, DC_F32, 2, shape, ids_v), *targets = test_tensor(gpu, DC_F32, 2, shape, targets_v);
+    dc_optimizer *adam = dc_optimizer_adam(gpu, m->n_params, m->params, NULL);
+    TEST_NONNULL(gpu, adam);
+    dc_tape *tape = dc_tape_new(gpu);
+    TEST_OK(gpu, dc_ctx_synchronize(gpu));
+    dc_device_counters before = {0, 0, 0, 0};
+    uint64_t launches = 0;
+    for (int step = 0; step < 8; ++step) {
+        const dc_device_counters at_start = dc_ctx_device_counters(gpu);
+        dc_tape_reset(tape);
+        hm_forward_result r;
+        TEST_OK(gpu, hm_forward(tape, m, hs, HM_CELL_MIXED, ids, targets, 1.7, false, NULL, &r));
+        TEST_OK(gpu, dc_backward(tape, r.loss));
+        TEST_OK(gpu, dc_clip_grad_norm(gpu, m->n_params, m->params, 1.0, NULL));
+        TEST_OK(gpu, dc_optimizer_step(adam));
+        dc_optimizer_zero_grad(adam);
+        TEST_OK(gpu, hm_state_update(hs, &r));
+        const dc_device_counters c = dc_ctx_device_counters(gpu);
+        if (step == 5) {
+            before = at_start;
+            launches = c.kernel_launches - at_start.kernel_launches;
+        }
+        if (step >= 5) {
+            if (c.host_waits != at_start.host_waits || c.malloc_calls != before.malloc_calls ||
+                c.free_calls != before.free_calls)
+                fail_msg("step %d: %llu host waits, %llu cudaMalloc and %llu cudaFree calls in a warm step", step,
+                         (unsigned long long)(c.host_waits - at_start.host_waits),
+                         (unsigned long long)(c.malloc_calls - before.malloc_calls),
+                         (unsigned long long)(c.free_calls - before.free_calls));
+            if (c.kernel_launches - at_start.kernel_launches != launches)
+                fail_msg("step %d: %llu kernels, %llu in step 5", step,
+                         (unsigned long long)(c.kernel_launches - at_start.kernel_launches),
+                         (unsigned long long)launches);
+        }
+        /* the loss, read after the step (the one wait), is finite */
+        double loss = NAN;
+        if (step == 7)
+            TEST_OK(gpu, dc_tensor_item(r.loss, &loss));
+        if (step == 7 && !isfinite(loss))
+            fail_msg("the loss after 8 steps is %g", loss);
+    }
+    print_message("a warm HM-LSTM training step (2 x 16, batch 4 x 6): %llu kernel launches\n",
+                  (unsigned long long)launches);
+    dc_tape_free(tape);
+    dc_optimizer_free(adam);
+    dc_tensor_free(ids);
+    dc_tensor_free(targets);
+    hm_state_free(hs);
+    hm_model_free(m);
+}
+
+/* On CUDA, indices are read on the device: an embedding id or a target out
+ * of range is found there, the op uses row 0 in its place, and the next
+ * call that waits for the device reports it, naming the op and the index;
+ * the report is given once. */
+static void test_bad_index_reported_at_the_next_wait(void **state)
+{
+    (void)state;
+    const int64_t ts[2] = {5, 3}, is[1] = {4};
+    const double ids_v[4] = {1, 4, 7, 2}, targets_v[4] = {0, 2, -1, 1};
+    dc_tensor *table = dc_tensor_new(gpu, DC_F32, 2, ts);
+    TEST_OK(gpu, dc_tensor_fill(table, 0.5));
+    dc_tensor *ids = test_tensor(gpu, DC_F32, 1, is, ids_v), *targets = test_tensor(gpu, DC_F32, 1, is, targets_v);
+    TEST_OK(gpu, dc_ctx_synchronize(gpu));
+    dc_tape *tape = dc_tape_new(gpu);
+    dc_tensor *rows = dc_op_embedding(tape, table, ids);
+    TEST_NONNULL(gpu, rows);
+    const dc_status st = dc_ctx_synchronize(gpu);
+    if (st != DC_ERR_ARG || !strstr(dc_last_error(gpu), "dc_op_embedding") || !strstr(dc_last_error(gpu), "ids[2]") ||
+        !strstr(dc_last_error(gpu), " 7"))
+        fail_msg("an id of 7 into 5 rows: %s \"%s\"; want DC_ERR_ARG naming dc_op_embedding and ids[2] = 7",
+                 dc_status_name(st), dc_last_error(gpu));
+    TEST_OK(gpu, dc_ctx_synchronize(gpu)); /* reported once */
+    const int64_t ls[2] = {4, 3};
+    dc_tensor *logits = dc_tape_tensor_new(tape, DC_F32, 2, ls, NULL);
+    TEST_NONNULL(gpu, dc_op_cross_entropy(tape, logits, targets));
+    double v;
+    const dc_status st2 = dc_tensor_item(dc_op_sum(tape, logits, 0, NULL, false), &v);
+    if (st2 != DC_ERR_ARG || !strstr(dc_last_error(gpu), "dc_op_cross_entropy") ||
+        !strstr(dc_last_error(gpu), "targets[2]"))
+        fail_msg("a target of -1: %s \"%s\"; want DC_ERR_ARG naming dc_op_cross_entropy and targets[2]",
+                 dc_status_name(st2), dc_last_error(gpu));
+    dc_tape_free(tape);
+    dc_tensor_free(table);
+    dc_tensor_free(ids);
+    dc_tensor_free(targets);
+}
+
 /* Three steps of Adam (with weight decay) and of SGD with momentum, in
  * float32 and float64, from the same parameters on both backends: the loss
  * sum(tanh(w) x) gives each step a gradient that depends on w. */
@@ -1101,6 +1208,8 @@ int main(void)
         cmocka_unit_test(test_broadcast_functions_match_cpu),
         cmocka_unit_test(test_backward_is_deterministic),
         cmocka_unit_test(test_steady_state_allocates_nothing),
+        cmocka_unit_test(test_training_step_never_waits),
+        cmocka_unit_test(test_bad_index_reported_at_the_next_wait),
         cmocka_unit_test(test_optimizers_match_cpu),
         cmocka_unit_test(test_clip_norm_of_a_large_gradient),
         cmocka_unit_test(test_clip_norm_of_many_tensors),

@@ -113,7 +113,7 @@ __global__ void group_by_value(const int64_t *ids, int64_t n, int64_t limit, int
                                int64_t *positions)
 {
     __shared__ int64_t tile[kBlock];
-    __shared__ int64_t carry;
+    __shared__ int64_t carry[1]; /* an array: the emulation's mirror rewrites array declarations */
     for (int64_t v = threadIdx.x; v < limit; v += blockDim.x)
         cursor[v] = 0;
     __syncthreads();
@@ -144,7 +144,7 @@ __global__ void group_by_value(const int64_t *ids, int64_t n, int64_t limit, int
         if (pass == 0) {
             /* counts into starts: an exclusive scan, a tile at a time */
             if (threadIdx.x == 0)
-                carry = 0;
+                carry[0] = 0;
             __syncthreads();
             for (int64_t v0 = 0; v0 < limit; v0 += blockDim.x) {
                 const int64_t v = v0 + threadIdx.x;
@@ -157,12 +157,12 @@ __global__ void group_by_value(const int64_t *ids, int64_t n, int64_t limit, int
                     __syncthreads();
                 }
                 if (v < limit) {
-                    start[v] = carry + tile[threadIdx.x] - cursor[v];
+                    start[v] = carry[0] + tile[threadIdx.x] - cursor[v];
                     cursor[v] = 0;
                 }
                 __syncthreads();
                 if (threadIdx.x == 0)
-                    carry += tile[blockDim.x - 1];
+                    carry[0] += tile[blockDim.x - 1];
                 __syncthreads();
             }
             if (threadIdx.x == 0)
@@ -282,6 +282,12 @@ template <typename T> __global__ void sgd(int64_t n, T *w, const T *g, T *buf, c
     const T rate = (T)*lr;
     for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x)
         w[e] = sgd_of(w[e], g[e], &buf[e], rate, mu);
+}
+
+template <typename T> __global__ void fill_value(T *x, int64_t n, T value)
+{
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x)
+        x[e] = value;
 }
 
 /* The clip's state on the device (dc_cuda_clip), in the last slots of its
@@ -492,6 +498,19 @@ dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const voi
     else
         sgd<double><<<grid_for(ctx, n), kBlock, 0, st>>>(n, (double *)w, (const double *)g, (double *)buf, lr, mu);
     return dc_cuda_launched(ctx, 1, "sgd");
+}
+
+dc_status dc_cuda_fill(dc_ctx *ctx, dc_dtype dtype, void *x, int64_t n, double value)
+{
+    DC_CUDA_ENTER(ctx);
+    if (n == 0)
+        return DC_OK;
+    cudaStream_t st = ctx->cuda->stream;
+    if (dtype == DC_F32)
+        fill_value<float><<<grid_for(ctx, n), kBlock, 0, st>>>((float *)x, n, (float)value);
+    else
+        fill_value<double><<<grid_for(ctx, n), kBlock, 0, st>>>((double *)x, n, value);
+    return dc_cuda_launched(ctx, 1, "fill");
 }
 
 dc_status dc_cuda_clip(dc_ctx *ctx, int n, dc_tensor *const *params, double max_norm, const double **norm)

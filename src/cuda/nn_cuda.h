@@ -58,6 +58,10 @@ dc_status dc_cuda_adam(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const vo
 dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *buf, const double *lr,
                       double mu);
 
+/* Sets the n elements of x (device memory) to value, rounded to dtype,
+ * without the host waiting (a copy from host memory would). */
+dc_status dc_cuda_fill(dc_ctx *ctx, dc_dtype dtype, void *x, int64_t n, double value);
+
 /* dc_clip_grad_norm on the device, the host never waiting: the global norm
  * of the gradients of params (the plain sum of squares, and where it
  * overflows or underflows the rescaled one, as the CPU computes it) and,

@@ -132,6 +132,12 @@ dc_status dc_cuda_group_indices(dc_ctx *ctx, const int64_t *ids, int64_t n, int6
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
 
+dc_status dc_cuda_fill(dc_ctx *ctx, dc_dtype dtype, void *x, int64_t n, double value)
+{
+    (void)dtype, (void)x, (void)n, (void)value;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
 dc_status dc_cuda_clip(dc_ctx *ctx, int n, dc_tensor *const *params, double max_norm, const double **norm)
 {
     (void)n, (void)params, (void)max_norm, (void)norm;
