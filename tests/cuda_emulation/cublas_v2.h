@@ -1,6 +1,10 @@
 /* The part of cuBLAS the CUDA backend uses, emulated on the CPU for the
- * emulated build of the tests (see cuda_runtime.h here): strided batched
- * GEMM in column-major order, computed with plain loops in double. */
+ * emulated build of the tests (see cuda_runtime.h here): GEMM, strided
+ * batched or not, in column-major order, computed with plain loops in
+ * double. Only the host pointer mode is emulated: alpha and beta are read
+ * when the call is made, so a GEMM issued on a capturing stream records
+ * their values, as cuBLAS does ("CUDA Graphs Support" in the cuBLAS guide),
+ * and reads A, B and C when the graph runs. */
 #ifndef DC_CUDA_EMULATION_CUBLAS_H
 #define DC_CUDA_EMULATION_CUBLAS_H
 
@@ -19,6 +23,12 @@ cublasStatus_t cublasCreate(cublasHandle_t *handle);
 cublasStatus_t cublasDestroy(cublasHandle_t handle);
 cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream);
 cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode);
+cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                           const float *alpha, const float *a, int lda, const float *b, int ldb, const float *beta,
+                           float *c, int ldc);
+cublasStatus_t cublasDgemm(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                           const double *alpha, const double *a, int lda, const double *b, int ldb,
+                           const double *beta, double *c, int ldc);
 cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m,
                                          int n, int k, const float *alpha, const float *a, int lda, long long sa,
                                          const float *b, int ldb, long long sb, const float *beta, float *c, int ldc,

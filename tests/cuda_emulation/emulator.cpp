@@ -1,6 +1,7 @@
 /* The CPU emulation of the CUDA runtime and cuBLAS declared in
  * cuda_runtime.h and cublas_v2.h here: device memory, streams (every call
- * completes before it returns), kernel launches and GEMM. */
+ * completes before it returns), kernel launches and GEMM, and the capture of
+ * a stream's work into a graph that runs it again later. */
 /* _longjmp between fibers' stacks: fortified longjmp would refuse it */
 #undef _FORTIFY_SOURCE
 #include "cublas_v2.h"
@@ -8,8 +9,12 @@
 #include "race_check.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
+#include <memory>
 #include <setjmp.h>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include <stdio.h>
@@ -19,11 +24,42 @@
 #include <time.h>
 #include <ucontext.h>
 
-/* A stream: every call on it completes before it returns; it belongs to
- * the device current when it was made. */
+struct dc_emu_capture;
+
+/* A stream: every call on it completes before it returns, unless it
+ * captures; it belongs to the device current when it was made. */
 struct dc_emu_stream {
     unsigned flags;
     int device;
+    dc_emu_capture *capture; /* the capture it records into, or null */
+};
+
+/* A graph's node: the work one captured call does when the graph runs. */
+struct dc_emu_node {
+    const char *what; /* the call captured */
+    std::function<cudaError_t()> run;
+};
+
+/* A capture under way: begun on `origin` by `thread`. */
+struct dc_emu_capture {
+    cudaStream_t origin;
+    cudaStreamCaptureMode mode;
+    std::thread::id thread;
+    unsigned long long serial; /* counts the captures begun */
+    bool invalidated;
+    std::vector<dc_emu_node> nodes;
+};
+
+/* A graph of the work captured on a stream of `device`, in order; an
+ * executable graph is a copy of it (the captured closures are shared, never
+ * changed). */
+struct dc_emu_graph {
+    int device;
+    std::vector<dc_emu_node> nodes;
+};
+struct dc_emu_graph_exec {
+    int device;
+    std::vector<dc_emu_node> nodes;
 };
 
 namespace dc_emu {
@@ -137,6 +173,111 @@ bool is_device_range(const void *p, size_t bytes, int device = -1)
     --it;
     return a >= it->first && a + bytes <= it->first + it->second.bytes &&
            (device < 0 || it->second.device == device);
+}
+
+/* ---- stream capture ----
+ *
+ * What CUDA documents (the Programming Guide's "Stream Capture": "Prohibited
+ * and Unhandled Operations" and "Invalidation"; the runtime reference of
+ * cudaStreamBeginCapture and cudaThreadExchangeStreamCaptureMode): work
+ * queued on a capturing stream is recorded, not run; synchronizing with a
+ * capture is invalid, and so is any use of the legacy stream while a blocking
+ * stream captures; potentially unsafe calls are prohibited as the thread's
+ * capture interaction mode says; an invalid call invalidates the capture,
+ * whose stream then refuses work until cudaStreamEndCapture, which returns
+ * no graph. */
+
+std::vector<dc_emu_capture *> captures; /* those under way */
+unsigned long long capture_serial;     /* the most recently begun */
+const char *capture_broken_by;         /* what invalidated that one, if anything */
+/* the thread's capture interaction mode (cudaThreadExchangeStreamCaptureMode) */
+thread_local cudaStreamCaptureMode thread_capture_mode = cudaStreamCaptureModeGlobal;
+
+void invalidate(dc_emu_capture *c, const char *what, cudaError_t err)
+{
+    if (c->invalidated)
+        return;
+    c->invalidated = true;
+    fprintf(stderr, "cuda emulation: %s while stream %p captures: %s; the capture is invalidated\n", what,
+            (void *)c->origin, cudaGetErrorString(err));
+    if (c->serial == capture_serial)
+        capture_broken_by = what;
+}
+
+/* A use of the legacy (null) stream while a blocking stream of the current
+ * device captures: cudaErrorStreamCaptureImplicit, and those captures are
+ * invalidated if `breaks`. */
+cudaError_t legacy_stream_use(const char *what, bool breaks = true)
+{
+    cudaError_t err = cudaSuccess;
+    for (dc_emu_capture *c : captures)
+        if (!(c->origin->flags & cudaStreamNonBlocking) && c->origin->device == current_device) {
+            err = cudaErrorStreamCaptureImplicit;
+            if (breaks)
+                invalidate(c, what, err);
+        }
+    return err;
+}
+
+enum class queued { run, record, refused };
+
+/* What becomes of work that `what` queues on `stream`: it runs now, it is
+ * recorded into the stream's capture, or it is refused (*err says why, and
+ * is the last error). */
+queued queue_on(cudaStream_t stream, const char *what, cudaError_t *err)
+{
+    *err = cudaSuccess;
+    if (!stream) {
+        *err = legacy_stream_use(what);
+        if (*err)
+            last_error = *err;
+        return *err ? queued::refused : queued::run;
+    }
+    if (!stream->capture)
+        return queued::run;
+    if (stream->capture->invalidated) {
+        last_error = *err = cudaErrorStreamCaptureInvalidated;
+        return queued::refused;
+    }
+    return queued::record;
+}
+
+void record(cudaStream_t stream, const char *what, std::function<cudaError_t()> run)
+{
+    stream->capture->nodes.push_back(dc_emu_node{what, std::move(run)});
+}
+
+/* A potentially unsafe call (cudaMalloc and the like): refused with
+ * cudaErrorStreamCaptureUnsupported, and the captures that prohibit it
+ * invalidated, where the thread's mode says so: in the modes global and
+ * thread-local, a capture of this thread not begun in relaxed mode; in the
+ * mode global, also a global capture of another thread. */
+cudaError_t unsafe_call(const char *what)
+{
+    if (thread_capture_mode == cudaStreamCaptureModeRelaxed)
+        return cudaSuccess;
+    const std::thread::id self = std::this_thread::get_id();
+    cudaError_t err = cudaSuccess;
+    for (dc_emu_capture *c : captures) {
+        const bool ours = c->thread == self;
+        if ((ours && c->mode != cudaStreamCaptureModeRelaxed) ||
+            (!ours && c->mode == cudaStreamCaptureModeGlobal && thread_capture_mode == cudaStreamCaptureModeGlobal)) {
+            err = cudaErrorStreamCaptureUnsupported;
+            invalidate(c, what, err);
+        }
+    }
+    if (err)
+        last_error = err;
+    return err;
+}
+
+/* A graph's node reaches device memory that was freed since the capture: a
+ * device would fault. */
+[[noreturn]] void stale_node(const char *what, const void *p, size_t bytes)
+{
+    fprintf(stderr, "cuda emulation: a graph's %s reaches %p (%zu bytes), which is no longer allocated device memory\n",
+            what, p, bytes);
+    abort();
 }
 
 /* ---- kernels: a block's threads on coroutines ----
@@ -301,7 +442,38 @@ void sync_threads()
     yield(self);
 }
 
-void run_grid(dim3 grid, dim3 block, cudaStream_t stream, void (*body)(void *), void *closure)
+namespace {
+
+/* Runs the grid on `device`, whose memory it opens. */
+cudaError_t execute_grid(int device, dim3 grid, dim3 block, void (*body)(void *), void *closure)
+{
+    const unsigned threads = block.x * block.y * block.z;
+    device_access open(device);
+    grid_dim = grid;
+    block_dim = block;
+    current_body = body;
+    current_closure = closure;
+    struct race_watch {
+        race_watch(dim3 g, dim3 b) { race::launch_begin(g.x, g.y, b.x, b.y); }
+        ~race_watch() { race::launch_end(); }
+    } watch(grid, block);
+    for (unsigned z = 0; z < grid.z; ++z)
+        for (unsigned y = 0; y < grid.y; ++y)
+            for (unsigned x = 0; x < grid.x; ++x) {
+                block_idx.x = reverse_order ? grid.x - 1 - x : x;
+                block_idx.y = reverse_order ? grid.y - 1 - y : y;
+                block_idx.z = reverse_order ? grid.z - 1 - z : z;
+                race::block_begin((block_idx.z * grid.y + block_idx.y) * grid.x + block_idx.x);
+                if (!run_block(threads))
+                    return last_error = cudaErrorMemoryAllocation;
+            }
+    return cudaSuccess;
+}
+
+} // namespace
+
+void run_grid(dim3 grid, dim3 block, cudaStream_t stream, void (*body)(void *), void *closure,
+              void *(*copy)(const void *), void (*destroy)(void *))
 {
     const unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
     /* the limits of compute capability 9.0 */
@@ -321,27 +493,22 @@ void run_grid(dim3 grid, dim3 block, cudaStream_t stream, void (*body)(void *), 
         last_error = cudaErrorInvalidResourceHandle;
         return;
     }
-    device_access open(device);
-    grid_dim = grid;
-    block_dim = block;
-    current_body = body;
-    current_closure = closure;
-    struct race_watch {
-        race_watch(dim3 g, dim3 b) { race::launch_begin(g.x, g.y, b.x, b.y); }
-        ~race_watch() { race::launch_end(); }
-    } watch(grid, block);
-    for (unsigned z = 0; z < grid.z; ++z)
-        for (unsigned y = 0; y < grid.y; ++y)
-            for (unsigned x = 0; x < grid.x; ++x) {
-                block_idx.x = reverse_order ? grid.x - 1 - x : x;
-                block_idx.y = reverse_order ? grid.y - 1 - y : y;
-                block_idx.z = reverse_order ? grid.z - 1 - z : z;
-                race::block_begin((block_idx.z * grid.y + block_idx.y) * grid.x + block_idx.x);
-                if (!run_block((unsigned)threads)) {
-                    last_error = cudaErrorMemoryAllocation;
-                    return;
-                }
-            }
+    cudaError_t err;
+    switch (queue_on(stream, "cudaLaunchKernel", &err)) {
+    case queued::refused:
+        return;
+    case queued::record: {
+        /* the arguments as they are now, converted to the parameters' types:
+         * a captured launch copies them as a launch does */
+        const std::shared_ptr<void> saved(copy(closure), destroy);
+        record(stream, "cudaLaunchKernel",
+               [device, grid, block, body, saved] { return execute_grid(device, grid, block, body, saved.get()); });
+        return;
+    }
+    case queued::run:
+        execute_grid(device, grid, block, body, closure);
+        return;
+    }
 }
 
 } // namespace dc_emu
@@ -420,6 +587,10 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes)
 {
     if (!ptr)
         return last_error = cudaErrorInvalidValue;
+    if (cudaError_t err = unsafe_call("cudaMalloc")) {
+        *ptr = NULL;
+        return err;
+    }
     const size_t rounded = round_up(bytes, kPage);
     const int d = current_device;
     if (!region_reserve() || rounded > kDeviceBytes - region_used[d]) {
@@ -442,6 +613,9 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes)
 
 cudaError_t cudaFree(void *ptr)
 {
+    /* cudaFree(NULL) too: it is unsafe in a capture as any cudaFree */
+    if (cudaError_t err = unsafe_call("cudaFree"))
+        return err;
     if (!ptr)
         return cudaSuccess;
     auto it = live.find(reinterpret_cast<uintptr_t>(ptr));
@@ -460,7 +634,10 @@ cudaError_t cudaFree(void *ptr)
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream)
 {
-    (void)stream;
+    cudaError_t err;
+    const queued how = queue_on(stream, "cudaMemcpyAsync", &err);
+    if (how == queued::refused)
+        return err;
     if (bytes == 0)
         return cudaSuccess;
     const bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
@@ -474,6 +651,20 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
     if (src_dev ? !is_device_range(src, bytes) : in_region(src))
         return fail(cudaErrorInvalidValue, "%s: source %p (%zu bytes) is not where the direction says",
                     "cudaMemcpyAsync", src, bytes);
+    if (how == queued::record) {
+        /* host memory, pinned or pageable, is read or written when the graph
+         * runs, as a memcpy node does */
+        record(stream, "cudaMemcpyAsync", [dst, src, bytes, dst_dev, src_dev] {
+            if (dst_dev && !is_device_range(dst, bytes))
+                stale_node("cudaMemcpyAsync", dst, bytes);
+            if (src_dev && !is_device_range(src, bytes))
+                stale_node("cudaMemcpyAsync", src, bytes);
+            device_access open;
+            memmove(dst, src, bytes);
+            return cudaSuccess;
+        });
+        return cudaSuccess;
+    }
     device_access open;
     memmove(dst, src, bytes);
     return cudaSuccess;
@@ -482,9 +673,12 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
 cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int src_device, size_t bytes,
                                 cudaStream_t stream)
 {
-    (void)stream;
     if (!valid_device(dst_device) || !valid_device(src_device))
         return last_error = cudaErrorInvalidDevice;
+    cudaError_t err;
+    const queued how = queue_on(stream, "cudaMemcpyPeerAsync", &err);
+    if (how == queued::refused)
+        return err;
     if (bytes == 0)
         return cudaSuccess;
     if (!is_device_range(dst, bytes, dst_device))
@@ -493,6 +687,18 @@ cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int 
     if (!is_device_range(src, bytes, src_device))
         return fail(cudaErrorInvalidValue, "%s: source %p (%zu bytes) is not memory of the device named",
                     "cudaMemcpyPeerAsync", src, bytes);
+    if (how == queued::record) {
+        record(stream, "cudaMemcpyPeerAsync", [dst, dst_device, src, src_device, bytes] {
+            if (!is_device_range(dst, bytes, dst_device))
+                stale_node("cudaMemcpyPeerAsync", dst, bytes);
+            if (!is_device_range(src, bytes, src_device))
+                stale_node("cudaMemcpyPeerAsync", src, bytes);
+            device_access open;
+            memmove(dst, src, bytes);
+            return cudaSuccess;
+        });
+        return cudaSuccess;
+    }
     device_access open;
     memmove(dst, src, bytes);
     return cudaSuccess;
@@ -500,11 +706,24 @@ cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int 
 
 cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream)
 {
-    (void)stream;
+    cudaError_t err;
+    const queued how = queue_on(stream, "cudaMemsetAsync", &err);
+    if (how == queued::refused)
+        return err;
     if (bytes == 0)
         return cudaSuccess;
     if (!is_device_range(ptr, bytes))
         return fail(cudaErrorInvalidValue, "%s: %p (%zu bytes) is not device memory", "cudaMemsetAsync", ptr, bytes);
+    if (how == queued::record) {
+        record(stream, "cudaMemsetAsync", [ptr, value, bytes] {
+            if (!is_device_range(ptr, bytes))
+                stale_node("cudaMemsetAsync", ptr, bytes);
+            device_access open;
+            memset(ptr, value, bytes);
+            return cudaSuccess;
+        });
+        return cudaSuccess;
+    }
     device_access open;
     memset(ptr, value, bytes);
     return cudaSuccess;
@@ -512,20 +731,49 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t str
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags)
 {
-    *stream = new dc_emu_stream{flags, current_device};
+    if (cudaError_t err = unsafe_call("cudaStreamCreateWithFlags"))
+        return err;
+    *stream = new dc_emu_stream{flags, current_device, nullptr};
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream)
 {
+    /* the emulation's choice (CUDA does not say): a capturing stream stays,
+     * and its capture can only fail */
+    if (stream && stream->capture) {
+        if (!stream->capture->invalidated)
+            invalidate(stream->capture, "cudaStreamDestroy", cudaErrorStreamCaptureUnsupported);
+        return last_error = cudaErrorStreamCaptureUnsupported;
+    }
     delete stream;
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
-    (void)stream;
+    if (!stream) {
+        const cudaError_t err = legacy_stream_use("cudaStreamSynchronize");
+        return err ? last_error = err : cudaSuccess;
+    }
+    if (dc_emu_capture *c = stream->capture) {
+        if (c->invalidated)
+            return last_error = cudaErrorStreamCaptureInvalidated;
+        invalidate(c, "cudaStreamSynchronize", cudaErrorStreamCaptureUnsupported);
+        return last_error = cudaErrorStreamCaptureUnsupported;
+    }
     return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+    cudaError_t err = cudaSuccess;
+    for (dc_emu_capture *c : captures)
+        if (c->origin->device == current_device) {
+            err = cudaErrorStreamCaptureUnsupported;
+            invalidate(c, "cudaDeviceSynchronize", err);
+        }
+    return err ? last_error = err : cudaSuccess;
 }
 
 /* An event belongs to the device current when it was made. */
@@ -533,6 +781,7 @@ struct dc_emu_event {
     unsigned long long ns;
     bool recorded;
     int device;
+    unsigned long long captured_in; /* the capture it was last recorded in, or 0 */
 };
 
 unsigned long long dc_emu::clock_ns()
@@ -544,7 +793,7 @@ unsigned long long dc_emu::clock_ns()
 
 cudaError_t cudaEventCreate(cudaEvent_t *event)
 {
-    *event = new dc_emu_event{0, false, current_device};
+    *event = new dc_emu_event{0, false, current_device, 0};
     return cudaSuccess;
 }
 
@@ -560,19 +809,54 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
     if (device != event->device)
         return fail(cudaErrorInvalidResourceHandle, "%s %p (%zu): the event and the stream belong to different devices",
                     "cudaEventRecord", event, (size_t)0);
+    cudaError_t err;
+    switch (queue_on(stream, "cudaEventRecord", &err)) {
+    case queued::refused:
+        return err;
+    case queued::record:
+        /* a captured event: it stands for work of the graph, and nothing
+         * can wait for it or time it */
+        event->captured_in = stream->capture->serial;
+        event->recorded = false;
+        return cudaSuccess;
+    case queued::run:
+        break;
+    }
     event->ns = clock_ns();
     event->recorded = true;
+    event->captured_in = 0;
     return cudaSuccess;
 }
 
+namespace {
+
+/* An event last recorded in a capture cannot be waited for or timed
+ * (cudaErrorCapturedEvent); its capture, if still under way, is invalidated.
+ * The emulation keeps refusing it after the capture ends, until it is
+ * recorded outside a capture again. */
+cudaError_t captured_event_use(cudaEvent_t event, const char *what)
+{
+    if (!event->captured_in)
+        return cudaSuccess;
+    for (dc_emu_capture *c : captures)
+        if (c->serial == event->captured_in)
+            invalidate(c, what, cudaErrorCapturedEvent);
+    return last_error = cudaErrorCapturedEvent;
+}
+
+} // namespace
+
 cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
-    (void)event;
-    return cudaSuccess;
+    return captured_event_use(event, "cudaEventSynchronize");
 }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
 {
+    if (cudaError_t err = captured_event_use(start, "cudaEventElapsedTime"))
+        return err;
+    if (cudaError_t err = captured_event_use(end, "cudaEventElapsedTime"))
+        return err;
     if (!start->recorded || !end->recorded)
         return fail(cudaErrorInvalidValue, "%s %p (%zu): an event was not recorded", "cudaEventElapsedTime", end,
                     (size_t)0);
@@ -586,6 +870,8 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
 cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned flags)
 {
     (void)flags;
+    if (cudaError_t err = unsafe_call("cudaHostAlloc"))
+        return err;
     *ptr = malloc(bytes ? bytes : 1);
     return *ptr ? cudaSuccess : (last_error = cudaErrorMemoryAllocation);
 }
@@ -599,6 +885,8 @@ cudaError_t cudaHostGetDevicePointer(void **device_ptr, void *host_ptr, unsigned
 
 cudaError_t cudaFreeHost(void *ptr)
 {
+    if (cudaError_t err = unsafe_call("cudaFreeHost"))
+        return err;
     free(ptr);
     return cudaSuccess;
 }
@@ -631,9 +919,149 @@ const char *cudaGetErrorString(cudaError_t err)
         return "invalid resource handle";
     case cudaErrorPeerAccessAlreadyEnabled:
         return "peer access is already enabled";
+    case cudaErrorIllegalState:
+        return "the operation cannot be performed in the present state";
+    case cudaErrorStreamCaptureUnsupported:
+        return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated:
+        return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureImplicit:
+        return "operation would make the legacy stream depend on a capturing blocking stream";
+    case cudaErrorCapturedEvent:
+        return "operation not permitted on an event last recorded in a capturing stream";
+    case cudaErrorStreamCaptureWrongThread:
+        return "attempt to terminate a thread-local capture sequence from another thread";
     }
     return "unknown error";
 }
+
+/* ---- stream capture and graphs ---- */
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode)
+{
+    /* "Capture may not be initiated if stream is cudaStreamLegacy" */
+    if (!stream)
+        return fail(cudaErrorStreamCaptureUnsupported, "%s %p (%zu): the legacy stream cannot capture",
+                    "cudaStreamBeginCapture", stream, (size_t)0);
+    if (mode != cudaStreamCaptureModeGlobal && mode != cudaStreamCaptureModeThreadLocal &&
+        mode != cudaStreamCaptureModeRelaxed)
+        return fail(cudaErrorInvalidValue, "%s %p (%zu): no such capture mode", "cudaStreamBeginCapture", stream,
+                    (size_t)mode);
+    if (stream->capture)
+        return fail(cudaErrorIllegalState, "%s %p (%zu): the stream captures already", "cudaStreamBeginCapture",
+                    stream, (size_t)0);
+    dc_emu_capture *c = new dc_emu_capture{stream, mode, std::this_thread::get_id(), ++capture_serial, false, {}};
+    captures.push_back(c);
+    stream->capture = c;
+    capture_broken_by = NULL;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph)
+{
+    if (!graph)
+        return last_error = cudaErrorInvalidValue;
+    if (!stream || !stream->capture)
+        return fail(cudaErrorIllegalState, "%s %p (%zu): the stream does not capture", "cudaStreamEndCapture", stream,
+                    (size_t)0);
+    dc_emu_capture *c = stream->capture;
+    /* "If mode is not cudaStreamCaptureModeRelaxed, cudaStreamEndCapture must
+     * be called on this stream from the same thread" */
+    if (c->mode != cudaStreamCaptureModeRelaxed && c->thread != std::this_thread::get_id())
+        return last_error = cudaErrorStreamCaptureWrongThread;
+    captures.erase(std::find(captures.begin(), captures.end(), c));
+    stream->capture = nullptr;
+    const bool invalidated = c->invalidated;
+    if (!invalidated)
+        *graph = new dc_emu_graph{stream->device, std::move(c->nodes)};
+    else
+        *graph = NULL;
+    delete c;
+    return invalidated ? last_error = cudaErrorStreamCaptureInvalidated : cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus *status)
+{
+    if (!status)
+        return last_error = cudaErrorInvalidValue;
+    if (!stream) {
+        /* reported, the capture left as it is */
+        if (cudaError_t err = legacy_stream_use("cudaStreamIsCapturing", false))
+            return last_error = err;
+        *status = cudaStreamCaptureStatusNone;
+        return cudaSuccess;
+    }
+    *status = !stream->capture ? cudaStreamCaptureStatusNone
+              : stream->capture->invalidated ? cudaStreamCaptureStatusInvalidated
+                                             : cudaStreamCaptureStatusActive;
+    return cudaSuccess;
+}
+
+cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode *mode)
+{
+    if (!mode || (*mode != cudaStreamCaptureModeGlobal && *mode != cudaStreamCaptureModeThreadLocal &&
+                  *mode != cudaStreamCaptureModeRelaxed))
+        return last_error = cudaErrorInvalidValue;
+    std::swap(*mode, thread_capture_mode);
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags)
+{
+    if (!exec || !graph)
+        return last_error = cudaErrorInvalidValue;
+    if (flags & ~(unsigned long long)(cudaGraphInstantiateFlagAutoFreeOnLaunch | cudaGraphInstantiateFlagUseNodePriority))
+        return fail(cudaErrorInvalidValue, "%s %p (flags %#zx): only the flags auto free on launch and node priority are emulated",
+                    "cudaGraphInstantiate", graph, (size_t)flags);
+    *exec = new dc_emu_graph_exec{graph->device, graph->nodes};
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream)
+{
+    if (!exec)
+        return last_error = cudaErrorInvalidValue;
+    cudaError_t err;
+    switch (queue_on(stream, "cudaGraphLaunch", &err)) {
+    case queued::refused:
+        return err;
+    case queued::record:
+        /* the emulation's choice: it does not nest graphs */
+        invalidate(stream->capture, "cudaGraphLaunch", cudaErrorStreamCaptureUnsupported);
+        return last_error = cudaErrorStreamCaptureUnsupported;
+    case queued::run:
+        break;
+    }
+    const int device = stream ? stream->device : current_device;
+    if (device != exec->device)
+        return fail(cudaErrorInvalidValue, "%s %p (%zu): a graph of another device's stream, launched on this one's",
+                    "cudaGraphLaunch", exec, (size_t)device);
+    if (device != current_device)
+        return fail(cudaErrorInvalidResourceHandle, "%s %p (%zu): a launch on a stream of a device that is not current",
+                    "cudaGraphLaunch", exec, (size_t)device);
+    for (const dc_emu_node &node : exec->nodes)
+        if (cudaError_t e = node.run())
+            return last_error = e;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
+{
+    if (!exec)
+        return last_error = cudaErrorInvalidValue;
+    delete exec;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph)
+{
+    if (!graph)
+        return last_error = cudaErrorInvalidValue;
+    delete graph;
+    return cudaSuccess;
+}
+
+extern "C" const char *dc_emu_capture_broken_by(void) { return capture_broken_by; }
 
 /* ---- cuBLAS ---- */
 
@@ -677,9 +1105,31 @@ namespace {
  * not read when beta is 0); the leading dimensions are checked as cuBLAS
  * checks them. */
 template <typename T>
-cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T *alpha, const T *a,
-                    int lda, long long sa, const T *b, int ldb, long long sb, const T *beta, T *c, int ldc,
-                    long long sc, int batch)
+void gemm_on(int device, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, T alpha, const T *a, int lda,
+             long long sa, const T *b, int ldb, long long sb, T beta, T *c, int ldc, long long sc, int batch)
+{
+    device_access open(device);
+    for (int p = 0; p < batch; ++p) {
+        const T *A = a + p * sa, *B = b + p * sb;
+        T *C = c + p * sc;
+        for (int j = 0; j < n; ++j)
+            for (int i = 0; i < m; ++i) {
+                double s = 0;
+                for (int l = 0; l < k; ++l) {
+                    const double av = ta == CUBLAS_OP_N ? A[i + (long long)l * lda] : A[l + (long long)i * lda];
+                    const double bv = tb == CUBLAS_OP_N ? B[l + (long long)j * ldb] : B[j + (long long)l * ldb];
+                    s += av * bv;
+                }
+                T *cij = &C[i + (long long)j * ldc];
+                *cij = (T)((double)alpha * s + (beta == 0 ? 0.0 : (double)beta * (double)*cij));
+            }
+    }
+}
+
+template <typename T>
+cublasStatus_t gemm(const char *what, cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                    int k, const T *alpha, const T *a, int lda, long long sa, const T *b, int ldb, long long sb,
+                    const T *beta, T *c, int ldc, long long sc, int batch)
 {
     const int rows_a = ta == CUBLAS_OP_N ? m : k, rows_b = tb == CUBLAS_OP_N ? k : n;
     if (m < 0 || n < 0 || k < 0 || batch < 0 || lda < (rows_a > 1 ? rows_a : 1) || ldb < (rows_b > 1 ? rows_b : 1) ||
@@ -694,22 +1144,25 @@ cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t ta, cublasOperation
                 handle->device, stream_device, current_device);
         return CUBLAS_STATUS_EXECUTION_FAILED;
     }
-    device_access open(handle->device);
-    for (int p = 0; p < batch; ++p) {
-        const T *A = a + p * sa, *B = b + p * sb;
-        T *C = c + p * sc;
-        for (int j = 0; j < n; ++j)
-            for (int i = 0; i < m; ++i) {
-                double s = 0;
-                for (int l = 0; l < k; ++l) {
-                    const double av = ta == CUBLAS_OP_N ? A[i + (long long)l * lda] : A[l + (long long)i * lda];
-                    const double bv = tb == CUBLAS_OP_N ? B[l + (long long)j * ldb] : B[j + (long long)l * ldb];
-                    s += av * bv;
-                }
-                T *cij = &C[i + (long long)j * ldc];
-                *cij = (T)((double)*alpha * s + (*beta == 0 ? 0.0 : (double)*beta * (double)*cij));
-            }
+    const int device = handle->device;
+    cudaError_t err;
+    switch (queue_on(handle->stream, what, &err)) {
+    case queued::refused:
+        fprintf(stderr, "cuda emulation: %s: %s\n", what, cudaGetErrorString(err));
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    case queued::record: {
+        /* the host pointer mode: alpha and beta as they are now */
+        const T al = *alpha, be = *beta;
+        record(handle->stream, what, [=] {
+            gemm_on(device, ta, tb, m, n, k, al, a, lda, sa, b, ldb, sb, be, c, ldc, sc, batch);
+            return cudaSuccess;
+        });
+        return CUBLAS_STATUS_SUCCESS;
     }
+    case queued::run:
+        break;
+    }
+    gemm_on(device, ta, tb, m, n, k, *alpha, a, lda, sa, b, ldb, sb, *beta, c, ldc, sc, batch);
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -720,7 +1173,8 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
                                          const float *b, int ldb, long long sb, const float *beta, float *c, int ldc,
                                          long long sc, int batch)
 {
-    return gemm(handle, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
+    return gemm("cublasSgemmStridedBatched", handle, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc,
+                batch);
 }
 
 cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
@@ -728,5 +1182,20 @@ cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t handle, cublasOperation_
                                          const double *b, int ldb, long long sb, const double *beta, double *c,
                                          int ldc, long long sc, int batch)
 {
-    return gemm(handle, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
+    return gemm("cublasDgemmStridedBatched", handle, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc,
+                batch);
+}
+
+cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                           const float *alpha, const float *a, int lda, const float *b, int ldb, const float *beta,
+                           float *c, int ldc)
+{
+    return gemm("cublasSgemm", handle, ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1);
+}
+
+cublasStatus_t cublasDgemm(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                           const double *alpha, const double *a, int lda, const double *b, int ldb,
+                           const double *beta, double *c, int ldc)
+{
+    return gemm("cublasDgemm", handle, ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1);
 }

@@ -1,9 +1,11 @@
 /* Kernels with and without races, for the race check of the emulation
  * (race_check.h): `race_check_cases NAME` runs one of them with
  * DC_EMU_RACECHECK=1 and prints "no race reported" if the check let it
- * finish. Written as the mirror leaves a .cu file: launches as calls of
- * dc_emu::launch, __shared__ variables as static ones announced to the
- * runtime. */
+ * finish; `race_check_cases NAME graph` captures its launch into a CUDA graph
+ * (cuda_runtime.h), says so on stderr just before it launches the graph, and
+ * launches it, so that a race is reported in the replayed kernel. Written as
+ * the mirror leaves a .cu file: launches as calls of dc_emu::launch,
+ * __shared__ variables as static ones announced to the runtime. */
 #include "cuda_runtime.h"
 
 #include <stdio.h>
@@ -90,28 +92,63 @@ const struct {
     {"ordered", ordered},
 };
 
+/* The launch captured on a stream, then the graph launched: the kernel runs
+ * only then. */
+int run_in_graph(const char *name, void (*kernel)(float *), float *out)
+{
+    cudaStream_t stream;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) != cudaSuccess) {
+        fprintf(stderr, "race_check_cases: the capture cannot begin\n");
+        return 2;
+    }
+    dc_emu::launch(kernel, dim3(4), dim3(kThreads), 0, stream)(out);
+    if (cudaGetLastError() != cudaSuccess || cudaStreamEndCapture(stream, &graph) != cudaSuccess ||
+        cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+        fprintf(stderr, "race_check_cases: the capture failed\n");
+        return 2;
+    }
+    fprintf(stderr, "race_check_cases: launching the graph of %s\n", name);
+    if (cudaGraphLaunch(exec, stream) != cudaSuccess) {
+        fprintf(stderr, "race_check_cases: the graph's launch failed\n");
+        return 2;
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv)
 {
+    const bool graph = argc == 3 && strcmp(argv[2], "graph") == 0;
     for (const auto &c : cases) {
-        if (argc != 2 || strcmp(argv[1], c.name) != 0)
+        if ((argc != 2 && !graph) || strcmp(argv[1], c.name) != 0)
             continue;
         float *out = NULL;
         if (cudaMalloc((void **)&out, 4 * kThreads * sizeof *out) != cudaSuccess) {
             fprintf(stderr, "race_check_cases: cudaMalloc failed\n");
             return 2;
         }
-        dc_emu::launch(c.kernel, dim3(4), dim3(kThreads))(out);
-        if (cudaGetLastError() != cudaSuccess) {
-            fprintf(stderr, "race_check_cases: the launch failed\n");
-            return 2;
+        if (graph) {
+            if (int rc = run_in_graph(c.name, c.kernel, out))
+                return rc;
+        } else {
+            dc_emu::launch(c.kernel, dim3(4), dim3(kThreads))(out);
+            if (cudaGetLastError() != cudaSuccess) {
+                fprintf(stderr, "race_check_cases: the launch failed\n");
+                return 2;
+            }
         }
         cudaFree(out);
-        printf("%s: no race reported\n", c.name);
+        printf("%s: no race reported%s\n", c.name, graph ? " in the graph" : "");
         return 0;
     }
-    fprintf(stderr, "usage: race_check_cases NAME, NAME one of:");
+    fprintf(stderr, "usage: race_check_cases NAME [graph], NAME one of:");
     for (const auto &c : cases)
         fprintf(stderr, " %s", c.name);
     fprintf(stderr, "\n");
