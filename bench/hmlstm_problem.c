@@ -52,7 +52,7 @@ int hm_problem_init(hm_problem *p, dc_ctx *ctx, const char *corpus_path, char *e
     p->slope = 1.0;
     p->seed = 1;
     p->model = hm_model_new(ctx, &p->cfg, p->seed);
-    if (!p->model)
+    if (!p->model || hm_model_set_slope(p->model, p->slope) != DC_OK)
         return fail(p, err, err_size, "model", dc_last_error(ctx));
     p->state = hm_state_new(ctx, &p->cfg, p->batch);
     if (!p->state || random_state(p) != DC_OK)
@@ -94,7 +94,7 @@ dc_status hm_problem_step(hm_problem *p, dc_tape *tape, hm_cell_kind cell, dc_pa
     for (int k = 0; k < p->model->n_params; ++k)
         dc_tensor_zero_grad(p->model->params[k]);
     hm_forward_result r;
-    dc_status st = hm_forward(tape, p->model, p->state, cell, p->ids, p->targets, p->slope, false, NULL, &r);
+    dc_status st = hm_forward(tape, p->model, p->state, cell, p->ids, p->targets, false, NULL, &r);
     const double t1 = bench_now();
     if (st == DC_OK)
         st = dc_backward(tape, r.loss);

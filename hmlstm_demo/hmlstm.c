@@ -7,6 +7,7 @@
 #include <time.h>
 
 DC_BFN_DECLARE(hmlstm_cell);
+DC_BFN_DECLARE(hmlstm_boundary);
 
 static double now(void)
 {
@@ -61,7 +62,13 @@ void hm_model_free(hm_model *m)
         return;
     for (int i = 0; i < m->n_params; ++i)
         dc_tensor_free(m->params[i]);
+    dc_tensor_free(m->slope);
     free(m);
+}
+
+dc_status hm_model_set_slope(hm_model *m, double slope)
+{
+    return m ? dc_tensor_fill(m->slope, slope) : DC_ERR_ARG;
 }
 
 hm_model *hm_model_new(dc_ctx *ctx, const hm_config *cfg, uint64_t seed)
@@ -100,6 +107,9 @@ hm_model *hm_model_new(dc_ctx *ctx, const hm_config *cfg, uint64_t seed)
              NULL;
     if (ok)
         ok = (m->head_b = param(m, ctx, "head_b", 1, cfg->vocab, 0, 0.0)) != NULL;
+    const int64_t one = 1;
+    if (ok)
+        ok = (m->slope = dc_tensor_new(ctx, cfg->dtype, 1, &one)) != NULL && dc_tensor_fill(m->slope, 1.0) == DC_OK;
     if (!ok) {
         hm_model_free(m);
         return NULL;
@@ -214,7 +224,7 @@ static dc_status count_ops(const dc_tensor *z_prev, const dc_tensor *z_below, in
     } while (0)
 
 dc_status hm_forward(dc_tape *tape, const hm_model *m, hm_state *s, hm_cell_kind cell, dc_tensor *ids,
-                     dc_tensor *targets, double slope, bool do_count, float **z_trace, hm_forward_result *r)
+                     dc_tensor *targets, bool do_count, float **z_trace, hm_forward_result *r)
 {
     const hm_config *cfg = &m->cfg;
     const int L = cfg->layers, H = cfg->hidden;
@@ -253,15 +263,14 @@ dc_status hm_forward(dc_tape *tape, const hm_model *m, hm_state *s, hm_cell_kind
             if (l < L - 1)
                 parts[n_parts++] = dc_op_mul(tape, z[l], h[l + 1]);
             dc_tensor *pre = dc_op_add(tape, dc_op_matmul(tape, dc_op_concat(tape, n_parts, parts, 1), m->w[l]), m->b[l]);
-            dc_tensor *zt = dc_op_hard_sigmoid(tape, dc_op_slice(tape, pre, 1, 4 * (int64_t)H, 1), slope);
-            dc_tensor *z_new;
-            if (cfg->straight_through) {
-                z_new = dc_op_step_st(tape, zt, 0.5);
-            } else {
-                const bool was = dc_tape_set_recording(tape, false);
-                z_new = dc_op_step_st(tape, zt, 0.5);
-                dc_tape_set_recording(tape, was);
-            }
+            /* the boundary: recorded with its straight-through derivative,
+             * or as a constant */
+            dc_tensor *boundary_in[2] = {m->slope, dc_op_slice(tape, pre, 1, 4 * (int64_t)H, 1)};
+            dc_tensor *z_new = NULL;
+            const bool was = dc_tape_set_recording(tape, cfg->straight_through && dc_tape_is_recording(tape));
+            if (boundary_in[1])
+                st = dc_broadcast_policy(tape, DC_BFN_REF(hmlstm_boundary), 2, boundary_in, 1, &z_new, cfg->policy);
+            dc_tape_set_recording(tape, was);
             CHECK(pre && z_new);
             if (do_count)
                 st = count_ops(z[l], z_below, B, r->ops[l]);

@@ -37,6 +37,9 @@ typedef struct hm_model {
     dc_tensor *out_w[HM_MAX_LAYERS];     /* [H, Eo] */
     dc_tensor *head_w;                   /* [Eo, V] */
     dc_tensor *head_b;                   /* [V] */
+    /* [1]: the slope of the boundary detector's hard sigmoid, read by every
+     * forward pass from the tensor (hm_model_set_slope); not a parameter */
+    dc_tensor *slope;
     int n_params;
     dc_tensor *params[4 + 3 * HM_MAX_LAYERS];
     char names[4 + 3 * HM_MAX_LAYERS][32];
@@ -70,6 +73,11 @@ const char *hm_config_problem(const hm_config *cfg);
 hm_model *hm_model_new(dc_ctx *ctx, const hm_config *cfg, uint64_t seed);
 void hm_model_free(hm_model *m);
 
+/* Sets the hard sigmoid's slope a (1 after hm_model_new) for the forward
+ * passes that follow; on CUDA a kernel writes it, without a host wait, so a
+ * captured step replays with the slope set before each replay. */
+dc_status hm_model_set_slope(hm_model *m, double slope);
+
 hm_state *hm_state_new(dc_ctx *ctx, const hm_config *cfg, int batch);
 void hm_state_free(hm_state *s);
 dc_status hm_state_reset(hm_state *s);
@@ -79,10 +87,10 @@ dc_status hm_state_reset(hm_state *s);
 dc_status hm_state_update(hm_state *s, const hm_forward_result *r);
 
 /* Runs T = ids->shape[0] steps over a batch of B = ids->shape[1] streams:
- * ids and targets are [T, B] symbol indices. `slope` is the hard sigmoid's
- * slope a. With z_trace, also stores z[l][t * B + b] (host memory, L arrays
+ * ids and targets are [T, B] symbol indices; the hard sigmoid's slope is
+ * the model's (hm_model_set_slope). With z_trace, also stores z[l][t * B + b] (host memory, L arrays
  * of T B floats) for the boundary view; with count_ops, the operation counts. */
 dc_status hm_forward(dc_tape *tape, const hm_model *m, hm_state *s, hm_cell_kind cell, dc_tensor *ids,
-                     dc_tensor *targets, double slope, bool count_ops, float **z_trace, hm_forward_result *r);
+                     dc_tensor *targets, bool count_ops, float **z_trace, hm_forward_result *r);
 
 #endif /* HMLSTM_H */

@@ -17,3 +17,4 @@ DC_BFN(hmlstm_cell, DC_OUTPUTS(c_next, h_next), DC_CTRL(z_prev), DC_CTRL(z_below
     dc_var c = dc_add(dc_mul(dc_sigmoid(pf), c_prev), dc_mul(dc_sigmoid(pi), dc_tanh(pg)));
     DC_RETURN(c, dc_mul(dc_sigmoid(po), dc_tanh(c)));
 }
+

@@ -36,6 +36,8 @@ typedef struct options {
     dc_backend backend;
     int cuda_device;
     double slope_max, slope_rate;
+    bool graph;
+    int loss_every;
 } options;
 
 static void usage(FILE *f)
@@ -65,7 +67,9 @@ static void usage(FILE *f)
             "  --compare N         steps timed per cell in the final comparison (10; 0: skip)\n"
             "  --device cpu|cuda|cuda:N|auto  backend, N the CUDA device (auto; DC_DEVICE also works)\n"
             "  --slope-max X       final slope of the boundary detector's hard sigmoid (5)\n"
-            "  --slope-rate X      slope increase per 100 steps (0.1)\n");
+            "  --slope-rate X      slope increase per 100 steps (0.1)\n"
+            "  --graph on|off      on CUDA, capture the training step once and replay it as one CUDA graph (on)\n"
+            "  --loss-every N      read the loss back every N steps, for the progress line (10)\n");
 }
 
 static int fail(const char *fmt, const char *arg)
@@ -118,6 +122,8 @@ static int parse_args(int argc, char **argv, options *o)
     o->backend = DC_BACKEND_AUTO;
     o->slope_max = 5.0;
     o->slope_rate = 0.1;
+    o->graph = true;
+    o->loss_every = 10;
     for (int a = 1; a < argc; ++a) {
         const char *k = argv[a];
         if (strcmp(k, "--help") == 0 || strcmp(k, "-h") == 0) {
@@ -184,6 +190,10 @@ static int parse_args(int argc, char **argv, options *o)
             o->slope_max = x;
         } else if (strcmp(k, "--slope-rate") == 0 && parse_double(v, 0, 100, &x)) {
             o->slope_rate = x;
+        } else if (strcmp(k, "--graph") == 0 && (strcmp(v, "on") == 0 || strcmp(v, "off") == 0)) {
+            o->graph = strcmp(v, "on") == 0;
+        } else if (strcmp(k, "--loss-every") == 0 && parse_long(v, 1, 1000000, &n)) {
+            o->loss_every = (int)n;
         } else {
             fprintf(stderr, "hmlstm_demo: bad option or value: %s %s\n(see hmlstm_demo --help)\n", k, v);
             return 2;
@@ -221,10 +231,21 @@ typedef struct run {
     hm_model *model;
     hm_state *state, *val_state;
     dc_optimizer *adam;
-    dc_tape *tape;
+    dc_tape *tape, *val_tape;
     dc_tensor *ids, *targets;
     float *ids_host, *targets_host;
 } run;
+
+/* A training step as a step function (include/dualcast/graph.h): what it
+ * queues, on which tape and with which cell, and the loss tensor of its
+ * last run or capture (valid until the tape's next reset). */
+typedef struct step_job {
+    run *r;
+    dc_tape *tape;
+    hm_cell_kind cell;
+    double cell_seconds; /* the cell's forward and backward time, when the tape times */
+    dc_tensor *loss;
+} step_job;
 
 _Noreturn static void die(run *r, const char *what)
 {
@@ -243,37 +264,50 @@ static void load_batch(run *r, int64_t begin, int64_t end, int64_t k)
         die(r, "batch");
 }
 
-/* One training step on the loaded batch; returns the loss in nats. With
- * cell_seconds, also the cell's forward plus backward time. */
-static double train_step(run *r, dc_tape *tape, hm_cell_kind cell, double slope, bool apply, double *cell_seconds)
+/* One training step on the loaded batch, with the model's slope: forward,
+ * backward, clipping, the Adam update and the carried state. Nothing in it
+ * waits for the device, so that it can be captured. */
+static dc_status queue_step(void *user)
 {
-    dc_tape_reset(tape);
+    step_job *job = user;
+    run *r = job->r;
+    dc_tape_reset(job->tape);
     hm_forward_result res;
-    if (hm_forward(tape, r->model, r->state, cell, r->ids, r->targets, slope, false, NULL, &res) != DC_OK)
-        die(r, "forward");
-    dc_tape_clear_timing(tape);
-    if (dc_backward(tape, res.loss) != DC_OK)
-        die(r, "backward");
-    if (cell_seconds)
-        *cell_seconds = res.cell_forward_seconds + dc_tape_region_seconds(tape, HM_REGION_CELL);
-    if (dc_clip_grad_norm(r->ctx, r->model->n_params, r->model->params, r->opt.clip, NULL) != DC_OK)
-        die(r, "clip");
-    if (apply) {
-        if (dc_optimizer_step(r->adam) != DC_OK)
-            die(r, "optimizer");
-        if (hm_state_update(r->state, &res) != DC_OK)
-            die(r, "state");
-    }
+    dc_status st = hm_forward(job->tape, r->model, r->state, job->cell, r->ids, r->targets, false, NULL, &res);
+    dc_tape_clear_timing(job->tape);
+    if (st == DC_OK)
+        st = dc_backward(job->tape, res.loss);
+    job->cell_seconds = res.cell_forward_seconds + dc_tape_region_seconds(job->tape, HM_REGION_CELL);
+    if (st == DC_OK)
+        st = dc_clip_grad_norm(r->ctx, r->model->n_params, r->model->params, r->opt.clip, NULL);
+    if (st == DC_OK)
+        st = dc_optimizer_step(r->adam);
+    if (st == DC_OK)
+        st = hm_state_update(r->state, &res);
     dc_optimizer_zero_grad(r->adam);
+    job->loss = res.loss;
+    return st;
+}
+
+/* Runs the step: replays its graph where there is one, or queues it. */
+static void run_step(run *r, step_job *job, dc_graph *graph)
+{
+    if ((graph ? dc_graph_replay(graph) : queue_step(job)) != DC_OK)
+        die(r, "training step");
+}
+
+/* The loss of the step just run, in nats (waits for the device). */
+static double step_loss(run *r, const step_job *job)
+{
     double loss;
-    if (dc_tensor_item(res.loss, &loss) != DC_OK)
+    if (dc_tensor_item(job->loss, &loss) != DC_OK)
         die(r, "loss");
     return loss;
 }
 
 /* Mean bits per character over the first val_batches batches of the
  * validation text, from a fresh state. */
-static double validate(run *r, double slope)
+static double validate(run *r)
 {
     const int64_t begin = r->corpus.train_len, end = r->corpus.len;
     int64_t n = hm_corpus_batches(begin, end, r->opt.seq, r->opt.batch);
@@ -282,20 +316,18 @@ static double validate(run *r, double slope)
     if (n < 1)
         return NAN;
     hm_state_reset(r->val_state);
-    const bool was = dc_tape_set_recording(r->tape, false);
     double total = 0;
     for (int64_t k = 0; k < n; ++k) {
         load_batch(r, begin, end, k);
-        dc_tape_reset(r->tape);
+        dc_tape_reset(r->val_tape);
         hm_forward_result res;
         double loss;
-        if (hm_forward(r->tape, r->model, r->val_state, HM_CELL_MIXED, r->ids, r->targets, slope, false, NULL, &res) !=
+        if (hm_forward(r->val_tape, r->model, r->val_state, HM_CELL_MIXED, r->ids, r->targets, false, NULL, &res) !=
                 DC_OK ||
             dc_tensor_item(res.loss, &loss) != DC_OK || hm_state_update(r->val_state, &res) != DC_OK)
             die(r, "validation");
         total += loss;
     }
-    dc_tape_set_recording(r->tape, was);
     return total / (double)n / log(2.0);
 }
 
@@ -333,7 +365,7 @@ static int draw(const float *logits, int v, double temperature, uint64_t *rng)
 }
 
 /* Runs the model one character at a time (batch 1) from `prompt`. */
-static void sample_text(run *r, const char *prompt, int n, double slope)
+static void sample_text(run *r, const char *prompt, int n)
 {
     hm_state *s = hm_state_new(r->ctx, &r->model->cfg, 1);
     const int64_t one[2] = {1, 1};
@@ -359,7 +391,7 @@ static void sample_text(run *r, const char *prompt, int n, double slope)
         dc_tape_reset(tape);
         hm_forward_result res;
         if (dc_tensor_set(id, 0, sym) != DC_OK ||
-            hm_forward(tape, r->model, s, HM_CELL_MIXED, id, tgt, slope, false, NULL, &res) != DC_OK ||
+            hm_forward(tape, r->model, s, HM_CELL_MIXED, id, tgt, false, NULL, &res) != DC_OK ||
             dc_tensor_to_host(res.logits, logits, (size_t)v * sizeof(float)) != DC_OK ||
             hm_state_update(s, &res) != DC_OK)
             die(r, "sampling");
@@ -374,7 +406,7 @@ static void sample_text(run *r, const char *prompt, int n, double slope)
 
 /* Prints a stretch of text with, under it, a mark where each layer's
  * boundary detector fired (z = 1): where the layer ends a segment. */
-static void boundary_view(run *r, double slope)
+static void boundary_view(run *r)
 {
     /* a line of validation text, starting after a newline */
     int64_t at = r->corpus.train_len;
@@ -408,7 +440,7 @@ static void boundary_view(run *r, double slope)
         die(r, "boundary view");
     dc_tape_set_recording(tape, false);
     hm_forward_result res;
-    if (hm_forward(tape, r->model, s, HM_CELL_MIXED, idt, tgt, slope, false, trace, &res) != DC_OK)
+    if (hm_forward(tape, r->model, s, HM_CELL_MIXED, idt, tgt, false, trace, &res) != DC_OK)
         die(r, "boundary view");
     printf("boundaries (| where layer l's detector fired after that character; top layer first):\n");
     for (int l = L - 1; l >= 0; --l) {
@@ -426,16 +458,24 @@ static void boundary_view(run *r, double slope)
     hm_state_free(s);
 }
 
-/* The same training step, timed with each cell: median of repeated steps
- * from the same parameters and batch. The two cells take turns, step by
- * step, and which goes first alternates, so that a change in the machine's
- * speed during the comparison falls on both alike. */
-static void compare_cells(run *r, double slope)
+/* The same training step, timed with each cell, run eagerly and (on CUDA,
+ * with --graph on) replayed as a CUDA graph: median of repeated steps from
+ * the same parameters and batch, each timed from a device at rest to its
+ * loss read back. The variants take turns, step by step, in a rotating
+ * order, so that a change in the machine's speed during the comparison
+ * falls on all alike. */
+enum { VARIANTS = 4 };
+
+static void compare_cells(run *r)
 {
     const int reps = r->opt.compare_steps;
+    const bool on_cuda = dc_ctx_backend(r->ctx) == DC_BACKEND_CUDA;
+    const int n_var = on_cuda && r->opt.graph ? 4 : 2;
     printf("\nmixed mode vs pure reverse mode: one training step (batch %d x %d characters), median of %d\n",
            r->opt.batch, r->opt.seq, reps);
     dc_tensor **snapshot = calloc((size_t)r->model->n_params, sizeof *snapshot);
+    if (!snapshot)
+        die(r, "snapshot");
     for (int i = 0; i < r->model->n_params; ++i) {
         const dc_tensor *p = r->model->params[i];
         snapshot[i] = dc_tensor_new(r->ctx, dc_tensor_dtype(p), dc_tensor_ndim(p), dc_tensor_shape(p));
@@ -443,40 +483,56 @@ static void compare_cells(run *r, double slope)
             die(r, "snapshot");
     }
     load_batch(r, 0, r->corpus.train_len, 0);
-    double step_med[2], cell_med[2], peak[2], loss[2];
-    double *ts[2], *tc[2];
-    dc_tape *tape[2];
-    for (int k = 0; k < 2; ++k) {
+    /* variant k: cell k % 2 (mixed, pure), eagerly (k < 2) or replayed */
+    step_job job[VARIANTS];
+    dc_graph *graph[VARIANTS] = {NULL};
+    double step_med[VARIANTS], cell_med[VARIANTS], peak[VARIANTS], loss[VARIANTS];
+    uint64_t launches[VARIANTS] = {0};
+    double *ts[VARIANTS], *tc[VARIANTS];
+    for (int k = 0; k < n_var; ++k) {
+        job[k] = (step_job){r, dc_tape_new(r->ctx), k % 2 == 0 ? HM_CELL_MIXED : HM_CELL_PURE, 0, NULL};
         ts[k] = malloc((size_t)reps * sizeof *ts[k]);
         tc[k] = malloc((size_t)reps * sizeof *tc[k]);
-        tape[k] = dc_tape_new(r->ctx);
-        if (!ts[k] || !tc[k] || !tape[k])
+        if (!ts[k] || !tc[k] || !job[k].tape)
             die(r, "comparison");
-        dc_tape_set_timing(tape[k], true);
+        dc_tape_set_timing(job[k].tape, k < 2); /* host clocks mean nothing in a replay */
     }
-    for (int i = -2; i < reps; ++i) { /* two warm-up rounds */
-        for (int turn = 0; turn < 2; ++turn) {
-            const int k = (turn + i) & 1;
-            const hm_cell_kind cell = k == 0 ? HM_CELL_MIXED : HM_CELL_PURE;
+    for (int i = -2; i < reps; ++i) { /* two warm-up rounds, the graphs captured in the first */
+        for (int turn = 0; turn < n_var; ++turn) {
+            const int k = (turn + i + 2) % n_var;
             for (int p = 0; p < r->model->n_params; ++p)
-                dc_tensor_copy(r->model->params[p], snapshot[p]);
-            hm_state_reset(r->state);
-            double cell_s;
+                if (dc_tensor_copy(r->model->params[p], snapshot[p]) != DC_OK)
+                    die(r, "snapshot");
+            if (hm_state_reset(r->state) != DC_OK || dc_ctx_synchronize(r->ctx) != DC_OK)
+                die(r, "comparison");
+            const uint64_t kernels = dc_ctx_device_counters(r->ctx).kernel_launches;
             const double t0 = now();
-            loss[k] = train_step(r, tape[k], cell, slope, true, &cell_s);
+            if (k >= 2 && !graph[k]) {
+                if (!(graph[k] = dc_graph_capture(r->ctx, queue_step, &job[k], NULL)))
+                    die(r, "capture");
+            } else {
+                run_step(r, &job[k], graph[k]);
+            }
+            loss[k] = step_loss(r, &job[k]);
             const double t1 = now();
             if (i >= 0) {
                 ts[k][i] = t1 - t0;
-                tc[k][i] = cell_s;
+                tc[k][i] = job[k].cell_seconds;
+                launches[k] = graph[k] ? (uint64_t)dc_graph_kernels(graph[k])
+                                       : dc_ctx_device_counters(r->ctx).kernel_launches - kernels;
             }
         }
     }
     hm_state_reset(r->state);
-    for (int k = 0; k < 2; ++k) {
+    for (int k = 0; k < n_var; ++k) {
         step_med[k] = median(ts[k], reps);
         cell_med[k] = median(tc[k], reps);
-        peak[k] = (double)dc_tape_peak_bytes(tape[k]) / (1 << 20);
-        dc_tape_free(tape[k]);
+        peak[k] = (double)dc_tape_peak_bytes(job[k].tape) / (1 << 20);
+        if (graph[k] && dc_graph_fallback(graph[k]))
+            printf("(%s cell: the graph runs the step eagerly: %s)\n", k % 2 == 0 ? "mixed" : "pure",
+                   dc_graph_fallback(graph[k]));
+        dc_graph_free(graph[k]);
+        dc_tape_free(job[k].tape);
         free(ts[k]);
         free(tc[k]);
     }
@@ -485,15 +541,28 @@ static void compare_cells(run *r, double slope)
         dc_tensor_free(snapshot[p]);
     }
     free(snapshot);
-    printf("| cell | step ms | cell fwd+bwd ms | cell share of step | peak tape MiB | loss |\n");
-    printf("|---|---:|---:|---:|---:|---:|\n");
-    for (int k = 0; k < 2; ++k)
-        printf("| %s | %.1f | %.1f | %.0f%% | %.1f | %.6f |\n", k == 0 ? "mixed (1 node)" : "pure reverse",
-               1e3 * step_med[k], 1e3 * cell_med[k], 100 * cell_med[k] / step_med[k], peak[k], loss[k]);
-    printf("step: mixed mode %.2fx faster; cell: %.2fx faster; tape memory: %.2fx less\n", step_med[1] / step_med[0],
-           cell_med[1] / cell_med[0], peak[1] / peak[0]);
-    printf("(the matmuls are the same in both; the whole step can gain at most 1 / (1 - %.0f%%) = %.2fx from the "
-           "cell)\n",
+    printf("| cell | run | step ms | cell fwd+bwd ms | cell share of step |%s peak tape MiB | loss |\n",
+           on_cuda ? " kernels per step |" : "");
+    printf("|---|---|---:|---:|---:|%s---:|---:|\n", on_cuda ? "---:|" : "");
+    for (int k = 0; k < n_var; ++k) {
+        char cell[32] = "-", share[32] = "-", kernels[32] = "";
+        if (k < 2) {
+            snprintf(cell, sizeof cell, "%.1f", 1e3 * cell_med[k]);
+            snprintf(share, sizeof share, "%.0f%%", 100 * cell_med[k] / step_med[k]);
+        }
+        if (on_cuda)
+            snprintf(kernels, sizeof kernels, " %llu |", (unsigned long long)launches[k]);
+        printf("| %s | %s | %.2f | %s | %s |%s %.1f | %.6f |\n", k % 2 == 0 ? "mixed (1 node)" : "pure reverse",
+               k < 2 ? "eager" : "graph replay", 1e3 * step_med[k], cell, share, on_cuda ? kernels : "", peak[k],
+               loss[k]);
+    }
+    printf("step: mixed mode %.2fx faster eagerly", step_med[1] / step_med[0]);
+    if (n_var == 4)
+        printf(", %.2fx under graph replay; the mixed step replayed %.2fx as fast as run eagerly",
+               step_med[3] / step_med[2], step_med[0] / step_med[2]);
+    printf("; cell: %.2fx faster; tape memory: %.2fx less\n", cell_med[1] / cell_med[0], peak[1] / peak[0]);
+    printf("(the matmuls are the same in both; the whole eager step can gain at most 1 / (1 - %.0f%%) = %.2fx from "
+           "the cell)\n",
            100 * cell_med[1] / step_med[1], 1.0 / (1.0 - cell_med[1] / step_med[1]));
 }
 
@@ -537,12 +606,14 @@ int main(int argc, char **argv)
     ao.lr = o->lr;
     r.adam = r.val_state ? dc_optimizer_adam(r.ctx, r.model->n_params, r.model->params, &ao) : NULL;
     r.tape = r.adam ? dc_tape_new(r.ctx) : NULL;
-    r.ids = r.tape ? dc_tensor_new(r.ctx, DC_F32, 2, bt) : NULL;
+    r.val_tape = r.tape ? dc_tape_new(r.ctx) : NULL;
+    r.ids = r.val_tape ? dc_tensor_new(r.ctx, DC_F32, 2, bt) : NULL;
     r.targets = r.ids ? dc_tensor_new(r.ctx, DC_F32, 2, bt) : NULL;
     r.ids_host = malloc((size_t)o->seq * (size_t)o->batch * sizeof(float));
     r.targets_host = malloc((size_t)o->seq * (size_t)o->batch * sizeof(float));
     if (!r.targets || !r.ids_host || !r.targets_host)
         die(&r, "setup");
+    dc_tape_set_recording(r.val_tape, false); /* validation only runs forward */
     const char *names[4 + 3 * HM_MAX_LAYERS];
     for (int i = 0; i < r.model->n_params; ++i)
         names[i] = r.model->names[i];
@@ -570,25 +641,56 @@ int main(int argc, char **argv)
     const int64_t per_epoch = hm_corpus_batches(0, r.corpus.train_len, o->seq, o->batch);
     double loss = NAN, last_print = 0, val_bpc = NAN;
     long step = 0;
+    step_job job = {&r, r.tape, o->cell, 0, NULL};
+    dc_graph *graph = NULL;
+    const bool on_cuda = dc_ctx_backend(r.ctx) == DC_BACKEND_CUDA;
     while ((o->steps == 0 || step < o->steps) && (o->steps > 0 || now() - t_start < budget)) {
-        if (step % per_epoch == 0)
-            hm_state_reset(r.state);
+        if (step % per_epoch == 0 && hm_state_reset(r.state) != DC_OK)
+            die(&r, "state");
         load_batch(&r, 0, r.corpus.train_len, step);
-        const double l = train_step(&r, r.tape, o->cell, slope_at(o, step), true, NULL);
-        loss = isnan(loss) ? l : 0.95 * loss + 0.05 * l;
+        if (hm_model_set_slope(r.model, slope_at(o, step)) != DC_OK)
+            die(&r, "slope");
+        const uint64_t kernels = dc_ctx_device_counters(r.ctx).kernel_launches;
+        if (step == 1 && o->graph && on_cuda) {
+            /* the first step warmed the tape: the second is captured */
+            if (!(graph = dc_graph_capture(r.ctx, queue_step, &job, NULL)))
+                die(&r, "capture");
+        } else {
+            run_step(&r, &job, graph);
+        }
+        if (step == 1 && on_cuda) {
+            if (graph && !dc_graph_fallback(graph))
+                printf("CUDA: the training step captured as one graph of %lld kernels, replayed from now on\n",
+                       (long long)dc_graph_kernels(graph));
+            else
+                printf("CUDA: %llu kernel launches per step%s%s\n",
+                       (unsigned long long)(dc_ctx_device_counters(r.ctx).kernel_launches - kernels),
+                       graph ? "; no graph: " : "", graph ? dc_graph_fallback(graph) : "");
+        }
         ++step;
+        /* the loss every loss_every steps and before a validation: each read
+         * waits for the device */
+        if (step % o->loss_every == 0 || step % o->val_every == 0 || step == o->steps) {
+            const double l = step_loss(&r, &job);
+            loss = isnan(loss) ? l : 0.8 * loss + 0.2 * l;
+        }
         const double elapsed = now() - t_start;
-        if (elapsed - last_print > 0.5 || step == o->steps) {
+        if (!isnan(loss) && (elapsed - last_print > 0.5 || step == o->steps)) {
             progress(step, o->steps, elapsed, budget, loss, (double)step * o->seq * o->batch / elapsed);
             last_print = elapsed;
         }
         if (step % o->val_every == 0) {
-            val_bpc = validate(&r, slope_at(o, step));
+            val_bpc = validate(&r);
             printf("\n  step %ld: validation %.3f bits/char (training %.3f)\n", step, val_bpc, loss / log(2.0));
         }
     }
+    if (dc_ctx_synchronize(r.ctx) != DC_OK)
+        die(&r, "training");
     const double train_seconds = now() - t_start;
-    val_bpc = validate(&r, slope_at(o, step));
+    dc_graph_free(graph);
+    if (hm_model_set_slope(r.model, slope_at(o, step)) != DC_OK)
+        die(&r, "slope");
+    val_bpc = validate(&r);
     printf("\ntrained %ld steps (%lld characters) in %.0f s\n", step, (long long)step * o->seq * o->batch,
            train_seconds);
     printf("validation: %.3f bits per character (unigram entropy of the corpus: %.3f)\n", val_bpc,
@@ -601,18 +703,19 @@ int main(int argc, char **argv)
     }
     if (o->sample > 0) {
         printf("\nsample (temperature %.2f):\n", o->temperature);
-        sample_text(&r, "The ", o->sample, slope_at(o, step));
+        sample_text(&r, "The ", o->sample);
     }
     printf("\n");
-    boundary_view(&r, slope_at(o, step));
+    boundary_view(&r);
     if (o->compare_steps > 0)
-        compare_cells(&r, slope_at(o, step));
+        compare_cells(&r);
 
     free(r.ids_host);
     free(r.targets_host);
     dc_tensor_free(r.ids);
     dc_tensor_free(r.targets);
     dc_tape_free(r.tape);
+    dc_tape_free(r.val_tape);
     dc_optimizer_free(r.adam);
     hm_state_free(r.state);
     hm_state_free(r.val_state);

@@ -15,6 +15,7 @@
 #include "dualcast/optim.h"
 #include "dualcast/checkpoint.h"
 #include "dualcast/blas.h"
+#include "dualcast/graph.h"
 
 #define DUALCAST_VERSION_MAJOR 0
 #define DUALCAST_VERSION_MINOR 1

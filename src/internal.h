@@ -76,6 +76,11 @@ dc_status dc_tensor_check_live(const dc_tensor *t, const char *fn, const char *w
  * for two threads on one tensor at once (one context, one thread). */
 int dc_tensors_repeated(dc_ctx *ctx, int n, dc_tensor *const *tensors);
 
+/* While a step is captured (src/graph.c), the ops it queues are noted:
+ * their name and their operands' addresses, dtypes and shapes make the
+ * signature dc_graph_verify compares. Nothing happens outside a capture. */
+void dc_capture_note_op(dc_ctx *ctx, const char *op, int n, dc_tensor *const *in);
+
 /* A name for messages: the tensor's name, or its shape. */
 const char *dc_tensor_label(const dc_tensor *t, char *buf, size_t size);
 

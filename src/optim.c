@@ -169,8 +169,10 @@ void dc_optimizer_set_lr(dc_optimizer *opt, double lr)
         return;
     }
     opt->lr = lr;
+    /* written by a kernel: no host wait, and in stream order with the
+     * steps (and graph replays) queued before and after */
     if (opt->device)
-        dc_mem_from_host(opt->ctx, opt->device, &opt->lr, sizeof opt->lr);
+        dc_cuda_fill(opt->ctx, DC_F64, opt->device, 1, lr);
 }
 
 double dc_optimizer_lr(const dc_optimizer *opt) { return opt ? opt->lr : 0.0; }
@@ -218,6 +220,9 @@ dc_status dc_optimizer_step(dc_optimizer *opt)
 {
     if (!opt)
         return DC_ERR_ARG;
+    opt->ctx->api = "dc_optimizer_step";
+    dc_capture_note_op(opt->ctx, "dc_optimizer_step", opt->n, opt->params);
+    dc_capture_note_op(opt->ctx, "dc_optimizer_step", opt->n, opt->m);
     const double b1 = opt->adam.beta1, b2 = opt->adam.beta2;
     const double decay = opt->lr * opt->adam.weight_decay;
     for (int i = 0; i < opt->n; ++i) {
@@ -392,6 +397,8 @@ dc_status dc_clip_grad_norm(dc_ctx *ctx, int n, dc_tensor *const *params, double
         return dc_error(ctx, DC_ERR_ARG,
                         "dc_clip_grad_norm: tensor %d is given twice (its gradient would count twice in the norm)",
                         again);
+    ctx->api = "dc_clip_grad_norm";
+    dc_capture_note_op(ctx, norm ? "dc_clip_grad_norm (norm read)" : "dc_clip_grad_norm", n, params);
     if (ctx->cuda) {
         /* on the device; the host waits only where the caller asks for the norm */
         const double *dev_norm = NULL;

@@ -353,6 +353,7 @@ dc_status dc_op_check_args(dc_tape *tape, const char *op, int n, dc_tensor *cons
         if (st != DC_OK)
             return st;
     }
+    dc_capture_note_op(tape->ctx, op, n, in);
     return DC_OK;
 }
 
@@ -442,6 +443,7 @@ static dc_status check_output(dc_tape *tape, const dc_tensor *output, const char
     dc_status st = dc_tensor_check_live(output, fn, "the output");
     if (st != DC_OK)
         return st;
+    dc_capture_note_op(ctx, fn, 1, (dc_tensor *const *)&output);
     if (tape->backward_done)
         return dc_error(ctx, DC_ERR_STATE,
                         "%s: backward already ran on this tape; call dc_tape_reset and record the step again", fn);

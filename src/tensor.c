@@ -54,6 +54,7 @@ int dc_tensors_repeated(dc_ctx *ctx, int n, dc_tensor *const *tensors)
 
 dc_status dc_tensor_check_live(const dc_tensor *t, const char *fn, const char *what)
 {
+    t->ctx->api = fn;
     if (!t->tape || t->generation == t->tape->generation)
         return DC_OK;
     return dc_error(t->ctx, DC_ERR_STATE,
@@ -326,6 +327,8 @@ static int64_t element_offset(const dc_tensor *t, int64_t index)
     return off;
 }
 
+static dc_status read_element(const dc_tensor *t, int64_t index, double *value);
+
 dc_status dc_tensor_get(const dc_tensor *t, int64_t index, double *value)
 {
     if (!t)
@@ -338,6 +341,12 @@ dc_status dc_tensor_get(const dc_tensor *t, int64_t index, double *value)
     if (index < 0 || index >= t->numel)
         return dc_error(t->ctx, DC_ERR_ARG, "dc_tensor_get: index %lld outside 0..%lld", (long long)index,
                         (long long)t->numel - 1);
+    return read_element(t, index, value);
+}
+
+/* Element `index` of t (checked) as a double; waits for the device. */
+static dc_status read_element(const dc_tensor *t, int64_t index, double *value)
+{
     const size_t es = dc_dtype_size(t->dtype);
     unsigned char buf[8];
     dc_status st = dc_mem_to_host(t->ctx, buf, (const unsigned char *)t->data + (size_t)element_offset(t, index) * es, es);
@@ -367,7 +376,7 @@ dc_status dc_tensor_item(const dc_tensor *t, double *value)
         return dc_error(t->ctx, DC_ERR_SHAPE, "dc_tensor_item: tensor of shape %s has %lld elements, not 1",
                         dc_tensor_shape_str(t, s, sizeof s), (long long)t->numel);
     }
-    return dc_tensor_get(t, 0, value);
+    return read_element(t, 0, value);
 }
 
 dc_status dc_tensor_set(dc_tensor *t, int64_t index, double value)
@@ -462,6 +471,7 @@ dc_status dc_tensor_fill(dc_tensor *t, double value)
     if (t->ctx->cuda && dc_tensor_is_contiguous(t)) {
         /* a kernel, without the host waiting */
         dc_status live = dc_tensor_check_live(t, "dc_tensor_fill", "the tensor");
+        dc_capture_note_op(t->ctx, "dc_tensor_fill", 1, &t);
         return live == DC_OK ? dc_cuda_fill(t->ctx, t->dtype, t->data, t->numel, value) : live;
     }
     double p[1] = {value};
@@ -592,6 +602,8 @@ dc_status dc_tensor_copy(dc_tensor *dst, const dc_tensor *src)
         st = dc_tensor_check_live(src, "dc_tensor_copy", "the source");
     if (st != DC_OK)
         return st;
+    dc_tensor *const both[2] = {dst, (dc_tensor *)src};
+    dc_capture_note_op(ctx, "dc_tensor_copy", 2, both);
     if (src->ctx != ctx && (src->ctx->cuda || ctx->cuda))
         return copy_between_contexts(dst, src);
     if (dst->numel == 0 || (dst->data == src->data && memcmp(dst->strides, src->strides, sizeof dst->strides) == 0))

@@ -434,6 +434,7 @@ static void test_training_step_never_waits(void **state)
     hm_config cfg = {2, 16, 5, 8, 11, DC_F32, true, DC_PARTIALS_RECOMPUTE};
     hm_model *m = hm_model_new(gpu, &cfg, 5);
     TEST_NONNULL(gpu, m);
+    TEST_OK(gpu, hm_model_set_slope(m, 1.7));
     hm_state *hs = hm_state_new(gpu, &cfg, 4);
     TEST_NONNULL(gpu, hs);
     const int64_t shape[2] = {6, 4};
@@ -447,13 +448,13 @@ static void test_training_step_never_waits(void **state)
     TEST_NONNULL(gpu, adam);
     dc_tape *tape = dc_tape_new(gpu);
     TEST_OK(gpu, dc_ctx_synchronize(gpu));
-    dc_device_counters before = {0, 0, 0, 0};
+    dc_device_counters before = {0, 0, 0, 0, 0};
     uint64_t launches = 0;
     for (int step = 0; step < 8; ++step) {
         const dc_device_counters at_start = dc_ctx_device_counters(gpu);
         dc_tape_reset(tape);
         hm_forward_result r;
-        TEST_OK(gpu, hm_forward(tape, m, hs, HM_CELL_MIXED, ids, targets, 1.7, false, NULL, &r));
+        TEST_OK(gpu, hm_forward(tape, m, hs, HM_CELL_MIXED, ids, targets, false, NULL, &r));
         TEST_OK(gpu, dc_backward(tape, r.loss));
         TEST_OK(gpu, dc_clip_grad_norm(gpu, m->n_params, m->params, 1.0, NULL));
         TEST_OK(gpu, dc_optimizer_step(adam));
@@ -854,7 +855,7 @@ static void hm_step(dc_ctx *ctx, hm_model *m, hm_state *s, hm_cell_kind cell, co
     for (int i = 0; i < m->n_params; ++i)
         dc_tensor_zero_grad(m->params[i]);
     hm_forward_result r;
-    TEST_OK(ctx, hm_forward(tape, m, s, cell, ids, targets, 1.7, true, NULL, &r));
+    TEST_OK(ctx, hm_forward(tape, m, s, cell, ids, targets, true, NULL, &r));
     TEST_OK(ctx, dc_backward(tape, r.loss));
     TEST_OK(ctx, dc_tensor_item(r.loss, loss));
     memcpy(ops, r.ops, sizeof r.ops);
@@ -894,6 +895,8 @@ static void test_hmlstm_step_matches_cpu(void **state)
         hm_model *mc = hm_model_new(cpu, &cfg, 5), *mg = hm_model_new(gpu, &cfg, 5);
         TEST_NONNULL(cpu, mc);
         TEST_NONNULL(gpu, mg);
+        TEST_OK(cpu, hm_model_set_slope(mc, 1.7));
+        TEST_OK(gpu, hm_model_set_slope(mg, 1.7));
         hm_state *sc = hm_state_new(cpu, &cfg, BATCH), *sg = hm_state_new(gpu, &cfg, BATCH);
         TEST_NONNULL(cpu, sc);
         TEST_NONNULL(gpu, sg);

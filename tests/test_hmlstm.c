@@ -20,7 +20,6 @@ typedef struct fixture {
     hm_state *s;
     dc_tensor *ids, *targets;
     hm_cell_kind cell;
-    double slope;
 } fixture;
 
 /* A model, state and batch on a CPU context of `threads` threads (0: the
@@ -33,6 +32,7 @@ static void make_fixture_threads(fixture *f, int threads, dc_dtype dtype, bool s
     hm_config cfg = {layers, hidden, 3, 5, 7, dtype, straight_through, DC_PARTIALS_STORE};
     f->m = hm_model_new(f->ctx, &cfg, seed);
     TEST_NONNULL(f->ctx, f->m);
+    TEST_OK(f->ctx, hm_model_set_slope(f->m, 1.7));
     f->s = hm_state_new(f->ctx, &cfg, batch);
     TEST_NONNULL(f->ctx, f->s);
     /* a state that is not all zeros, with some boundaries already set */
@@ -56,7 +56,6 @@ static void make_fixture_threads(fixture *f, int threads, dc_dtype dtype, bool s
     free(ids);
     free(tg);
     f->cell = HM_CELL_MIXED;
-    f->slope = 1.7;
 }
 
 static void make_fixture(fixture *f, dc_dtype dtype, bool straight_through, int layers, int hidden, int batch, int steps,
@@ -79,7 +78,7 @@ static dc_tensor *model_loss(dc_tape *tape, dc_tensor *const *params, void *user
     (void)params; /* the model holds them */
     fixture *f = user;
     hm_forward_result r;
-    return hm_forward(tape, f->m, f->s, f->cell, f->ids, f->targets, f->slope, false, NULL, &r) == DC_OK ? r.loss
+    return hm_forward(tape, f->m, f->s, f->cell, f->ids, f->targets, false, NULL, &r) == DC_OK ? r.loss
                                                                                                         : NULL;
 }
 
@@ -88,7 +87,7 @@ static void assert_all_operations(fixture *f)
 {
     dc_tape *tape = dc_tape_new(f->ctx);
     hm_forward_result r;
-    TEST_OK(f->ctx, hm_forward(tape, f->m, f->s, f->cell, f->ids, f->targets, f->slope, true, NULL, &r));
+    TEST_OK(f->ctx, hm_forward(tape, f->m, f->s, f->cell, f->ids, f->targets, true, NULL, &r));
     int64_t total[3] = {0, 0, 0};
     for (int l = 0; l < f->m->cfg.layers; ++l)
         for (int k = 0; k < 3; ++k)
@@ -147,7 +146,7 @@ static double loss_and_grads(fixture *f, hm_cell_kind cell, double **grads, int6
     for (int i = 0; i < f->m->n_params; ++i)
         dc_tensor_zero_grad(f->m->params[i]);
     hm_forward_result r;
-    TEST_OK(f->ctx, hm_forward(tape, f->m, f->s, cell, f->ids, f->targets, f->slope, false, NULL, &r));
+    TEST_OK(f->ctx, hm_forward(tape, f->m, f->s, cell, f->ids, f->targets, false, NULL, &r));
     TEST_OK(f->ctx, dc_backward(tape, r.loss));
     double loss;
     TEST_OK(f->ctx, dc_tensor_item(r.loss, &loss));
@@ -247,7 +246,7 @@ static void train_step(fixture *f, dc_tape *tape, dc_optimizer *adam, bool carry
 {
     dc_tape_reset(tape);
     hm_forward_result r;
-    TEST_OK(f->ctx, hm_forward(tape, f->m, f->s, HM_CELL_MIXED, f->ids, f->targets, f->slope, false, NULL, &r));
+    TEST_OK(f->ctx, hm_forward(tape, f->m, f->s, HM_CELL_MIXED, f->ids, f->targets, false, NULL, &r));
     TEST_OK(f->ctx, dc_backward(tape, r.loss));
     TEST_OK(f->ctx, dc_clip_grad_norm(f->ctx, f->m->n_params, f->m->params, 1.0, NULL));
     TEST_OK(f->ctx, dc_optimizer_step(adam));

@@ -53,7 +53,10 @@ void dc_optimizer_zero_grad(dc_optimizer *opt);
 
 /* Sets / returns the learning rate (for a schedule). It also scales Adam's
  * decoupled weight decay; the bias correction is unaffected. A negative or
- * NaN rate is refused with DC_ERR_ARG in dc_last_error, the rate unchanged. */
+ * NaN rate is refused with DC_ERR_ARG in dc_last_error, the rate unchanged.
+ * On CUDA the rate lives in device memory, written by a kernel without a
+ * host wait: a captured step (dualcast/graph.h) replays with the rate set
+ * before the replay. */
 void dc_optimizer_set_lr(dc_optimizer *opt, double lr);
 double dc_optimizer_lr(const dc_optimizer *opt);
 

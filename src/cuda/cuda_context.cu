@@ -126,31 +126,84 @@ static size_t live_remove(dc_cuda_state *s, void *p)
     return size;
 }
 
+/* A wait or a new allocation while a capture records: refused before CUDA
+ * sees it (it would break the capture), naming the public call. */
+static dc_status refused_in_capture(dc_ctx *ctx, const char *what)
+{
+    return dc_error(ctx, DC_ERR_STATE,
+                    "%s %s, which a step being captured (dc_graph_capture) cannot: read results after a replay, put "
+                    "inputs into tensors before it, capture warm steps",
+                    ctx->api ? ctx->api : "a call", what);
+}
+
+bool dc_cuda_blocks_push(dc_cuda_blocks *list, void *ptr, size_t size)
+{
+    if (list->n == list->cap) {
+        const size_t cap = list->cap ? 2 * list->cap : 256;
+        dc_cuda_block *grown = (dc_cuda_block *)realloc(list->at, cap * sizeof *grown);
+        if (!grown)
+            return false;
+        list->at = grown;
+        list->cap = cap;
+    }
+    list->at[list->n].ptr = ptr;
+    list->at[list->n].size = size;
+    list->n++;
+    return true;
+}
+
+void *dc_cuda_blocks_take(dc_cuda_blocks *list, size_t size)
+{
+    for (size_t i = list->n; i-- > 0;)
+        if (list->at[i].size == size) {
+            void *p = list->at[i].ptr;
+            list->at[i] = list->at[--list->n];
+            return p;
+        }
+    return NULL;
+}
+
+/* Gives a block back to CUDA. */
+static void release_to_cuda(dc_ctx *ctx, void *ptr, size_t size)
+{
+    dc_cuda_state *s = ctx->cuda;
+    dc_cuda_enter(ctx);
+    cudaFree(ptr);
+    s->free_calls++;
+    s->reserved -= size;
+}
+
+void dc_cuda_blocks_to_cache(dc_ctx *ctx, dc_cuda_blocks *list)
+{
+    for (size_t i = 0; i < list->n; ++i)
+        if (!dc_cuda_blocks_push(&ctx->cuda->cache, list->at[i].ptr, list->at[i].size))
+            release_to_cuda(ctx, list->at[i].ptr, list->at[i].size);
+    list->n = 0;
+}
+
 void *dc_cuda_alloc(dc_ctx *ctx, size_t bytes)
 {
     dc_cuda_state *s = ctx->cuda;
     const size_t size = size_class(bytes ? bytes : 1);
-    void *p = NULL;
-    for (size_t i = s->n_free; i-- > 0;)
-        if (s->free_blocks[i].size == size) {
-            p = s->free_blocks[i].ptr;
-            s->free_blocks[i] = s->free_blocks[--s->n_free];
-            break;
-        }
+    void *p = s->capturing ? dc_cuda_blocks_take(&s->capture_free, size) : NULL;
+    if (!p)
+        p = dc_cuda_blocks_take(&s->cache, size);
     if (!p) {
         if (dc_cuda_enter(ctx) != DC_OK)
             return NULL;
+        if (s->capturing) {
+            s->capture_wanted_memory = true;
+            refused_in_capture(ctx, "needs new device memory");
+            return NULL;
+        }
         cudaError_t err = cudaMalloc(&p, size);
         s->malloc_calls++;
         if (err != cudaSuccess) {
             /* give cached blocks back and try once more */
             cudaGetLastError();
-            for (size_t i = 0; i < s->n_free; ++i) {
-                cudaFree(s->free_blocks[i].ptr);
-                s->free_calls++;
-                s->reserved -= s->free_blocks[i].size;
-            }
-            s->n_free = 0;
+            for (size_t i = 0; i < s->cache.n; ++i)
+                release_to_cuda(ctx, s->cache.at[i].ptr, s->cache.at[i].size);
+            s->cache.n = 0;
             err = cudaMalloc(&p, size);
             s->malloc_calls++;
             if (err != cudaSuccess) {
@@ -162,10 +215,8 @@ void *dc_cuda_alloc(dc_ctx *ctx, size_t bytes)
         s->reserved += size;
     }
     if (!live_insert(s, p, size)) {
-        dc_cuda_enter(ctx);
-        cudaFree(p);
-        s->free_calls++;
-        s->reserved -= size;
+        if (!dc_cuda_blocks_push(&s->cache, p, size))
+            release_to_cuda(ctx, p, size);
         return NULL;
     }
     return p;
@@ -179,22 +230,13 @@ void dc_cuda_free(dc_ctx *ctx, void *ptr)
     const size_t size = live_remove(s, ptr);
     if (!size)
         return;
-    if (s->n_free == s->cap_free) {
-        size_t cap = s->cap_free ? 2 * s->cap_free : 256;
-        dc_cuda_block *b = (dc_cuda_block *)realloc(s->free_blocks, cap * sizeof *b);
-        if (!b) {
-            dc_cuda_enter(ctx);
-            cudaFree(ptr);
-            s->free_calls++;
-            s->reserved -= size;
-            return;
-        }
-        s->free_blocks = b;
-        s->cap_free = cap;
-    }
-    s->free_blocks[s->n_free].ptr = ptr;
-    s->free_blocks[s->n_free].size = size;
-    s->n_free++;
+    if (s->capturing && dc_cuda_blocks_push(&s->capture_free, ptr, size))
+        return;
+    s->releases++;
+    /* out of host memory: to CUDA (inside a capture, cudaFree breaks it,
+     * and the step runs eagerly) */
+    if (!dc_cuda_blocks_push(&s->cache, ptr, size))
+        release_to_cuda(ctx, ptr, size);
 }
 
 dc_device_memory_stats dc_cuda_memory_stats(const dc_ctx *ctx)
@@ -206,7 +248,7 @@ dc_device_memory_stats dc_cuda_memory_stats(const dc_ctx *ctx)
 dc_device_counters dc_cuda_counters(const dc_ctx *ctx)
 {
     const dc_cuda_state *s = ctx->cuda;
-    dc_device_counters c = {s->launches, s->host_waits, s->malloc_calls, s->free_calls};
+    dc_device_counters c = {s->launches, s->host_waits, s->malloc_calls, s->free_calls, s->graph_launches};
     return c;
 }
 
@@ -291,18 +333,19 @@ void dc_cuda_shutdown(dc_ctx *ctx)
         return;
     dc_cuda_enter(ctx);
     cudaStreamSynchronize(s->stream);
-    for (size_t i = 0; i < s->n_free; ++i)
-        cudaFree(s->free_blocks[i].ptr);
+    for (size_t i = 0; i < s->cache.n; ++i)
+        cudaFree(s->cache.at[i].ptr);
+    for (size_t i = 0; i < s->capture_free.n; ++i)
+        cudaFree(s->capture_free.at[i].ptr);
     for (size_t i = 0; i < s->live_cap; ++i)
         if (s->live[i].ptr)
             cudaFree(s->live[i].ptr);
-    if (s->scratch)
-        cudaFree(s->scratch);
     if (s->index_error_host)
         cudaFreeHost(s->index_error_host);
     cublasDestroy(s->blas);
     cudaStreamDestroy(s->stream);
-    free(s->free_blocks);
+    free(s->cache.at);
+    free(s->capture_free.at);
     free(s->live);
     free(s);
     ctx->cuda = NULL;
@@ -335,6 +378,8 @@ dc_status dc_cuda_memset(dc_ctx *ctx, void *ptr, int value, size_t bytes)
 dc_status dc_cuda_to_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes)
 {
     DC_CUDA_ENTER(ctx);
+    if (ctx->cuda->capturing)
+        return refused_in_capture(ctx, "waits for the device to copy to the host");
     cudaStream_t st = ctx->cuda->stream;
     cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, st);
     if (err == cudaSuccess)
@@ -345,6 +390,8 @@ dc_status dc_cuda_to_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes)
 dc_status dc_cuda_from_host(dc_ctx *ctx, void *dst, const void *src, size_t bytes)
 {
     DC_CUDA_ENTER(ctx);
+    if (ctx->cuda->capturing)
+        return refused_in_capture(ctx, "copies from host memory (a replay would read it again, changed or gone)");
     /* synchronous with respect to the host buffer, which the caller may reuse */
     cudaStream_t st = ctx->cuda->stream;
     cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, st);
@@ -356,6 +403,8 @@ dc_status dc_cuda_from_host(dc_ctx *ctx, void *dst, const void *src, size_t byte
 dc_status dc_cuda_synchronize(dc_ctx *ctx)
 {
     DC_CUDA_ENTER(ctx);
+    if (ctx->cuda->capturing)
+        return refused_in_capture(ctx, "waits for the device");
     return after_wait(ctx, cudaStreamSynchronize(ctx->cuda->stream), "synchronize");
 }
 

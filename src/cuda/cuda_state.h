@@ -24,14 +24,19 @@ typedef struct dc_cuda_block {
     size_t size;
 } dc_cuda_block;
 
+/* A list of blocks not handed out (the cache, a capture's, a graph's). */
+typedef struct dc_cuda_blocks {
+    dc_cuda_block *at;
+    size_t n, cap;
+} dc_cuda_blocks;
+
 struct dc_cuda_state {
     cudaStream_t stream;
     cublasHandle_t blas;
     int sm_count;
     int max_blocks; /* grid cap for grid-stride kernels */
     /* caching allocator: blocks given back wait here for a request of their size */
-    dc_cuda_block *free_blocks;
-    size_t n_free, cap_free;
+    dc_cuda_blocks cache;
     dc_cuda_block *live; /* hash table of handed-out blocks */
     size_t live_cap, live_count;
     size_t reserved;
@@ -39,16 +44,34 @@ struct dc_cuda_state {
     /* debugging counters (dc_ctx_device_counters) */
     uint64_t launches;   /* kernels launched, a cuBLAS product counted as one */
     uint64_t host_waits; /* times the host waited for the device */
+    uint64_t graph_launches;
+    /* blocks given back by dc_cuda_free outside a capture: a graph captured
+     * at another count may use memory now another's */
+    uint64_t releases;
+    bool capturing;             /* a dc_graph capture records on the stream */
+    bool capture_wanted_memory; /* ... and refused a cudaMalloc */
+    /* blocks given back while a capture records: its graph uses them, so
+     * they are handed out again only within the capture, then kept by the
+     * graph until it is destroyed */
+    dc_cuda_blocks capture_free;
+    struct dc_cuda_graph *capture_reuse; /* the graph that lent its blocks to the capture, or NULL */
     dc_cuda_index_error *index_error_host, *index_error_dev;
     /* the clip's table and state (dc_cuda_clip), kept from call to call */
     double *clip_table;
     size_t clip_cap;
-    /* device scratch for kernel arguments that do not fit a launch */
-    void *scratch;
-    size_t scratch_cap;
 };
 
 extern "C" dc_status dc_cuda_check(dc_ctx *ctx, cudaError_t err, const char *what);
+
+/* Appends a block to a list; false when out of host memory. */
+extern "C" bool dc_cuda_blocks_push(dc_cuda_blocks *list, void *ptr, size_t size);
+
+/* Takes a block of exactly `size` from the list, or NULL. */
+extern "C" void *dc_cuda_blocks_take(dc_cuda_blocks *list, size_t size);
+
+/* Gives every block of the list to the context's cache (or to CUDA where
+ * the cache cannot grow) and empties it. */
+extern "C" void dc_cuda_blocks_to_cache(dc_ctx *ctx, dc_cuda_blocks *list);
 
 /* Makes the context's device the calling thread's current device where it
  * is not (see include/dualcast/context.h): every entry point of the backend

@@ -74,7 +74,7 @@ dc_device_memory_stats dc_cuda_memory_stats(const dc_ctx *ctx)
 dc_device_counters dc_cuda_counters(const dc_ctx *ctx)
 {
     (void)ctx;
-    dc_device_counters c = {0, 0, 0, 0};
+    dc_device_counters c = {0, 0, 0, 0, 0};
     return c;
 }
 
@@ -176,3 +176,40 @@ dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const voi
 }
 
 
+
+dc_status dc_cuda_capture_begin(dc_ctx *ctx, dc_cuda_graph *reuse)
+{
+    (void)reuse;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cuda_capture_end(dc_ctx *ctx, bool instantiate, dc_cuda_graph **graph)
+{
+    (void)instantiate;
+    *graph = NULL;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+bool dc_cuda_capture_wanted_memory(const dc_ctx *ctx)
+{
+    (void)ctx;
+    return false;
+}
+
+dc_status dc_cuda_graph_launch(dc_ctx *ctx, dc_cuda_graph *graph)
+{
+    (void)graph;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+void dc_cuda_graph_destroy(dc_ctx *ctx, dc_cuda_graph *graph)
+{
+    (void)ctx;
+    (void)graph;
+}
+
+uint64_t dc_cuda_releases(const dc_ctx *ctx)
+{
+    (void)ctx;
+    return 0;
+}

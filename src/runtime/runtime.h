@@ -36,6 +36,8 @@ typedef struct dc_cpu_pool {
     dc_scratch *scratch; /* num_threads of them */
 } dc_cpu_pool;
 
+struct dc_capture;
+
 struct dc_ctx {
     dc_backend backend;
     dc_cpu_pool cpu;
@@ -48,6 +50,10 @@ struct dc_ctx {
     dc_status status; /* of the last error */
     char device_name[160];
     uint64_t visit_stamp; /* the last stamp dc_tensors_repeated used */
+    /* The public function now running, for messages of calls deep inside
+     * it (set by dc_tensor_check_live and the entry points that may wait). */
+    const char *api;
+    struct dc_capture *capture; /* the step being captured (src/graph.c), or NULL */
     struct dc_cuda_state *cuda;
 };
 
