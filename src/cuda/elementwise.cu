@@ -2,9 +2,10 @@
  * policy's backward of a broadcast node, and broadcast-function launches.
  *
  * Every loop first writes its results contiguously, one thread per element
- * of the iteration shape (inputs read in place through their strides, 0
- * along broadcast axes): straight into an output that is dense in that
- * shape, else (or when two outputs share elements) into a temporary. A
+ * of the iteration shape, or per 16 bytes of it where every operand allows
+ * (inputs read in place through their strides, 0 along broadcast axes):
+ * straight into an output that is dense in that shape, else (or when two
+ * outputs share elements) into a temporary. A
  * temporary is then routed into its output: summed over the axes along
  * which the output is broadcast, in a fixed order (no atomics: the same
  * inputs give bit-identical results), written or added through the output's
@@ -37,37 +38,58 @@ using dc_cuda::kBlock;
 
 namespace {
 
-/* formulas<T>::apply runs kernel `id`'s formula (a switch every thread of a
- * launch takes the same way). */
-template <typename T> struct formulas;
-#define DC_FORMULA_CASE_F32(ID, name, NI, NO)                                                     \
-    case DC_K_##ID:                                                                                \
-        dc_kf_##name##_f32(x, y, s, t);                                                            \
-        break;
-#define DC_FORMULA_CASE_F64(ID, name, NI, NO)                                                     \
-    case DC_K_##ID:                                                                                \
-        dc_kf_##name##_f64(x, y, s, t);                                                            \
-        break;
-#define DC_FORMULAS(T, CASE, sfx)                                                                  \
-    template <> struct formulas<T> {                                                               \
-        static __device__ __forceinline__ void apply(int id, const T *x, T *y, T s, T t)           \
+/* kernel_formula<T, ID>: listed kernel ID's formula and its array counts,
+ * chosen when compiled (one kernel per ID: no switch per element). */
+template <typename T, int ID> struct kernel_formula;
+#define DC_KERNEL_FORMULA(ID, name, NI, NO)                                                       \
+    template <> struct kernel_formula<float, DC_K_##ID> {                                          \
+        static constexpr int n_in = NI, n_out = NO;                                                \
+        static __device__ __forceinline__ void apply(const float *x, float *y, float s, float t)  \
         {                                                                                          \
-            switch (id) {                                                                          \
-                DC_KERNEL_LIST(CASE)                                                               \
-            default:                                                                               \
-                break;                                                                             \
-            }                                                                                      \
+            dc_kf_##name##_f32(x, y, s, t);                                                        \
         }                                                                                          \
-        static __device__ __forceinline__ T adj_mul(T a, T b) { return dc_adj_mul_##sfx(a, b); }    \
+    };                                                                                             \
+    template <> struct kernel_formula<double, DC_K_##ID> {                                         \
+        static constexpr int n_in = NI, n_out = NO;                                                \
+        static __device__ __forceinline__ void apply(const double *x, double *y, double s, double t) \
+        {                                                                                          \
+            dc_kf_##name##_f64(x, y, s, t);                                                        \
+        }                                                                                          \
     };
-DC_FORMULAS(float, DC_FORMULA_CASE_F32, f32)
-DC_FORMULAS(double, DC_FORMULA_CASE_F64, f64)
+DC_KERNEL_LIST(DC_KERNEL_FORMULA)
+#undef DC_KERNEL_FORMULA
 
-/* The iteration after coalescing, and where each input is read. */
+/* The adjoint products of the store policy's backward. */
+template <typename T> struct formulas;
+template <> struct formulas<float> {
+    static __device__ __forceinline__ float adj_mul(float a, float b) { return dc_adj_mul_f32(a, b); }
+};
+template <> struct formulas<double> {
+    static __device__ __forceinline__ double adj_mul(double a, double b) { return dc_adj_mul_f64(a, b); }
+};
+
+/* 16 bytes of T, the widest load a thread makes at once. */
+template <typename T> struct vec16;
+template <> struct vec16<float> {
+    using type = float4;
+    static constexpr int n = 4;
+};
+template <> struct vec16<double> {
+    using type = double2;
+    static constexpr int n = 2;
+};
+
+/* The iteration after coalescing, and where each input is read. With `vec`,
+ * a thread takes vec16<T>::n elements of the last axis at once: shape's
+ * last extent counts vectors, and an input's last stride is 0 (one element
+ * for the whole vector) or the vector's width; `tail` elements of a 1-D
+ * iteration past its vectors, from `tail_start`, are taken one by one. */
 struct ew_params {
-    int64_t numel;
-    int ndim, id, n_in, n_out;
+    int64_t numel; /* iterations: vectors with vec */
+    int ndim, n_in, n_out, vec;
     int64_t shape[DC_MAX_DIMS];
+    int64_t step[DC_MAX_DIMS]; /* the grid's stride as digits of shape (last axis fastest) */
+    int64_t tail_start, tail;
     const void *in[DC_KERNEL_MAX_IN];
     int64_t in_st[DC_KERNEL_MAX_IN][DC_MAX_DIMS];
     void *out[DC_KERNEL_MAX_OUT]; /* contiguous in the iteration shape */
@@ -75,31 +97,97 @@ struct ew_params {
     double s, t;
 };
 
-template <typename T, typename Index> __global__ void ew_kernel(ew_params p)
+/* One element e of a contiguous output: written or added. */
+template <typename T> __device__ __forceinline__ void put(T *o, int64_t e, T v, int add)
 {
-    const Index n = (Index)p.numel, step = (Index)gridDim.x * blockDim.x;
-    for (Index e = (Index)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += step) {
-        int64_t off[DC_KERNEL_MAX_IN] = {0, 0, 0, 0};
-        if (p.ndim == 1) {
-            for (int j = 0; j < p.n_in; ++j)
-                off[j] = (int64_t)e * p.in_st[j][0];
-        } else {
-            Index rest = e;
-            for (int d = p.ndim - 1; d >= 0; --d) {
-                const Index extent = (Index)p.shape[d];
-                const Index c = rest % extent;
-                rest /= extent;
-                for (int j = 0; j < p.n_in; ++j)
-                    off[j] += (int64_t)c * p.in_st[j][d];
-            }
+    o[e] = add ? o[e] + v : v;
+}
+
+/* Kernel ID over the iteration: each thread finds its first position's
+ * coordinates with one division per axis, then advances them by the grid's
+ * stride digit by digit with carries, so that no element costs a division
+ * (broadcast operands are read through strides, 0 along broadcast axes). */
+template <typename T, int ID, typename Index> __global__ void ew_kernel(ew_params p)
+{
+    using F = kernel_formula<T, ID>;
+    constexpr int NI = F::n_in, NO = F::n_out, V = vec16<T>::n;
+    using VT = typename vec16<T>::type;
+    const T s = (T)p.s, t = (T)p.t;
+    const Index n = (Index)p.numel, stride = (Index)gridDim.x * blockDim.x;
+    const Index first = (Index)blockIdx.x * blockDim.x + threadIdx.x;
+    const T *in[NI];
+    for (int j = 0; j < NI; ++j)
+        in[j] = (const T *)p.in[j];
+    if (first < (Index)p.tail) { /* 1-D elements past the last whole vector */
+        const int64_t e = p.tail_start + (int64_t)first;
+        T x[NI], y[NO];
+        for (int j = 0; j < NI; ++j)
+            x[j] = in[j][p.in_st[j][0] ? e : 0];
+        F::apply(x, y, s, t);
+        for (int k = 0; k < NO; ++k)
+            put((T *)p.out[k], e, y[k], p.add[k]);
+    }
+    if (first >= n)
+        return;
+    const int last = p.ndim - 1;
+    Index idx[DC_MAX_DIMS];
+    Index rest = first;
+    for (int d = last; d >= 0; --d) {
+        idx[d] = rest % (Index)p.shape[d];
+        rest /= (Index)p.shape[d];
+    }
+    for (Index e = first; e < n; e += stride) {
+        int64_t off[NI];
+        for (int j = 0; j < NI; ++j) {
+            off[j] = 0;
+            for (int d = 0; d <= last; ++d)
+                off[j] += (int64_t)idx[d] * p.in_st[j][d];
         }
-        T x[DC_KERNEL_MAX_IN], y[DC_KERNEL_MAX_OUT];
-        for (int j = 0; j < p.n_in; ++j)
-            x[j] = ((const T *)p.in[j])[off[j]];
-        formulas<T>::apply(p.id, x, y, (T)p.s, (T)p.t);
-        for (int k = 0; k < p.n_out; ++k) {
-            T *o = (T *)p.out[k];
-            o[e] = p.add[k] ? o[e] + y[k] : y[k];
+        if (p.vec) {
+            T x[V][NI], y[V][NO];
+            for (int j = 0; j < NI; ++j) {
+                T lanes[V];
+                if (p.in_st[j][last]) {
+                    const VT v = *(const VT *)(in[j] + off[j]);
+                    memcpy(lanes, &v, sizeof v);
+                } else {
+                    for (int i = 0; i < V; ++i)
+                        lanes[i] = in[j][off[j]];
+                }
+                for (int i = 0; i < V; ++i)
+                    x[i][j] = lanes[i];
+            }
+            for (int i = 0; i < V; ++i)
+                F::apply(x[i], y[i], s, t);
+            for (int k = 0; k < NO; ++k) {
+                VT *o = (VT *)p.out[k] + (int64_t)e;
+                T lanes[V];
+                if (p.add[k]) {
+                    const VT old = *o;
+                    memcpy(lanes, &old, sizeof old);
+                    for (int i = 0; i < V; ++i)
+                        lanes[i] += y[i][k];
+                } else {
+                    for (int i = 0; i < V; ++i)
+                        lanes[i] = y[i][k];
+                }
+                VT v;
+                memcpy(&v, lanes, sizeof v);
+                *o = v;
+            }
+        } else {
+            T x[NI], y[NO];
+            for (int j = 0; j < NI; ++j)
+                x[j] = in[j][off[j]];
+            F::apply(x, y, s, t);
+            for (int k = 0; k < NO; ++k)
+                put((T *)p.out[k], (int64_t)e, y[k], p.add[k]);
+        }
+        Index carry = 0;
+        for (int d = last; d >= 0; --d) {
+            const Index v = idx[d] + (Index)p.step[d] + carry, extent = (Index)p.shape[d];
+            carry = v >= extent;
+            idx[d] = carry ? v - extent : v;
         }
     }
 }
@@ -527,6 +615,66 @@ dc_status partials_backward(dc_ctx *ctx, const dc_partials_arg *a, dc_dtype dtyp
     return st;
 }
 
+/* Makes p iterate in 16-byte vectors where every operand allows it: the last
+ * axis a whole number of vectors (or, in 1-D, vectors and a tail), each
+ * input read along it contiguously from 16-byte aligned rows or not at all
+ * (broadcast), the outputs 16-byte aligned. */
+void vectorize(ew_params &p, size_t elem_size)
+{
+    const int64_t width = (int64_t)(16 / elem_size);
+    const int last = p.ndim - 1;
+    const int64_t whole = p.shape[last] / width;
+    if (whole == 0 || (p.ndim > 1 && p.shape[last] % width))
+        return;
+    for (int j = 0; j < p.n_in; ++j) {
+        const int64_t st = p.in_st[j][last];
+        if (st != 0 && st != 1)
+            return;
+        if (st == 1) {
+            if ((uintptr_t)p.in[j] % 16)
+                return;
+            for (int d = 0; d < last; ++d)
+                if (p.in_st[j][d] % width)
+                    return;
+        }
+    }
+    for (int k = 0; k < p.n_out; ++k)
+        if ((uintptr_t)p.out[k] % 16)
+            return;
+    p.vec = 1;
+    if (p.ndim == 1) {
+        p.tail_start = whole * width;
+        p.tail = p.shape[0] - p.tail_start;
+    }
+    p.numel = p.numel / p.shape[last] * whole;
+    p.shape[last] = whole;
+    for (int j = 0; j < p.n_in; ++j)
+        p.in_st[j][last] *= width;
+}
+
+template <typename T, int ID> void launch_ew(const ew_params &p, unsigned grid, cudaStream_t stream)
+{
+    if (p.numel <= (int64_t)INT32_MAX)
+        ew_kernel<T, ID, uint32_t><<<grid, kBlock, 0, stream>>>(p);
+    else
+        ew_kernel<T, ID, int64_t><<<grid, kBlock, 0, stream>>>(p);
+}
+
+/* Launches kernel `id` (a listed one) over p. */
+template <typename T> void launch_ew_by_id(int id, const ew_params &p, unsigned grid, cudaStream_t stream)
+{
+    switch (id) {
+#define DC_EW_LAUNCH_CASE(ID, name, NI, NO)                                                       \
+    case DC_K_##ID:                                                                                \
+        launch_ew<T, DC_K_##ID>(p, grid, stream);                                                  \
+        break;
+        DC_KERNEL_LIST(DC_EW_LAUNCH_CASE)
+#undef DC_EW_LAUNCH_CASE
+    default:
+        break;
+    }
+}
+
 } // namespace
 
 extern "C" dc_status dc_cuda_run_kernel(dc_ctx *ctx, dc_kernel_id id, const void *arg, dc_dtype dtype, int ndim,
@@ -538,6 +686,8 @@ extern "C" dc_status dc_cuda_run_kernel(dc_ctx *ctx, dc_kernel_id id, const void
     if (n_out > DC_BFN_MAX_INPUTS)
         return dc_error(ctx, DC_ERR_ARG, "%s: %d outputs exceed the CUDA loop's %d", dc_kernel_name(id), n_out,
                         DC_BFN_MAX_INPUTS);
+    if ((int)id < 0 || (int)id > (int)DC_K_PARTIALS_BWD)
+        return dc_error(ctx, DC_ERR_ARG, "dc_cuda_run_kernel: unknown kernel %d", (int)id);
     if (id == DC_K_PARTIALS_BWD)
         return partials_backward(ctx, (const dc_partials_arg *)arg, dtype, ndim, shape, numel, in, n_out, out);
     output_plan plan[DC_BFN_MAX_INPUTS];
@@ -560,7 +710,6 @@ extern "C" dc_status dc_cuda_run_kernel(dc_ctx *ctx, dc_kernel_id id, const void
         p.shape[0] = numel;
     }
     p.numel = numel;
-    p.id = (int)id;
     p.n_in = n_in;
     p.n_out = n_out;
     for (int j = 0; j < n_in; ++j)
@@ -573,10 +722,18 @@ extern "C" dc_status dc_cuda_run_kernel(dc_ctx *ctx, dc_kernel_id id, const void
         p.s = ((const dc_affine_arg *)arg)->s;
         p.t = ((const dc_affine_arg *)arg)->t;
     }
+    vectorize(p, dc_dtype_size(dtype));
+    const unsigned grid = blocks_for(ctx, p.numel);
+    /* the grid's stride, as digits of the iteration shape */
+    int64_t stride = (int64_t)grid * kBlock;
+    for (int d = p.ndim - 1; d >= 0; --d) {
+        p.step[d] = stride % p.shape[d];
+        stride /= p.shape[d];
+    }
     if (dtype == DC_F32)
-        DC_LAUNCH_BY_INDEX(ew_kernel, float, numel, blocks_for(ctx, numel), stream, p);
+        launch_ew_by_id<float>((int)id, p, grid, stream);
     else
-        DC_LAUNCH_BY_INDEX(ew_kernel, double, numel, blocks_for(ctx, numel), stream, p);
+        launch_ew_by_id<double>((int)id, p, grid, stream);
     st = dc_cuda_launched(ctx, 1, dc_kernel_name(id));
     return finish_outputs(ctx, dtype, ndim, shape, n_out, out, plan, st);
 }
