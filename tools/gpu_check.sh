@@ -3,8 +3,10 @@
 # configures for the local GPU's architecture, builds, runs the whole test
 # suite with DC_REQUIRE_CUDA=1 (so a CUDA test that cannot reach the device
 # fails instead of skipping), runs compute-sanitizer's four tools over
-# test_cuda, the GPU benchmark and a one-minute HM-LSTM training on the GPU,
-# and writes one markdown report. Exits non-zero if any step fails.
+# test_cuda and test_graph, the GPU benchmarks (bench_cuda, and
+# bench_hmlstm_step: the training step eager and replayed as a CUDA graph)
+# and a one-minute HM-LSTM training on the GPU, and writes one markdown
+# report. Exits non-zero if any step fails.
 #
 #   tools/gpu_check.sh [--prefix DIR]... [--corpus PATH] [--build DIR] [--report FILE]
 #                      [--jobs N] [--demo-minutes X] [--bench-args "..."]
@@ -144,19 +146,23 @@ if [ $built -eq 1 ]; then
     step "test suite, DC_REQUIRE_CUDA=1" "$logs/ctest.log" \
         env DC_REQUIRE_CUDA=1 ctest --test-dir "$build" --output-on-failure -j "$jobs"
 
-    # ---- compute-sanitizer over test_cuda -----------------------------------------
-    test_cuda="$build/tests/test_cuda"
-    for tool in memcheck racecheck initcheck synccheck; do
-        extra=""
-        [ $tool = memcheck ] && extra="--leak-check full"
-        # shellcheck disable=SC2086
-        step "compute-sanitizer $tool${extra:+ (leak check)}" "$logs/sanitizer_$tool.log" \
-            env DC_REQUIRE_CUDA=1 OMP_NUM_THREADS=2 "$sanitizer" --tool $tool $extra --error-exitcode 99 "$test_cuda"
+    # ---- compute-sanitizer over test_cuda and test_graph (replayed graphs) --------
+    for test in test_cuda test_graph; do
+        for tool in memcheck racecheck initcheck synccheck; do
+            extra=""
+            [ $tool = memcheck ] && extra="--leak-check full"
+            # shellcheck disable=SC2086
+            step "compute-sanitizer $tool${extra:+ (leak check)}, $test" "$logs/sanitizer_${tool}_$test.log" \
+                env DC_REQUIRE_CUDA=1 OMP_NUM_THREADS=2 "$sanitizer" --tool $tool $extra --error-exitcode 99 \
+                "$build/tests/$test"
+        done
     done
 
     # ---- benchmark and training ---------------------------------------------
     # shellcheck disable=SC2086
     step "bench_cuda $bench_args" "$logs/bench_cuda.log" run_bench_cuda $bench_args
+    step "bench_hmlstm_step (CPU and GPU, eager and graph replay)" "$logs/bench_hmlstm_step.log" \
+        "$build/bench/bench_hmlstm_step" --device both --corpus "$corpus"
     step "hmlstm_demo --device cuda, $demo_minutes min" "$logs/demo.log" \
         "$build/hmlstm_demo/hmlstm_demo" --device cuda --corpus "$corpus" --minutes "$demo_minutes" \
         --checkpoint "$build/gpu_check.ckpt" --val-every 100
@@ -179,10 +185,12 @@ if [ -f "$logs/ctest.log" ]; then
     note '```'
     note ""
 fi
-for tool in memcheck racecheck initcheck synccheck; do
-    f="$logs/sanitizer_$tool.log"
-    [ -f "$f" ] || continue
-    note "compute-sanitizer $tool: $(grep -E '^========= (ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY)' "$f" | tr '\n' ' ')"
+for test in test_cuda test_graph; do
+    for tool in memcheck racecheck initcheck synccheck; do
+        f="$logs/sanitizer_${tool}_$test.log"
+        [ -f "$f" ] || continue
+        note "compute-sanitizer $tool, $test: $(grep -E '^========= (ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY)' "$f" | tr '\n' ' ')"
+    done
 done
 note ""
 if [ -f "$logs/bench_cuda.log" ]; then
@@ -191,11 +199,17 @@ if [ -f "$logs/bench_cuda.log" ]; then
     cat "$logs/bench_cuda.log" >>"$report"
     note ""
 fi
+if [ -f "$logs/bench_hmlstm_step.log" ]; then
+    note "## bench_hmlstm_step"
+    note ""
+    cat "$logs/bench_hmlstm_step.log" >>"$report"
+    note ""
+fi
 if [ -f "$logs/demo.log" ]; then
     note "## hmlstm_demo on the GPU"
     note ""
     note '```'
-    grep -E 'demo on|matrix products|model:|validation|steps|mixed|pure|step:' "$logs/demo.log" | tail -40 >>"$report"
+    grep -E 'demo on|matrix products|model:|CUDA:|validation|steps|mixed|pure|step:' "$logs/demo.log" | tail -40 >>"$report"
     note '```'
 fi
 echo "gpu_check: report in $report"
