@@ -14,6 +14,9 @@
  * arithmetic goes wrong. Ops may still ask for large results (an outer
  * broadcast): allocations above 32 MiB fail instead (see
  * __asan_default_options), which the library must report as DC_ERR_MEMORY. */
+/* setenv */
+#define _POSIX_C_SOURCE 200809L
+
 #include <stdarg.h>
 
 #include "fuzz_common.h"
@@ -93,6 +96,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argv;
     const char *e = getenv("DC_FUZZ_TRACE");
     tracing = e && *e && strcmp(e, "0") != 0;
+    /* Half the inputs run on two threads: clang's OpenMP runtime would keep
+     * the second one spinning between parallel regions, on a core the
+     * fuzzer could use. Read when the runtime starts, after this. */
+    setenv("KMP_BLOCKTIME", "0", 0);
     return 0;
 }
 
@@ -1085,6 +1092,23 @@ static void run_program(program *p)
     inspect_grads(p);
 }
 
+/* The contexts (one thread, two threads) and their two tapes, made once:
+ * each input starts from reset tapes. A tape's first data block is 16 MiB,
+ * and making it for every input, with its AddressSanitizer shadow, took
+ * over half of the run. A reset poisons the blocks again (src/arena.c), so
+ * an access beyond a tensor is seen as in a new tape. */
+static dc_ctx *contexts[2];
+static dc_tape *context_tapes[2][2];
+
+static void free_contexts(void)
+{
+    for (int c = 0; c < 2; ++c) {
+        dc_tape_free(context_tapes[c][0]);
+        dc_tape_free(context_tapes[c][1]);
+        dc_ctx_free(contexts[c]);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -1092,25 +1116,45 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&p, 0, sizeof p);
     p.in.p = data;
     p.in.n = size;
-    dc_ctx_options o = dc_ctx_options_default();
-    o.backend = DC_BACKEND_CPU;
-    o.num_threads = 1 + (size & 1); /* both the serial and the parallel loops */
-    o.seed = 1;
-    p.ctx = dc_ctx_new(&o, NULL);
-    if (!p.ctx)
-        FZ_FAIL("dc_ctx_new failed: %s", dc_last_error(NULL));
-    p.tapes[0] = dc_tape_new(p.ctx);
-    p.tapes[1] = dc_tape_new(p.ctx);
-    if (!p.tapes[0] || !p.tapes[1])
-        FZ_FAIL("dc_tape_new failed");
+    const int c = (int)(size & 1); /* both the serial and the parallel loops */
+    if (!contexts[c]) {
+        dc_ctx_options o = dc_ctx_options_default();
+        o.backend = DC_BACKEND_CPU;
+        o.num_threads = 1 + c;
+        /* The two-thread context also fills new tape memory and gradients
+         * with NaNs (the library's DC_POISON, read here): its paths run too. */
+        if (c == 1)
+            setenv("DC_POISON", "1", 1);
+        else
+            unsetenv("DC_POISON");
+        contexts[c] = dc_ctx_new(&o, NULL);
+        if (!contexts[c])
+            FZ_FAIL("dc_ctx_new failed: %s", dc_last_error(NULL));
+        context_tapes[c][0] = dc_tape_new(contexts[c]);
+        context_tapes[c][1] = dc_tape_new(contexts[c]);
+        if (!context_tapes[c][0] || !context_tapes[c][1])
+            FZ_FAIL("dc_tape_new failed");
+        static bool registered;
+        if (!registered)
+            atexit(free_contexts);
+        registered = true;
+    }
+    p.ctx = contexts[c];
+    dc_ctx_seed(p.ctx, 1);
+    dc_clear_error(p.ctx);
+    for (int t = 0; t < 2; ++t) {
+        p.tapes[t] = context_tapes[c][t];
+        dc_tape_reset(p.tapes[t]);
+        dc_tape_set_recording(p.tapes[t], true);
+        dc_tape_set_region(p.tapes[t], 0);
+        dc_tape_set_timing(p.tapes[t], false);
+        dc_tape_clear_timing(p.tapes[t]);
+    }
     beyond_bound[0] = '\0';
     run_program(&p);
-    dc_tape_free(p.tapes[0]);
-    dc_tape_free(p.tapes[1]);
     for (int i = 0; i < p.n_persistent; ++i)
         dc_tensor_free(p.persistent[i]);
     dc_ctx_free(p.other_ctx);
-    dc_ctx_free(p.ctx);
     if (beyond_bound[0])
         FZ_FAIL("%s, beyond the size bound of dc_tensor_new", beyond_bound);
     return 0;
