@@ -47,6 +47,11 @@ DC_BFN_DECLARE(hmlstm_cell);
 #define FZ_POOL 48
 #define FZ_MAX_STEPS 64
 #define FZ_MAX_PERSISTENT 32
+/* A program stops once its tapes hold this much (results of up to 32 MiB
+ * each could otherwise reach the fuzzer's memory limit)... */
+#define FZ_MAX_TAPE_BYTES ((size_t)512 << 20)
+/* ...and a tape that kept more than this after a program is made again. */
+#define FZ_KEEP_TAPE_BYTES ((size_t)64 << 20)
 
 /* Huge allocations fail instead of stopping the run: the library must turn
  * them into DC_ERR_MEMORY. Read by AddressSanitizer at start-up. The limit
@@ -278,7 +283,8 @@ static bool inspect(const dc_tensor *t, const char *what)
         double v;
         const dc_status st = dc_tensor_get(t, at[i], &v);
         if (st != DC_OK)
-            FZ_FAIL("%s: dc_tensor_get(%lld) of %s failed: %s", what, (long long)at[i], s, dc_last_error(dc_tensor_ctx(t)));
+            FZ_FAIL("%s: dc_tensor_get(%lld) of %s failed: %s", what, (long long)at[i], s,
+                    dc_last_error(dc_tensor_ctx(t)));
     }
     return true;
 }
@@ -307,7 +313,8 @@ static void result(program *p, int tape, dc_tensor *y, const char *op)
 static void trace_status(const program *p, dc_status st)
 {
     if (tracing)
-        fprintf(stderr, "    -> %s%s%s\n", dc_status_name(st), st != DC_OK ? ": " : "", st != DC_OK ? dc_last_error(p->ctx) : "");
+        fprintf(stderr, "    -> %s%s%s\n", dc_status_name(st), st != DC_OK ? ": " : "",
+                st != DC_OK ? dc_last_error(p->ctx) : "");
 }
 
 /* A gradient has its tensor's shape and dtype (tensor.h). */
@@ -466,13 +473,57 @@ static void op_new(program *p)
     pool_add(p, t, tape);
     if (tracing) {
         char d[256];
-        fprintf(stderr, "    -> %s%s\n", describe(p, t, d, sizeof d), requires_grad && tape < 0 ? " requires grad" : "");
+        fprintf(stderr, "    -> %s%s\n", describe(p, t, d, sizeof d),
+                requires_grad && tape < 0 ? " requires grad" : "");
     }
     if (!inspect(t, call))
         pool_drop(p, t);
 }
 
 /* ---- ops ------------------------------------------------------------------- */
+
+/* Elements of the NumPy broadcast of the tensors' shapes; 0 when one is NULL
+ * or they do not broadcast, INT64_MAX past it. */
+static int64_t broadcast_numel(int n, dc_tensor *const *xs)
+{
+    int ndim = 0;
+    int64_t shape[DC_MAX_DIMS];
+    for (int i = 0; i < n; ++i) {
+        if (!xs[i])
+            return 0;
+        if (dc_tensor_ndim(xs[i]) > ndim)
+            ndim = dc_tensor_ndim(xs[i]);
+    }
+    for (int d = 0; d < ndim; ++d)
+        shape[d] = 1;
+    for (int i = 0; i < n; ++i) {
+        const int nd = dc_tensor_ndim(xs[i]);
+        for (int d = 0; d < nd; ++d) {
+            const int64_t size = dc_tensor_shape(xs[i])[d];
+            int64_t *out = &shape[ndim - nd + d];
+            if (*out == 1)
+                *out = size;
+            else if (size != 1 && size != *out)
+                return 0;
+        }
+    }
+    const int64_t numel = safe_numel(ndim, shape);
+    return numel < 0 ? INT64_MAX : numel;
+}
+
+/* Whether an elementwise call would compute millions of elements: that
+ * takes seconds under the sanitizers and finds nothing small shapes do not.
+ * Larger results fail to allocate (see __asan_default_options) and are
+ * kept: the library must report DC_ERR_MEMORY. */
+static bool too_slow(int n, dc_tensor *const *xs)
+{
+    const int64_t numel = broadcast_numel(n, xs);
+    if (numel <= ((int64_t)1 << 20) || numel > ((int64_t)1 << 23))
+        return false;
+    if (tracing)
+        fprintf(stderr, "    skipped: %lld elements, too slow to fuzz\n", (long long)numel);
+    return true;
+}
 
 /* Says in the trace that a known bug's pattern was stepped around. */
 static bool skipped(const char *what)
@@ -489,7 +540,7 @@ static void op_binary(program *p, int tape)
     dc_tensor *a = pick(p), *b = pick(p);
     dc_tensor *xs[2] = {a, b};
     static const char *const names[] = {"dc_op_add", "dc_op_sub", "dc_op_mul", "dc_op_div", "dc_op_pow"};
-    if (FZ_SKIP_BROADCAST(2, xs) && skipped(names[which]))
+    if ((FZ_SKIP_BROADCAST(2, xs) && skipped(names[which])) || too_slow(2, xs))
         return;
     trace_call(p, tape, names[which], NULL);
     dc_tensor *y = NULL;
@@ -556,7 +607,7 @@ static void op_unary(program *p, int tape)
 static void op_select(program *p, int tape)
 {
     dc_tensor *xs[3] = {pick(p), pick(p), pick(p)};
-    if (FZ_SKIP_BROADCAST(3, xs) && skipped("dc_op_select"))
+    if ((FZ_SKIP_BROADCAST(3, xs) && skipped("dc_op_select")) || too_slow(3, xs))
         return;
     trace_call(p, tape, "dc_op_select", NULL);
     result(p, tape, dc_op_select(p->tapes[tape], xs[0], xs[1], xs[2]), "dc_op_select");
@@ -698,7 +749,7 @@ static void op_broadcast(program *p, int tape)
     dc_tensor *out[DC_BFN_MAX_OUTPUTS + 1];
     dc_status st;
     const char *call;
-    if (n_in > 0 && FZ_SKIP_BROADCAST(n_in, in) && skipped(fn->name))
+    if (n_in > 0 && ((FZ_SKIP_BROADCAST(n_in, in) && skipped(fn->name)) || too_slow(n_in, in)))
         return;
     switch (flags & 3) {
     case 0:
@@ -1031,6 +1082,8 @@ static void op_gradcheck(program *p)
 static void run_program(program *p)
 {
     for (int step = 0; step < FZ_MAX_STEPS && fz_more(&p->in); ++step) {
+        if (dc_tape_bytes_in_use(p->tapes[0]) + dc_tape_bytes_in_use(p->tapes[1]) > FZ_MAX_TAPE_BYTES)
+            break;
         const uint8_t op = fz_u8(&p->in);
         /* each call's error is its own: a stale message cannot stand in for
          * a missing one */
@@ -1155,6 +1208,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < p.n_persistent; ++i)
         dc_tensor_free(p.persistent[i]);
     dc_ctx_free(p.other_ctx);
+    /* A tape keeps its blocks over resets: one that grew for a large
+     * program is made again, so that the run's memory stays bounded. */
+    for (int t = 0; t < 2; ++t) {
+        if (dc_tape_reserved_bytes(context_tapes[c][t]) <= FZ_KEEP_TAPE_BYTES)
+            continue;
+        dc_tape_free(context_tapes[c][t]);
+        context_tapes[c][t] = dc_tape_new(contexts[c]);
+        if (!context_tapes[c][t])
+            FZ_FAIL("dc_tape_new failed");
+    }
     if (beyond_bound[0])
         FZ_FAIL("%s, beyond the size bound of dc_tensor_new", beyond_bound);
     return 0;
