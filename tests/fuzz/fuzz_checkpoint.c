@@ -7,7 +7,9 @@
  * status is also compared with that of a reference reader written here from
  * the format description (FORMAT for a file that is not a well-formed
  * checkpoint, SHAPE or DTYPE for a mismatch), and after a successful load
- * every tensor must hold the bytes stored under its name.
+ * every tensor must hold the bytes stored under its name. The same loads run
+ * again with the file's checksum made right, so that a mutation reaches the
+ * parser; last, the tensors are saved and loaded back.
  *
  * An input that starts with "DCFZPATH" and a kind byte loads from something
  * other than a regular file (a directory, a device, a FIFO, a pipe, a
@@ -17,7 +19,6 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
