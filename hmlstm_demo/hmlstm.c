@@ -247,12 +247,16 @@ dc_status hm_forward(dc_tape *tape, const hm_model *m, hm_state *s, hm_cell_kind
         s->hs_cap = L * T;
     }
     dc_tensor **hs = s->hs;
-    dc_tensor *x_all = dc_op_embedding(tape, m->embedding, ids); /* [T, B, E] */
-    dc_status st = x_all ? DC_OK : DC_ERR_ARG;
-    const int64_t x_shape[2] = {B, cfg->embed};
+    /* the embedded inputs as [T B, E]: step t's rows t B .. t B + B - 1 are a
+     * slice, whose gradient lands in place */
+    const int64_t rows_shape[2] = {T * B, cfg->embed};
+    dc_tensor *x_all = dc_op_reshape(tape, dc_op_embedding(tape, m->embedding, ids), 2, rows_shape);
+    /* the input layer's boundary, always 1: one constant for every step */
+    dc_tensor *one = dc_tape_scalar(tape, cfg->dtype, 1.0);
+    dc_status st = x_all && one ? DC_OK : DC_ERR_ARG;
 
     for (int64_t t = 0; t < T && st == DC_OK; ++t) {
-        dc_tensor *below = dc_op_reshape(tape, dc_op_slice(tape, x_all, 0, t, 1), 2, x_shape);
+        dc_tensor *below = dc_op_slice(tape, x_all, 0, t * B, B);
         dc_tensor *z_below = NULL; /* the input layer's boundary is always 1 */
         for (int l = 0; l < L && st == DC_OK; ++l) {
             /* [z_below * h_below, h_prev, z_prev * h_above_prev] @ W + b */
@@ -281,7 +285,7 @@ dc_status hm_forward(dc_tape *tape, const hm_model *m, hm_state *s, hm_cell_kind
             for (int k = 0; k < 4; ++k)
                 p[k] = dc_op_slice(tape, pre, 1, (int64_t)k * H, H);
             dc_tensor *c_new = NULL, *h_new = NULL;
-            dc_tensor *zb = z_below ? z_below : dc_tape_scalar(tape, cfg->dtype, 1.0);
+            dc_tensor *zb = z_below ? z_below : one;
             if (st == DC_OK)
                 st = cell == HM_CELL_MIXED ? cell_mixed(tape, cfg, z[l], zb, p, c[l], h[l], &c_new, &h_new)
                                            : cell_pure(tape, z[l], zb, p, c[l], h[l], &c_new, &h_new);

@@ -494,6 +494,36 @@ static void test_training_step_never_waits(void **state)
     hm_model_free(m);
 }
 
+/* A concatenation on CUDA copies its parts in one launch per 32 parts, and
+ * its backward pass gives each part's gradient in as many. */
+static void test_concat_launches(void **state)
+{
+    (void)state;
+    const int64_t shape[2] = {2, 3};
+    dc_tensor *x = dc_tensor_new(gpu, DC_F32, 2, shape);
+    TEST_NONNULL(gpu, x);
+    TEST_OK(gpu, dc_tensor_fill(x, 0.5));
+    TEST_OK(gpu, dc_tensor_set_requires_grad(x, true));
+    dc_tape *tape = dc_tape_new(gpu);
+    dc_tensor *parts[40];
+    for (int k = 0; k < 40; ++k)
+        parts[k] = dc_op_affine(tape, x, 1.0 + k, 0.0);
+    const uint64_t before = dc_ctx_device_counters(gpu).kernel_launches;
+    dc_tensor *y = dc_op_concat(tape, 40, parts, 0);
+    TEST_NONNULL(gpu, y);
+    assert_int_equal(dc_ctx_device_counters(gpu).kernel_launches - before, 2);
+    double v = 0;
+    TEST_OK(gpu, dc_tensor_get(y, 79 * 3 + 2, &v));
+    assert_true(v == 0.5 * 40);
+    dc_tensor *s = dc_op_sum(tape, y, 0, NULL, false);
+    TEST_OK(gpu, dc_backward(tape, s));
+    /* d/dx of sum_k (1 + k) x = 820 */
+    TEST_OK(gpu, dc_tensor_get(dc_tensor_grad(x), 5, &v));
+    assert_true(v == 820.0);
+    dc_tape_free(tape);
+    dc_tensor_free(x);
+}
+
 /* On CUDA, indices are read on the device: an embedding id or a target out
  * of range is found there, the op uses row 0 in its place, and the next
  * call that waits for the device reports it, naming the op and the index;
@@ -1213,6 +1243,7 @@ int main(void)
         cmocka_unit_test(test_steady_state_allocates_nothing),
         cmocka_unit_test(test_training_step_never_waits),
         cmocka_unit_test(test_bad_index_reported_at_the_next_wait),
+        cmocka_unit_test(test_concat_launches),
         cmocka_unit_test(test_optimizers_match_cpu),
         cmocka_unit_test(test_clip_norm_of_a_large_gradient),
         cmocka_unit_test(test_clip_norm_of_many_tensors),

@@ -20,6 +20,21 @@
 dc_status dc_cuda_run_kernel(dc_ctx *ctx, dc_kernel_id id, const void *arg, dc_dtype dtype, int ndim,
                              const int64_t *shape, int n_in, const dc_loop_in *in, int n_out, const dc_loop_out *out);
 
+/* One 2-D region for dc_cuda_copy_parts: rows x cols elements read from src
+ * and written into dst (added to it with `add`), each array read through
+ * its row and column strides, in elements. */
+typedef struct dc_copy_part {
+    const void *src;
+    void *dst;
+    int64_t rows, cols;
+    int64_t src_rs, src_cs, dst_rs, dst_cs;
+    int add;
+} dc_copy_part;
+
+/* Copies n regions of one dtype, whose destinations must not overlap one
+ * another, in one launch per 32 of them (a concatenation and its gradient). */
+dc_status dc_cuda_copy_parts(dc_ctx *ctx, dc_dtype dtype, int n, const dc_copy_part *parts);
+
 /* A broadcast function's launcher (primal, dual or adjoint) over a loop,
  * with reductions into the outputs as dc_cuda_run_kernel does. */
 dc_status dc_cuda_run_bfn(dc_ctx *ctx, dc_bfn_cuda_launcher launcher, dc_dtype dtype, int ndim, const int64_t *shape,

@@ -177,6 +177,12 @@ dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const voi
 
 
 
+dc_status dc_cuda_copy_parts(dc_ctx *ctx, dc_dtype dtype, int n, const dc_copy_part *parts)
+{
+    (void)dtype, (void)n, (void)parts;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
 dc_status dc_cuda_capture_begin(dc_ctx *ctx, dc_cuda_graph *reuse)
 {
     (void)reuse;

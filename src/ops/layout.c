@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../cuda/cuda_backend.h"
+#include "../engine/coalesce.h"
 #include "backward.h"
 #include "ops_internal.h"
 
@@ -190,6 +192,59 @@ dc_status dc_slice_backward(dc_tape *tape, dc_node *node)
     return dc_run_kernel(tape->ctx, DC_K_COPY, NULL, x->dtype, y->ndim, y->shape, 1, &li, 1, &lo);
 }
 
+/* A copy of `shape` from src to dst (strides in elements) as one 2-D part
+ * for dc_cuda_copy_parts; false where its layout needs more axes. */
+static bool as_part(int ndim, const int64_t *shape, const void *src, const int64_t *src_st, void *dst,
+                    const int64_t *dst_st, bool add, dc_copy_part *part)
+{
+    const int64_t *arrays[2] = {src_st, dst_st};
+    int nd;
+    int64_t cshape[DC_MAX_DIMS], cst[2][DC_MAX_DIMS];
+    dc_coalesce(ndim, shape, 2, arrays, &nd, cshape, cst);
+    if (nd > 2)
+        return false;
+    const bool two = nd == 2;
+    *part = (dc_copy_part){src,
+                           dst,
+                           two ? cshape[0] : 1,
+                           nd == 0 ? 1 : cshape[nd - 1],
+                           two ? cst[0][0] : 0,
+                           nd == 0 ? 0 : cst[0][nd - 1],
+                           two ? cst[1][0] : 0,
+                           nd == 0 ? 0 : cst[1][nd - 1],
+                           add};
+    return true;
+}
+
+/* Part i of y along axis a, from element `at` on: its shape and data. */
+static void *part_of(const dc_tensor *y, int a, int64_t at, int64_t width, int64_t *shape)
+{
+    memcpy(shape, y->shape, sizeof y->shape);
+    shape[a] = width;
+    return (unsigned char *)y->data + (size_t)(at * y->strides[a]) * dc_dtype_size(y->dtype);
+}
+
+enum { MAX_PARTS_AT_ONCE = 256 };
+
+/* On CUDA, every part of a concatenation copied in one launch (per 32
+ * parts) rather than one each. DC_ERR_UNSUPPORTED (and no message) where
+ * that does not apply (the CPU, a part whose layout needs more than two
+ * axes): the caller then copies part by part. */
+static dc_status concat_in_one_launch(dc_ctx *ctx, const dc_tensor *y, int a, int n, dc_tensor *const *xs)
+{
+    if (!ctx->cuda || n > MAX_PARTS_AT_ONCE)
+        return DC_ERR_UNSUPPORTED;
+    dc_copy_part parts[MAX_PARTS_AT_ONCE];
+    int64_t at = 0, shape[DC_MAX_DIMS];
+    for (int i = 0; i < n; ++i) {
+        void *dst = part_of(y, a, at, xs[i]->shape[a], shape);
+        if (!as_part(y->ndim, shape, xs[i]->data, xs[i]->strides, dst, y->strides, false, &parts[i]))
+            return DC_ERR_UNSUPPORTED;
+        at += xs[i]->shape[a];
+    }
+    return dc_cuda_copy_parts(ctx, y->dtype, n, parts);
+}
+
 dc_tensor *dc_op_concat(dc_tape *tape, int n, dc_tensor *const *xs, int axis)
 {
     if (!tape)
@@ -241,8 +296,11 @@ dc_tensor *dc_op_concat(dc_tape *tape, int n, dc_tensor *const *xs, int axis)
     dc_tensor *y = dc_tape_alloc_tensor(tape, x0->dtype, x0->ndim, shape);
     if (!y)
         return NULL;
+    const dc_status at_once = concat_in_one_launch(ctx, y, a, n, xs);
+    if (at_once != DC_OK && at_once != DC_ERR_UNSUPPORTED)
+        return NULL;
     int64_t at = 0;
-    for (int i = 0; i < n; ++i) {
+    for (int i = 0; i < n && at_once != DC_OK; ++i) {
         dc_tensor part = *y;
         part.shape[a] = xs[i]->shape[a];
         part.data = (unsigned char *)y->data + (size_t)(at * y->strides[a]) * dc_dtype_size(y->dtype);
@@ -260,9 +318,62 @@ dc_tensor *dc_op_concat(dc_tape *tape, int n, dc_tensor *const *xs, int axis)
     return y;
 }
 
+/* dc_concat_backward on CUDA: every input's part of gy in one launch (per
+ * 32 parts). DC_ERR_UNSUPPORTED where that does not apply: the CPU, an
+ * input given twice or a slice (two parts could then add into the same
+ * gradient elements at once), a part whose layout needs more axes. */
+static dc_status concat_backward_in_one_launch(dc_tape *tape, dc_node *node)
+{
+    const dc_tensor *y = node->out[0];
+    const int a = node->as.concat.axis, n = node->n_in;
+    if (!tape->ctx->cuda || n > MAX_PARTS_AT_ONCE || dc_tensors_repeated(tape->ctx, n, node->in) >= 0)
+        return DC_ERR_UNSUPPORTED;
+    for (int i = 0; i < n; ++i)
+        if (node->in[i]->slice_base)
+            return DC_ERR_UNSUPPORTED;
+    dc_copy_part parts[MAX_PARTS_AT_ONCE];
+    int64_t at = 0, shape[DC_MAX_DIMS];
+    int n_parts = 0;
+    for (int i = 0; i < n; ++i) {
+        dc_tensor *x = node->in[i];
+        const void *src = part_of(y->grad, a, at, x->shape[a], shape);
+        at += x->shape[a];
+        if (!x->requires_grad)
+            continue;
+        /* the layout first: the gradient, once prepared, must be written */
+        int64_t contiguous[DC_MAX_DIMS];
+        dc_contiguous_strides(x->ndim, x->shape, contiguous);
+        if (!as_part(x->ndim, shape, src, y->grad->strides, NULL, x->grad ? x->grad->strides : contiguous, false,
+                     &parts[n_parts]))
+            return DC_ERR_UNSUPPORTED;
+        n_parts++;
+    }
+    n_parts = 0;
+    for (int i = 0; i < n; ++i) {
+        dc_tensor *x = node->in[i];
+        if (!x->requires_grad)
+            continue;
+        dc_write_mode mode;
+        dc_status st = dc_grad_prepare(tape, x, &mode);
+        if (st != DC_OK)
+            return st;
+        parts[n_parts].dst = x->grad->data;
+        parts[n_parts].add = mode == DC_WRITE_ACCUMULATE;
+        n_parts++;
+    }
+    dc_status st = dc_cuda_copy_parts(tape->ctx, y->dtype, n_parts, parts);
+    for (int i = 0; st == DC_OK && i < n; ++i)
+        if (node->in[i]->requires_grad)
+            dc_grad_done(node->in[i]);
+    return st;
+}
+
 /* Each input gets its part of gy. */
 dc_status dc_concat_backward(dc_tape *tape, dc_node *node)
 {
+    const dc_status at_once = concat_backward_in_one_launch(tape, node);
+    if (at_once != DC_ERR_UNSUPPORTED)
+        return at_once;
     const dc_tensor *y = node->out[0];
     const int a = node->as.concat.axis;
     int64_t at = 0;

@@ -78,6 +78,35 @@ static dc_tensor *build_slice_concat(dc_tape *t, dc_tensor *const *x, const op_a
     dc_tensor *parts[2] = {dc_op_slice(t, x[0], 1, 2, 5), dc_op_slice(t, x[0], 1, 0, 2)};
     return dc_op_concat(t, 2, parts, 1);
 }
+/* 40 parts, each an op's result (x0 times 1, 2, ... 40), joined along axis
+ * 0: on CUDA two launches of 32 and 8 parts, forward and backward */
+static dc_tensor *build_concat_many(dc_tape *t, dc_tensor *const *x, const op_arg *a)
+{
+    (void)a;
+    dc_tensor *parts[40];
+    for (int k = 0; k < 40; ++k)
+        parts[k] = dc_op_affine(t, x[0], 1.0 + k, 0.0);
+    return dc_op_concat(t, 40, parts, 0);
+}
+/* concat(y, y) of y = tanh(x0): one tensor twice, its gradient the sum */
+static dc_tensor *build_concat_repeated(dc_tape *t, dc_tensor *const *x, const op_arg *a)
+{
+    (void)a;
+    dc_tensor *y = dc_op_tanh(t, x[0]);
+    dc_tensor *parts[2] = {y, y};
+    return dc_op_concat(t, 2, parts, 1);
+}
+/* concat(concat(y, x1), y * y) with y = tanh(x0): when the inner concat's
+ * backward runs, y's gradient already holds the product's part (added to) */
+static dc_tensor *build_concat_accumulates(dc_tape *t, dc_tensor *const *x, const op_arg *a)
+{
+    (void)a;
+    dc_tensor *y = dc_op_tanh(t, x[0]);
+    dc_tensor *inner[2] = {y, x[1]};
+    dc_tensor *c = dc_op_concat(t, 2, inner, 0);
+    dc_tensor *outer[2] = {c, dc_op_mul(t, y, y)};
+    return dc_op_concat(t, 2, outer, 0);
+}
 /* x[0:200] * x[100:300]: two gradients that share x's elements 100..199 */
 BUILD(mul_overlap, dc_op_mul(t, dc_op_slice(t, x[0], 0, 0, 200), dc_op_slice(t, x[0], 0, 100, 200)))
 /* (x0 + b) + b: b's gradient is routed twice, the second time added to the first */
@@ -363,6 +392,12 @@ const op_case cases[] = {
      {.nd = 2, .shape = {-1, 6}}},
     {"concat of slices 2..6 and 0..1 of [16, 7]", build_slice_concat, REF_NONE, NULL, 1, {S2(16, 7)}, {U(-1, 1)},
      ALL3, NOARG},
+    {"concat of 40 results [2, 3] along axis 0", build_concat_many, REF_NONE, NULL, 1, {S2(2, 3)}, {U(-1, 1)}, ALL3,
+     NOARG},
+    {"concat(tanh(x), tanh(x)) along axis 1", build_concat_repeated, REF_NONE, NULL, 1, {S2(3, 4)}, {U(-1, 1)}, ALL3,
+     NOARG},
+    {"concat(concat(y, x1), y * y), y = tanh(x0)", build_concat_accumulates, REF_NONE, NULL, 2, {S2(2, 3), S2(2, 3)},
+     {U(-1, 1), U(-1, 1)}, ALL3, NOARG},
     {"mul of overlapping slices of [300]", build_mul_overlap, REF_NONE, NULL, 1, {S1(300)}, {U(-2, 2)}, ALL3, NOARG},
     {"cross_entropy of columns 1..10 of [33, 12]", build_cross_entropy_sliced, REF_NONE, NULL, 2, {S2(33, 12), S1(33)},
      {U(-3, 3), INDEX(10)}, {true, false, false}, NOARG},
