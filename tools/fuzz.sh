@@ -16,8 +16,6 @@ target and any crash; exits 1 if a target crashed (or timed out, or leaked).
 options:
   --build DIR       build folder (default: build-fuzz)
   --targets "A B"   the targets to run (default: "fuzz_ops fuzz_checkpoint")
-  --skip-known      build with DC_FUZZ_SKIP_KNOWN=ON: the harnesses step around
-                    the bugs in tests/fuzz/known/, so fuzzing can go deeper
   --known           do not fuzz: run every reproducer in tests/fuzz/known/ and
                     say which still fail (exits 1 if any does)
   --timeout S       seconds one input may take before it counts as a hang
@@ -36,7 +34,6 @@ EOF
 seconds=60
 build=build-fuzz
 targets="fuzz_ops fuzz_checkpoint"
-skip_known=OFF
 replay_known=0
 timeout=30
 jobs=2
@@ -44,7 +41,6 @@ while [ $# -gt 0 ]; do
     case $1 in
     --build) build=$2; shift 2 ;;
     --targets) targets=$2; shift 2 ;;
-    --skip-known) skip_known=ON; shift ;;
     --known) replay_known=1; shift ;;
     --timeout) timeout=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
@@ -59,12 +55,11 @@ root=$(pwd)
 case $build in /*) ;; *) build="$root/$build" ;; esac
 
 # The reproducers show a bug only in a build that does not step around it.
-[ $replay_known = 1 ] && skip_known=OFF
-
+[ $replay_known = 1 ] && 
 command -v clang >/dev/null 2>&1 || { echo "tools/fuzz.sh: clang is needed (libFuzzer is part of it)" >&2; exit 2; }
 
 echo "+ configure and build $build"
-CC=clang cmake -S . -B "$build" -DDC_FUZZ=ON -DDC_FUZZ_SKIP_KNOWN=$skip_known -DDC_CUDA=OFF -DDC_BUILD_TESTS=OFF \
+CC=clang cmake -S . -B "$build" -DDC_FUZZ=ON -DDC_CUDA=OFF -DDC_BUILD_TESTS=OFF \
     -DDC_BUILD_BENCH=OFF -DDC_BUILD_DEMO=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" --parallel "$jobs" --target $targets >/dev/null
 

@@ -23,16 +23,6 @@
 
 #include "prod_sign_fns.h"
 
-#ifdef DC_FUZZ_SKIP_KNOWN
-#include "known_bugs.h"
-#else
-/* Without DC_FUZZ_SKIP_KNOWN every call is made. */
-#define FZ_SKIP_MATMUL(a, b) ((void)(a), (void)(b), false)
-#define FZ_SKIP_BROADCAST(n, xs) ((void)(n), (void)(xs), false)
-#define FZ_SKIP_CONCAT(n, xs, axis) ((void)(n), (void)(xs), (void)(axis), false)
-#define FZ_SKIP_EMBEDDING(table, ids) ((void)(table), (void)(ids), false)
-#define FZ_SKIP_BEYOND_BOUND false
-#endif
 
 DC_BFN_DECLARE(gated_scale);
 DC_BFN_DECLARE(polar_pair);
@@ -251,11 +241,6 @@ static bool inspect(const dc_tensor *t, const char *what)
             FZ_FAIL("%s: negative size in %s", what, s);
     const int64_t sp = span(ndim, shape);
     if (sp < 0 || sp > FZ_SPAN_BOUND) {
-        if (FZ_SKIP_BEYOND_BOUND) {
-            if (tracing)
-                fprintf(stderr, "    dropped: beyond the size bound (DC_FUZZ_SKIP_KNOWN)\n");
-            return false;
-        }
         /* Failed at the end of the program, so that what the tensor does
          * to the calls after (a byte count that wraps) shows first. */
         if (!beyond_bound[0])
@@ -525,14 +510,6 @@ static bool too_slow(int n, dc_tensor *const *xs)
     return true;
 }
 
-/* Says in the trace that a known bug's pattern was stepped around. */
-static bool skipped(const char *what)
-{
-    if (tracing)
-        fprintf(stderr, "    skipped: %s (DC_FUZZ_SKIP_KNOWN)\n", what);
-    return true;
-}
-
 static void op_binary(program *p, int tape)
 {
     dc_tape *t = p->tapes[tape];
@@ -540,7 +517,7 @@ static void op_binary(program *p, int tape)
     dc_tensor *a = pick(p), *b = pick(p);
     dc_tensor *xs[2] = {a, b};
     static const char *const names[] = {"dc_op_add", "dc_op_sub", "dc_op_mul", "dc_op_div", "dc_op_pow"};
-    if ((FZ_SKIP_BROADCAST(2, xs) && skipped(names[which])) || too_slow(2, xs))
+    if (too_slow(2, xs))
         return;
     trace_call(p, tape, names[which], NULL);
     dc_tensor *y = NULL;
@@ -607,7 +584,7 @@ static void op_unary(program *p, int tape)
 static void op_select(program *p, int tape)
 {
     dc_tensor *xs[3] = {pick(p), pick(p), pick(p)};
-    if ((FZ_SKIP_BROADCAST(3, xs) && skipped("dc_op_select")) || too_slow(3, xs))
+    if (too_slow(3, xs))
         return;
     trace_call(p, tape, "dc_op_select", NULL);
     result(p, tape, dc_op_select(p->tapes[tape], xs[0], xs[1], xs[2]), "dc_op_select");
@@ -647,8 +624,6 @@ static void op_reduce(program *p, int tape)
 static void op_matmul(program *p, int tape)
 {
     dc_tensor *a = pick(p), *b = pick(p);
-    if (FZ_SKIP_MATMUL(a, b) && skipped("dc_op_matmul"))
-        return;
     trace_call(p, tape, "dc_op_matmul", NULL);
     result(p, tape, dc_op_matmul(p->tapes[tape], a, b), "dc_op_matmul");
 }
@@ -708,8 +683,6 @@ static void op_concat(program *p, int tape)
     }
     const int axis = fz_int(&p->in);
     const bool null_array = n > 0 && (b & 1) && b < 8;
-    if (FZ_SKIP_CONCAT(n, xs, axis) && skipped("dc_op_concat"))
-        return;
     trace_call(p, tape, "dc_op_concat", "n %d (each pick %d times), %saxis %d", n, rep * 8 + 1,
                null_array ? "xs NULL, " : "", axis);
     result(p, tape, dc_op_concat(p->tapes[tape], n, null_array ? NULL : xs, axis), "dc_op_concat");
@@ -718,8 +691,6 @@ static void op_concat(program *p, int tape)
 static void op_embedding(program *p, int tape)
 {
     dc_tensor *table = pick(p), *ids = pick(p);
-    if (FZ_SKIP_EMBEDDING(table, ids) && skipped("dc_op_embedding"))
-        return;
     trace_call(p, tape, "dc_op_embedding", NULL);
     result(p, tape, dc_op_embedding(p->tapes[tape], table, ids), "dc_op_embedding");
 }
@@ -749,7 +720,7 @@ static void op_broadcast(program *p, int tape)
     dc_tensor *out[DC_BFN_MAX_OUTPUTS + 1];
     dc_status st;
     const char *call;
-    if (n_in > 0 && ((FZ_SKIP_BROADCAST(n_in, in) && skipped(fn->name)) || too_slow(n_in, in)))
+    if (n_in > 0 && too_slow(n_in, in))
         return;
     switch (flags & 3) {
     case 0:
