@@ -6,7 +6,7 @@
  * tensor, so each tensor is compared with its values before the load. The
  * status is also compared with that of a reference reader written here from
  * the format description (FORMAT for a file that is not a well-formed
- * checkpoint, SHAPE or DTYPE for a mismatch), and after a successful load
+ * checkpoint or that stores a name twice, SHAPE or DTYPE for a mismatch), and after a successful load
  * every tensor must hold the bytes stored under its name. The same loads run
  * again with the file's checksum made right, so that a mutation reaches the
  * parser; last, the tensors are saved and loaded back.
@@ -193,6 +193,11 @@ static dc_status ref_expect(int count, const ref_entry *e, int n, dc_tensor *con
 {
     if (count < 0)
         return DC_ERR_FORMAT;
+    /* a name stored twice makes the file malformed */
+    for (int a = 0; a < count; ++a)
+        for (int b = a + 1; b < count; ++b)
+            if (e[a].name_len == e[b].name_len && memcmp(e[a].name, e[b].name, e[a].name_len) == 0)
+                return DC_ERR_FORMAT;
     for (int i = 0; i < n; ++i) {
         match[i] = NULL;
         const size_t len = strlen(names[i]);
@@ -355,8 +360,9 @@ static void load_and_check(targets *g, const char *from, const int *which, int n
         const int count = ref_parse(data, size, entries, 64, &beyond);
         const dc_status want = ref_expect(count, entries, n, t, names, match);
         /* more than 64 entries: the reference kept the first 64, which
-         * only matters when a name is found beyond them */
-        const bool unsure = (count == 64 && want == DC_ERR_SHAPE) || (beyond && st == DC_ERR_FORMAT);
+         * only matters when a name is found beyond them, or stored again */
+        const bool unsure = (count == 64 && (want == DC_ERR_SHAPE || st == DC_ERR_FORMAT)) ||
+                            (beyond && st == DC_ERR_FORMAT);
         if (st != want && !unsure)
             FZ_FAIL("dc_checkpoint_load gave %s (%s); the reference reader expects %s", dc_status_name(st),
                     dc_last_error(g->ctx), dc_status_name(want));
