@@ -207,13 +207,7 @@ bool dc_tensor_is_contiguous(const dc_tensor *t)
         return false;
     if (t->numel == 0)
         return true; /* no element is out of place */
-    int64_t s = 1;
-    for (int d = t->ndim - 1; d >= 0; --d) {
-        if (t->shape[d] != 1 && t->strides[d] != s)
-            return false;
-        s *= t->shape[d];
-    }
-    return true;
+    return dc_strides_contiguous(t->ndim, t->shape, t->strides);
 }
 
 char *dc_tensor_shape_str(const dc_tensor *t, char *buf, size_t size)

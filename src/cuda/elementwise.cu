@@ -374,16 +374,6 @@ struct output_plan {
     void *temp;
 };
 
-bool dense_in(int ndim, const int64_t *shape, const int64_t *strides)
-{
-    int64_t s = 1;
-    for (int d = ndim - 1; d >= 0; --d) {
-        if (shape[d] != 1 && strides[d] != s)
-            return false;
-        s *= shape[d];
-    }
-    return true;
-}
 
 dc_status plan_outputs(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *shape, int n_out, const dc_loop_out *out,
                        output_plan *plan)
@@ -398,7 +388,7 @@ dc_status plan_outputs(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *sha
         plan[k].add = false;
     }
     for (int k = 0; k < n_out; ++k) {
-        if (out[k].mode != DC_WRITE_DISCARD && !overlap && dense_in(ndim, shape, out[k].strides)) {
+        if (out[k].mode != DC_WRITE_DISCARD && !overlap && dc_strides_contiguous(ndim, shape, out[k].strides)) {
             plan[k].direct = out[k].data;
             plan[k].add = out[k].mode == DC_WRITE_ACCUMULATE;
             continue;
@@ -519,7 +509,7 @@ const void *contiguous_input(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_
                              void **temp)
 {
     *temp = NULL;
-    if (dense_in(ndim, shape, in->strides))
+    if (dc_strides_contiguous(ndim, shape, in->strides))
         return in->data;
     const int64_t numel = dc_shape_numel(ndim, shape);
     *temp = dc_cuda_alloc(ctx, (size_t)numel * dc_dtype_size(dtype));
@@ -592,7 +582,7 @@ dc_status partials_backward(dc_ctx *ctx, const dc_partials_arg *a, dc_dtype dtyp
     bool any_dense = false;
     const bool overlap = dc_outputs_overlap(dtype, ndim, shape, n_out, out); /* then routed one by one */
     for (int j = 0; j < p.nw; ++j) {
-        const bool dense = out[j].mode != DC_WRITE_DISCARD && !overlap && dense_in(ndim, shape, out[j].strides);
+        const bool dense = out[j].mode != DC_WRITE_DISCARD && !overlap && dc_strides_contiguous(ndim, shape, out[j].strides);
         p.out[j] = dense ? out[j].data : NULL; /* NULL: routed below, or discarded */
         p.add[j] = out[j].mode == DC_WRITE_ACCUMULATE;
         any_dense = any_dense || dense;

@@ -58,3 +58,14 @@ int64_t dc_shape_numel(int ndim, const int64_t *shape)
         n *= shape[d];
     return n;
 }
+
+bool dc_strides_contiguous(int ndim, const int64_t *shape, const int64_t *strides)
+{
+    int64_t s = 1;
+    for (int d = ndim - 1; d >= 0; --d) {
+        if (shape[d] != 1 && strides[d] != s)
+            return false;
+        s *= shape[d];
+    }
+    return true;
+}

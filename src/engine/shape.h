@@ -24,4 +24,8 @@ void dc_broadcast_strides(int t_ndim, const int64_t *t_shape, const int64_t *t_s
 void dc_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
 int64_t dc_shape_numel(int ndim, const int64_t *shape);
 
+/* Whether strides walk `shape` in row-major order without gaps (axes of size
+ * 1 may have any stride). */
+bool dc_strides_contiguous(int ndim, const int64_t *shape, const int64_t *strides);
+
 #endif /* DC_ENGINE_SHAPE_H */
