@@ -8,7 +8,7 @@
 /* The outputs' values. */
 struct primal_op {
     typedef dc_real real;
-    enum { n_in = DC_BFN_NIN_, n_adj = 0, n_arr = DC_BFN_NOUT_ };
+    enum { n_in = DC_BFN_NIN_, n_adj = 0, n_arr = DC_BFN_NOUT_, n_placed = 0 };
     static __device__ __forceinline__ void apply(const dc_real *x, const dc_real *, dc_real *r)
     {
         dc_var o[DC_BFN_NOUT_];
@@ -27,7 +27,7 @@ static int launch_primal(const dc_bfn_cuda_launch *L) { return dc_bfn_cuda::laun
  * array each, so the stores of a warp are coalesced. */
 struct dual_op {
     typedef dc_real real;
-    enum { n_in = DC_BFN_NIN_, n_adj = 0, n_arr = DC_BFN_NOUT_ * (1 + DC_BFN_NWRT_) };
+    enum { n_in = DC_BFN_NIN_, n_adj = 0, n_arr = DC_BFN_NOUT_ * (1 + DC_BFN_NWRT_), n_placed = 0 };
     static __device__ __forceinline__ void apply(const dc_real *x, const dc_real *, dc_real *r)
     {
         dc_var o[DC_BFN_NOUT_];
@@ -43,10 +43,11 @@ struct dual_op {
 };
 
 /* Recompute policy: the duals again, times the output adjoints, summed over
- * outputs; one contribution array per differentiable input. */
+ * outputs; one contribution per differentiable input, placed into (or added
+ * to) its gradient. */
 struct adjoint_op {
     typedef dc_real real;
-    enum { n_in = DC_BFN_NIN_, n_adj = DC_BFN_NOUT_, n_arr = DC_BFN_NWRT_ };
+    enum { n_in = DC_BFN_NIN_, n_adj = DC_BFN_NOUT_, n_arr = DC_BFN_NWRT_, n_placed = DC_BFN_NWRT_ };
     static __device__ __forceinline__ void apply(const dc_real *x, const dc_real *adj, dc_real *r)
     {
         dc_var o[DC_BFN_NOUT_];

@@ -4,11 +4,17 @@
  *
  * An operation Op provides
  *   typedef ... real;                         float or double
- *   enum { n_in, n_adj, n_arr };              inputs, adjoints read, arrays written
+ *   enum { n_in, n_adj, n_arr, n_placed };    inputs, adjoints read, arrays
+ *                                             written, of which the first
+ *                                             n_placed are placed (below)
  *   static __device__ void apply(const real *x, const real *adj, real *r);
  * where x holds one element of every input, adj one element of every adjoint
- * (contiguous in the iteration shape, as are the arrays written), and r
- * receives one value per written array.
+ * (contiguous in the iteration shape), and r receives one value per written
+ * array. An array written is contiguous in the iteration shape, or, among
+ * the first n_placed, placed: written through strides of its own (a slice of
+ * a gradient) and, where the launch says so, added to rather than written
+ * (a gradient that accumulates), so that no temporary and no second kernel
+ * is needed to put a result where it belongs.
  *
  * Two loops run an operation:
  *  - the row loop, for an iteration of at most two axes (the caller
@@ -17,9 +23,11 @@
  *    thread handles a 16-byte group of consecutive elements of one row, read
  *    and written with 16-byte loads and stores; an input constant along the
  *    row is read once per group. No division but one 32-bit one per group.
+ *    Placed arrays must be contiguous along the row too, at any row stride
+ *    of whole 16-byte groups.
  *  - the strided loop for every other layout: one element per thread, each
- *    input found through its strides, with 32-bit index arithmetic whenever
- *    the element count allows it.
+ *    input and placed array found through its strides, with 32-bit index
+ *    arithmetic whenever the element count allows it.
  * Both are grid-stride loops over a grid capped by the device's size. */
 #ifndef DC_BROADCAST_BFN_CUDA_LOOPS_CUH
 #define DC_BROADCAST_BFN_CUDA_LOOPS_CUH
@@ -32,6 +40,8 @@
 
 namespace dc_bfn_cuda
 {
+
+static_assert(DC_BFN_MAX_INPUTS <= 32, "out_add holds one bit per gradient");
 
 /* 16 bytes of T as one vector type, for single-instruction loads and stores. */
 template <typename T> struct vec16;
@@ -60,7 +70,12 @@ template <typename T> __device__ __forceinline__ void store_lanes(T *p, const T 
 /* Kernel arguments, sized for the operation (no array may have length 0). */
 template <class Op> struct params {
     typedef typename Op::real real;
-    enum { n_in = Op::n_in > 0 ? Op::n_in : 1, n_adj = Op::n_adj > 0 ? Op::n_adj : 1, n_arr = Op::n_arr > 0 ? Op::n_arr : 1 };
+    enum {
+        n_in = Op::n_in > 0 ? Op::n_in : 1,
+        n_adj = Op::n_adj > 0 ? Op::n_adj : 1,
+        n_arr = Op::n_arr > 0 ? Op::n_arr : 1,
+        n_placed = Op::n_placed > 0 ? Op::n_placed : 1
+    };
     int64_t numel;
     int ndim;
     int64_t shape[DC_BFN_MAX_DIMS];
@@ -68,15 +83,28 @@ template <class Op> struct params {
     int64_t in_strides[n_in][DC_BFN_MAX_DIMS];
     const real *adj[n_adj];
     real *out[n_arr];
+    /* the placed arrays: strides, and bit a set where array a is added to */
+    int64_t out_strides[n_placed][DC_BFN_MAX_DIMS];
+    uint32_t out_add;
     /* the row loop: vectors of 16 bytes in all, per row; each input's step
-     * from row to row and whether it is contiguous along the row */
+     * from row to row and whether it is contiguous along the row, each placed
+     * array's step from row to row */
     uint32_t n_vectors, vectors_per_row;
     int64_t row_stride[n_in];
     bool along_row[n_in];
+    int64_t out_row_stride[n_placed];
 };
 
-/* One element: inputs through their offsets, adjoints and results at e. */
-template <class Op> __device__ __forceinline__ void run_element(const params<Op> &p, const int64_t *off, int64_t e)
+/* Whether array a of Op is added to. */
+template <class Op> __device__ __forceinline__ bool adds(const params<Op> &p, int a)
+{
+    return a < Op::n_placed && ((p.out_add >> a) & 1u);
+}
+
+/* One element: inputs and placed arrays through their offsets, adjoints and
+ * the other arrays at e. */
+template <class Op>
+__device__ __forceinline__ void run_element(const params<Op> &p, const int64_t *off, const int64_t *placed, int64_t e)
 {
     typedef typename Op::real real;
     real x[params<Op>::n_in], adj[params<Op>::n_adj], r[params<Op>::n_arr];
@@ -88,18 +116,23 @@ template <class Op> __device__ __forceinline__ void run_element(const params<Op>
         adj[k] = p.adj[k][e];
     Op::apply(x, adj, r);
 #pragma unroll
-    for (int a = 0; a < Op::n_arr; ++a)
-        p.out[a][e] = r[a];
+    for (int a = 0; a < Op::n_arr; ++a) {
+        real *to = p.out[a] + (a < Op::n_placed ? placed[a < Op::n_placed ? a : 0] : e);
+        *to = adds(p, a) ? *to + r[a] : r[a];
+    }
 }
 
 template <class Op, typename Index> __global__ void strided_kernel(const params<Op> p)
 {
     const Index n = (Index)p.numel, step = (Index)gridDim.x * blockDim.x;
     for (Index e = (Index)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += step) {
-        int64_t off[params<Op>::n_in];
+        int64_t off[params<Op>::n_in], placed[params<Op>::n_placed];
 #pragma unroll
         for (int j = 0; j < Op::n_in; ++j)
             off[j] = 0;
+#pragma unroll
+        for (int a = 0; a < Op::n_placed; ++a)
+            placed[a] = 0;
         Index rest = e;
         for (int d = p.ndim - 1; d >= 0; --d) {
             const Index extent = (Index)p.shape[d];
@@ -108,8 +141,11 @@ template <class Op, typename Index> __global__ void strided_kernel(const params<
 #pragma unroll
             for (int j = 0; j < Op::n_in; ++j)
                 off[j] += (int64_t)c * p.in_strides[j][d];
+#pragma unroll
+            for (int a = 0; a < Op::n_placed; ++a)
+                placed[a] += (int64_t)c * p.out_strides[a][d];
         }
-        run_element(p, off, (int64_t)e);
+        run_element(p, off, placed, (int64_t)e);
     }
 }
 
@@ -151,11 +187,15 @@ template <class Op> __global__ void row_kernel(const params<Op> p)
             Op::apply(x[l], adj[l], r[l]);
 #pragma unroll
         for (int a = 0; a < Op::n_arr; ++a) {
+            real *to = a < Op::n_placed ? p.out[a] + (int64_t)row * p.out_row_stride[a < Op::n_placed ? a : 0] + col
+                                        : p.out[a] + e0;
             real lane[L];
+            if (adds(p, a))
+                load_lanes(to, lane);
 #pragma unroll
             for (int l = 0; l < L; ++l)
-                lane[l] = r[l][a];
-            store_lanes(p.out[a] + e0, lane);
+                lane[l] = adds(p, a) ? lane[l] + r[l][a] : r[l][a];
+            store_lanes(to, lane);
         }
     }
 }
@@ -190,6 +230,11 @@ template <class Op> bool plan_rows(params<Op> &p)
     for (int a = 0; a < Op::n_arr; ++a)
         if (!aligned16(p.out[a]))
             return false;
+    for (int a = 0; a < Op::n_placed; ++a) {
+        p.out_row_stride[a] = p.ndim == 2 ? p.out_strides[a][0] : 0;
+        if (p.out_strides[a][inner] != 1 || p.out_row_stride[a] % lanes != 0)
+            return false;
+    }
     p.n_vectors = (uint32_t)(p.numel / lanes);
     p.vectors_per_row = (uint32_t)(cols / lanes);
     return true;
@@ -216,6 +261,10 @@ template <class Op> int launch(const dc_bfn_cuda_launch *L)
         p.adj[k] = (const real *)L->adj[k];
     for (int a = 0; a < Op::n_arr; ++a)
         p.out[a] = (real *)L->out[a];
+    for (int a = 0; a < Op::n_placed; ++a)
+        for (int d = 0; d < DC_BFN_MAX_DIMS; ++d)
+            p.out_strides[a][d] = L->out_strides[a][d];
+    p.out_add = Op::n_placed > 0 ? L->out_add : 0u;
     const int block = L->block > 0 ? L->block : 256;
     const bool rows = plan_rows(p);
     const int64_t items = rows ? (int64_t)p.n_vectors : L->numel;

@@ -332,6 +332,116 @@ static void test_broadcast_functions_match_cpu(void **state)
     }
 }
 
+/* Runs polar_pair on two column blocks of a leaf x [rows, 2 cols + pad]
+ * (slices, as gates of a matrix product are), then again with the blocks
+ * swapped, so that each block's gradient is written once and added to once;
+ * returns x's gradient (malloc'd floats) and the launches of the backward
+ * pass. With `separate`, the blocks are two leaves of their own instead
+ * (contiguous gradients), and the gradient returned is theirs, side by side
+ * as in x. */
+static float *polar_pair_on_blocks(dc_ctx *ctx, dc_dtype dtype, int64_t rows, int64_t cols, int64_t pad,
+                                   bool separate, dc_partials_policy policy, uint64_t *launches)
+{
+    const int64_t width = 2 * cols + pad, shape[2] = {rows, width}, block[2] = {rows, cols};
+    dc_tensor *x = dc_tensor_new(ctx, dtype, 2, shape);
+    TEST_NONNULL(ctx, x);
+    for (int64_t i = 0; i < rows * width; ++i)
+        TEST_OK(ctx, dc_tensor_set(x, i, 0.5 + 0.25 * sin(0.37 * (double)i)));
+    dc_tape *tape = dc_tape_new(ctx);
+    dc_tensor *leaf[2] = {NULL, NULL}, *part[2];
+    for (int k = 0; k < 2; ++k) {
+        if (separate) {
+            /* the same values, copied into a leaf of its own */
+            leaf[k] = dc_tensor_new(ctx, dtype, 2, block);
+            TEST_NONNULL(ctx, leaf[k]);
+            TEST_OK(ctx, dc_tensor_copy(leaf[k], dc_op_slice(tape, x, 1, k * cols, cols)));
+            TEST_OK(ctx, dc_tensor_set_requires_grad(leaf[k], true));
+            part[k] = leaf[k];
+        } else {
+            part[k] = dc_op_slice(tape, x, 1, k * cols, cols);
+        }
+        TEST_NONNULL(ctx, part[k]);
+    }
+    if (!separate)
+        TEST_OK(ctx, dc_tensor_set_requires_grad(x, true));
+    /* the slices again, now that x requires a gradient */
+    for (int k = 0; k < 2 && !separate; ++k)
+        TEST_NONNULL(ctx, part[k] = dc_op_slice(tape, x, 1, k * cols, cols));
+    dc_tensor *y[2], *z[2];
+    TEST_OK(ctx, dc_broadcast_policy(tape, DC_BFN_REF(polar_pair), 2, part, 2, y, policy));
+    dc_tensor *swapped[2] = {part[1], part[0]};
+    TEST_OK(ctx, dc_broadcast_policy(tape, DC_BFN_REF(polar_pair), 2, swapped, 2, z, policy));
+    dc_tensor *terms[4] = {y[0], y[1], z[0], z[1]};
+    dc_tensor *both = dc_op_concat(tape, 4, terms, 0);
+    TEST_NONNULL(ctx, both);
+    dc_tensor *adjoint = dc_tensor_new(ctx, dtype, 2, (const int64_t[]){4 * rows, cols});
+    TEST_NONNULL(ctx, adjoint);
+    for (int64_t i = 0; i < 4 * rows * cols; ++i)
+        TEST_OK(ctx, dc_tensor_set(adjoint, i, cos(0.11 * (double)i)));
+    const uint64_t before = dc_ctx_device_counters(ctx).kernel_launches;
+    TEST_OK(ctx, dc_backward_with(tape, both, adjoint));
+    *launches = dc_ctx_device_counters(ctx).kernel_launches - before;
+    float *g = malloc((size_t)(rows * width) * sizeof *g);
+    assert_non_null(g);
+    if (separate) {
+        for (int64_t i = 0; i < rows * width; ++i)
+            g[i] = 0;
+        for (int k = 0; k < 2; ++k) {
+            float *gk = tensor_floats(ctx, dc_tensor_grad(leaf[k]), 0);
+            for (int64_t r = 0; r < rows; ++r)
+                for (int64_t c = 0; c < cols; ++c)
+                    g[r * width + k * cols + c] = gk[r * cols + c];
+            free(gk);
+            dc_tensor_free(leaf[k]);
+        }
+    } else {
+        float *gx = tensor_floats(ctx, dc_tensor_grad(x), 0);
+        memcpy(g, gx, (size_t)(rows * width) * sizeof *g);
+        free(gx);
+    }
+    dc_tape_free(tape);
+    dc_tensor_free(adjoint);
+    dc_tensor_free(x);
+    return g;
+}
+
+/* A broadcast function's backward writes its gradients where they belong,
+ * into slices of a larger gradient and adding where one accumulates, in the
+ * one launch of its pass: as many launches as with gradients of their own,
+ * and the CPU's values. Rows of whole 16-byte groups (the vector loop) and
+ * rows one element longer (the element loop); both policies. */
+static void test_broadcast_function_gradients_in_place(void **state)
+{
+    (void)state;
+    const dc_dtype dtypes[2] = {DC_F32, DC_F64};
+    for (int t = 0; t < 2; ++t)
+        for (int64_t pad = 0; pad < 2; ++pad)
+            for (int policy = 0; policy < 2; ++policy) {
+                const dc_partials_policy pol = (dc_partials_policy)policy;
+                uint64_t on_cpu, in_place, separate;
+                float *want = polar_pair_on_blocks(cpu, dtypes[t], 48, 64, pad, false, pol, &on_cpu);
+                float *got = polar_pair_on_blocks(gpu, dtypes[t], 48, 64, pad, false, pol, &in_place);
+                float *apart = polar_pair_on_blocks(gpu, dtypes[t], 48, 64, pad, true, pol, &separate);
+                char what[128];
+                snprintf(what, sizeof what, "polar_pair on column blocks (%s, pad %d, %s)",
+                         dc_dtype_name(dtypes[t]), (int)pad, policy ? "recompute" : "store");
+                const int64_t n = 48 * (2 * 64 + pad);
+                const double e = nmse(want, got, n, what);
+                if (!(e <= 1e-7))
+                    fail_msg("%s: gradient NMSE %.3g against the CPU", what, e);
+                for (int64_t i = 0; i < n; ++i)
+                    if (i % (2 * 64 + pad) < 2 * 64 && got[i] != apart[i])
+                        fail_msg("%s: element %lld is %.9g in place, %.9g in gradients of their own", what,
+                                 (long long)i, got[i], apart[i]);
+                if (pol == DC_PARTIALS_RECOMPUTE && in_place != separate)
+                    fail_msg("%s: the backward pass launched %llu kernels, %llu with gradients of their own", what,
+                             (unsigned long long)in_place, (unsigned long long)separate);
+                free(want);
+                free(got);
+                free(apart);
+            }
+}
+
 /* The same backward twice gives bit-identical gradients, reductions
  * included (a bias row broadcast over a batch, a scalar). */
 static void test_backward_is_deterministic(void **state)
@@ -1244,6 +1354,7 @@ int main(void)
         cmocka_unit_test(test_training_step_never_waits),
         cmocka_unit_test(test_bad_index_reported_at_the_next_wait),
         cmocka_unit_test(test_concat_launches),
+        cmocka_unit_test(test_broadcast_function_gradients_in_place),
         cmocka_unit_test(test_optimizers_match_cpu),
         cmocka_unit_test(test_clip_norm_of_a_large_gradient),
         cmocka_unit_test(test_clip_norm_of_many_tensors),

@@ -13,7 +13,7 @@ extern "C" {
 
 /* Bumped whenever the layout below changes; dc_broadcast() refuses a
  * function compiled against another version. */
-#define DC_BFN_ABI_VERSION 2
+#define DC_BFN_ABI_VERSION 3
 
 #define DC_BFN_MAX_INPUTS 24  /* inputs of one function, control included */
 #define DC_BFN_MAX_OUTPUTS 8  /* outputs of one function */
@@ -41,9 +41,16 @@ typedef struct dc_bfn_cpu_kernels {
 } dc_bfn_cpu_kernels;
 
 /* One CUDA launch over a broadcast of the inputs to `shape`: inputs are read
- * through their strides (0 along broadcast dimensions), every output, partial
- * and adjoint array is contiguous in `shape`. Array order as for the CPU
- * kernels; `adj` holds the adjoints of the adjoint launch. */
+ * through their strides (0 along broadcast dimensions); every partial and
+ * adjoint array, and every output of the primal and dual launches, is
+ * contiguous in `shape`. Array order as for the CPU kernels; `adj` holds the
+ * adjoints of the adjoint launch.
+ *
+ * The adjoint launch writes each gradient contribution out[j] in place:
+ * through out_strides[j] (its strides in `shape`, in elements: a slice or a
+ * transposed view of a gradient, never two elements at one place), adding to
+ * what it holds when bit j of out_add is set (a gradient that accumulates).
+ * The other launches ignore both. */
 typedef struct dc_bfn_cuda_launch {
     int64_t numel;
     int32_t ndim;
@@ -56,6 +63,9 @@ typedef struct dc_bfn_cuda_launch {
     const void *adj[DC_BFN_MAX_OUTPUTS];
     void *out[DC_BFN_MAX_ARRAYS];
     void *stream; /* cudaStream_t */
+    int64_t out_strides[DC_BFN_MAX_INPUTS][DC_BFN_MAX_DIMS]; /* adjoint launch */
+    uint32_t out_add;                                         /* adjoint launch: bit j adds to out[j] */
+    uint32_t pad2_;
 } dc_bfn_cuda_launch;
 
 /* Returns a cudaError_t (0 on success). */

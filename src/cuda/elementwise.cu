@@ -366,8 +366,9 @@ template <typename T> __global__ void route_chunks(route_params p)
 
 unsigned blocks_for(const dc_ctx *ctx, int64_t n) { return dc_cuda::grid_for(ctx, n); }
 
-/* Where a loop output goes: straight into it (dense in the iteration shape)
- * or into a temporary that is routed afterwards. */
+/* Where a loop output goes: straight into it (dense in the iteration shape,
+ * or placed by a launch that writes through its strides) or into a
+ * temporary that is routed afterwards. */
 struct output_plan {
     void *direct;
     bool add;
@@ -376,7 +377,7 @@ struct output_plan {
 
 
 dc_status plan_outputs(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *shape, int n_out, const dc_loop_out *out,
-                       output_plan *plan)
+                       output_plan *plan, const bool *placed = NULL)
 {
     const int64_t numel = dc_shape_numel(ndim, shape);
     /* outputs that share elements are written one after another, from temporaries */
@@ -388,7 +389,8 @@ dc_status plan_outputs(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *sha
         plan[k].add = false;
     }
     for (int k = 0; k < n_out; ++k) {
-        if (out[k].mode != DC_WRITE_DISCARD && !overlap && dc_strides_contiguous(ndim, shape, out[k].strides)) {
+        if ((placed && placed[k]) ||
+            (out[k].mode != DC_WRITE_DISCARD && !overlap && dc_strides_contiguous(ndim, shape, out[k].strides))) {
             plan[k].direct = out[k].data;
             plan[k].add = out[k].mode == DC_WRITE_ACCUMULATE;
             continue;
@@ -736,24 +738,53 @@ extern "C" dc_status dc_cuda_run_bfn(dc_ctx *ctx, dc_bfn_cuda_launcher launcher,
     if (n_in > DC_BFN_MAX_INPUTS || n_adj > DC_BFN_MAX_OUTPUTS || n_out > DC_BFN_MAX_ARRAYS || ndim > DC_BFN_MAX_DIMS)
         return dc_error(ctx, DC_ERR_ARG, "broadcast function launch: too many arrays");
     const int64_t numel = dc_shape_numel(ndim, shape);
+    /* The adjoint launch (the one that reads adjoints) writes each gradient
+     * in place, through its strides, adding where it accumulates; a gradient
+     * broadcast along an axis (a sum) or sharing elements with another goes
+     * through a temporary and is routed, as every array of the other
+     * launches that is not contiguous. */
+    const bool placing = n_adj > 0;
     output_plan plan[DC_BFN_MAX_ARRAYS];
-    dc_status st = plan_outputs(ctx, dtype, ndim, shape, n_out, out, plan);
+    bool placed[DC_BFN_MAX_ARRAYS] = {false};
+    int n_placed = 0;
+    if (placing && n_out > DC_BFN_MAX_INPUTS)
+        return dc_error(ctx, DC_ERR_ARG, "broadcast function launch: %d gradients", n_out);
+    if (placing && !dc_outputs_overlap(dtype, ndim, shape, n_out, out))
+        for (int k = 0; k < n_out; ++k) {
+            bool summed = false;
+            for (int d = 0; d < ndim; ++d)
+                summed = summed || (out[k].strides[d] == 0 && shape[d] != 1);
+            placed[k] = out[k].mode != DC_WRITE_DISCARD && !summed;
+            n_placed += placed[k];
+        }
+    dc_status st = plan_outputs(ctx, dtype, ndim, shape, n_out, out, plan, placed);
     void *adj_temp[DC_BFN_MAX_OUTPUTS] = {NULL};
     dc_bfn_cuda_launch L;
     memset(&L, 0, sizeof L);
     L.numel = numel;
-    /* Coalesced with the row-major layout of the arrays written (every
-     * output, partial and adjoint), so that element e stays element e. */
+    /* Coalesced with the row-major layout of the arrays written contiguously
+     * (outputs, partials, adjoints), so that element e stays element e, and
+     * with the inputs' and placed gradients' strides. */
     int64_t contiguous[DC_MAX_DIMS];
     dc_contiguous_strides(ndim, shape, contiguous);
-    const int64_t *arrays[DC_BFN_MAX_INPUTS + 1];
+    const int64_t *arrays[1 + DC_BFN_MAX_INPUTS + DC_BFN_MAX_INPUTS];
     arrays[0] = contiguous;
     for (int j = 0; j < n_in; ++j)
         arrays[1 + j] = in[j].strides;
-    int64_t cstrides[DC_BFN_MAX_INPUTS + 1][DC_MAX_DIMS];
+    for (int k = 0, q = 0; k < n_out; ++k)
+        if (placed[k])
+            arrays[1 + n_in + q++] = out[k].strides;
+    int64_t cstrides[1 + DC_BFN_MAX_INPUTS + DC_BFN_MAX_INPUTS][DC_MAX_DIMS];
     int cndim;
-    dc_coalesce(ndim, shape, 1 + n_in, arrays, &cndim, L.shape, cstrides);
+    dc_coalesce(ndim, shape, 1 + n_in + n_placed, arrays, &cndim, L.shape, cstrides);
     L.ndim = cndim;
+    /* a gradient written contiguously keeps the contiguous strides */
+    for (int k = 0, q = 0; placing && k < n_out; ++k) {
+        const int64_t *from = placed[k] ? cstrides[1 + n_in + q++] : cstrides[0];
+        memcpy(L.out_strides[k], from, sizeof L.out_strides[k]);
+        if (placed[k] && out[k].mode == DC_WRITE_ACCUMULATE)
+            L.out_add |= 1u << k;
+    }
     L.block = kBlock;
     L.max_blocks = ctx->cuda->max_blocks;
     L.stream = ctx->cuda->stream;
@@ -764,9 +795,10 @@ extern "C" dc_status dc_cuda_run_bfn(dc_ctx *ctx, dc_bfn_cuda_launcher launcher,
     for (int k = 0; k < n_adj && st == DC_OK; ++k)
         if (!(L.adj[k] = contiguous_input(ctx, dtype, ndim, shape, &adj[k], &adj_temp[k])))
             st = DC_ERR_MEMORY;
-    /* the launch writes; an output that accumulates goes through a temporary */
+    /* the primal and dual launches write: an output of theirs that
+     * accumulates goes through a temporary */
     for (int k = 0; k < n_out && st == DC_OK; ++k) {
-        if (plan[k].direct && plan[k].add) {
+        if (!placed[k] && plan[k].direct && plan[k].add) {
             plan[k].direct = NULL;
             if (!(plan[k].temp = dc_cuda_alloc(ctx, (size_t)numel * dc_dtype_size(dtype))))
                 st = DC_ERR_MEMORY;
