@@ -126,6 +126,7 @@ void hm_state_free(hm_state *s)
         dc_tensor_free(s->c[l]);
         dc_tensor_free(s->z[l]);
     }
+    dc_tensor_free(s->ones);
     free(s->hs);
     free(s);
 }
@@ -146,6 +147,11 @@ hm_state *hm_state_new(dc_ctx *ctx, const hm_config *cfg, int batch)
             hm_state_free(s);
             return NULL;
         }
+    }
+    s->ones = dc_tensor_new(ctx, cfg->dtype, 2, zs);
+    if (!s->ones || dc_tensor_fill(s->ones, 1.0) != DC_OK) {
+        hm_state_free(s);
+        return NULL;
     }
     return s;
 }
@@ -254,19 +260,30 @@ dc_status hm_forward(dc_tape *tape, const hm_model *m, hm_state *s, hm_cell_kind
     /* the input layer's boundary, always 1: one constant for every step */
     dc_tensor *one = dc_tape_scalar(tape, cfg->dtype, 1.0);
     dc_status st = x_all && one ? DC_OK : DC_ERR_ARG;
+    /* Each layer's weights with its bias as one more row, once per pass, so
+     * that every step's product adds the bias (its input ends in a column of
+     * ones) and its backward pass sums the bias's gradient over the batch:
+     * no addition and no reduction of their own per step. */
+    dc_tensor *wb[HM_MAX_LAYERS];
+    for (int l = 0; l < L && st == DC_OK; ++l) {
+        const int64_t row[2] = {1, dc_tensor_numel(m->b[l])};
+        dc_tensor *both[2] = {m->w[l], dc_op_reshape(tape, m->b[l], 2, row)};
+        CHECK(wb[l] = dc_op_concat(tape, 2, both, 0));
+    }
 
     for (int64_t t = 0; t < T && st == DC_OK; ++t) {
         dc_tensor *below = dc_op_slice(tape, x_all, 0, t * B, B);
         dc_tensor *z_below = NULL; /* the input layer's boundary is always 1 */
         for (int l = 0; l < L && st == DC_OK; ++l) {
-            /* [z_below * h_below, h_prev, z_prev * h_above_prev] @ W + b */
-            dc_tensor *parts[3];
+            /* [z_below * h_below, h_prev, z_prev * h_above_prev, 1] @ [W; b] */
+            dc_tensor *parts[4];
             int n_parts = 0;
             parts[n_parts++] = z_below ? dc_op_mul(tape, z_below, below) : below;
             parts[n_parts++] = h[l];
             if (l < L - 1)
                 parts[n_parts++] = dc_op_mul(tape, z[l], h[l + 1]);
-            dc_tensor *pre = dc_op_add(tape, dc_op_matmul(tape, dc_op_concat(tape, n_parts, parts, 1), m->w[l]), m->b[l]);
+            parts[n_parts++] = s->ones;
+            dc_tensor *pre = dc_op_matmul(tape, dc_op_concat(tape, n_parts, parts, 1), wb[l]);
             /* the boundary: recorded with its straight-through derivative,
              * or as a constant */
             dc_tensor *boundary_in[2] = {m->slope, dc_op_slice(tape, pre, 1, 4 * (int64_t)H, 1)};

@@ -50,6 +50,7 @@ typedef struct hm_state {
     int batch;
     int layers;
     dc_tensor *h[HM_MAX_LAYERS], *c[HM_MAX_LAYERS], *z[HM_MAX_LAYERS]; /* [B, H], [B, H], [B, 1] */
+    dc_tensor *ones; /* [B, 1] of ones: the column that multiplies the bias in each layer's product */
     dc_tensor **hs;  /* scratch of hm_forward */
     int64_t hs_cap;
 } hm_state;
