@@ -634,6 +634,82 @@ static void test_concat_launches(void **state)
     dc_tensor_free(x);
 }
 
+/* A concatenation of slices gives their gradients in one launch when no
+ * two of them share a tensor, and part by part (their additions could meet)
+ * when two are slices of one; the gradients are right either way. */
+static void test_concat_of_slices_backward(void **state)
+{
+    (void)state;
+    const int64_t shape[2] = {4, 3};
+    dc_tensor *x = dc_tensor_new(gpu, DC_F32, 2, shape), *w = dc_tensor_new(gpu, DC_F32, 2, shape);
+    TEST_NONNULL(gpu, x);
+    TEST_NONNULL(gpu, w);
+    TEST_OK(gpu, dc_tensor_set_requires_grad(x, true));
+    TEST_OK(gpu, dc_tensor_set_requires_grad(w, true));
+    for (int shared = 0; shared < 2; ++shared) {
+        dc_tensor_zero_grad(x);
+        dc_tensor_zero_grad(w);
+        dc_tape *tape = dc_tape_new(gpu);
+        /* rows 0-1 of x, then rows 1-3 of w (or of x again: row 1 twice) */
+        dc_tensor *parts[2] = {dc_op_slice(tape, x, 0, 0, 2), dc_op_slice(tape, shared ? x : w, 0, 1, 3)};
+        dc_tensor *y = dc_op_concat(tape, 2, parts, 0);
+        TEST_NONNULL(gpu, y);
+        dc_tensor *adjoint = dc_tensor_new(gpu, DC_F32, 2, (const int64_t[]){5, 3});
+        TEST_NONNULL(gpu, adjoint);
+        for (int64_t i = 0; i < 15; ++i)
+            TEST_OK(gpu, dc_tensor_set(adjoint, i, 1.0 + (double)i));
+        const uint64_t before = dc_ctx_device_counters(gpu).kernel_launches;
+        TEST_OK(gpu, dc_backward_with(tape, y, adjoint));
+        const uint64_t launches = dc_ctx_device_counters(gpu).kernel_launches - before;
+        if (!shared && launches != 1)
+            fail_msg("slices of two tensors: %llu launches in the backward pass, want 1", (unsigned long long)launches);
+        /* element (r, c) of y's adjoint is 1 + 3 r + c */
+        for (int64_t r = 0; r < 4; ++r)
+            for (int64_t c = 0; c < 3; ++c) {
+                double want_x = r < 2 ? 1 + 3 * r + c : 0, want_w = 0, got_x, got_w;
+                if (r >= 1)
+                    *(shared ? &want_x : &want_w) += 1 + 3 * (r + 1) + c;
+                TEST_OK(gpu, dc_tensor_get(dc_tensor_grad(x), r * 3 + c, &got_x));
+                got_w = 0; /* w has no gradient where only x is used */
+                if (dc_tensor_grad(w))
+                    TEST_OK(gpu, dc_tensor_get(dc_tensor_grad(w), r * 3 + c, &got_w));
+                if (got_x != want_x || got_w != want_w)
+                    fail_msg("%s: gradients at (%lld, %lld) are %g and %g, want %g and %g",
+                             shared ? "slices of one tensor" : "slices of two", (long long)r, (long long)c, got_x,
+                             got_w, want_x, want_w);
+            }
+        dc_tensor_free(adjoint);
+        dc_tape_free(tape);
+    }
+    /* column blocks: each gradient is a strided view into its tensor's */
+    dc_tensor_zero_grad(x);
+    dc_tensor_zero_grad(w);
+    dc_tape *tape = dc_tape_new(gpu);
+    dc_tensor *cols[2] = {dc_op_slice(tape, x, 1, 0, 2), dc_op_slice(tape, w, 1, 1, 2)};
+    dc_tensor *y = dc_op_concat(tape, 2, cols, 1);
+    TEST_NONNULL(gpu, y);
+    dc_tensor *adjoint = dc_tensor_new(gpu, DC_F32, 2, (const int64_t[]){4, 4});
+    TEST_NONNULL(gpu, adjoint);
+    for (int64_t i = 0; i < 16; ++i)
+        TEST_OK(gpu, dc_tensor_set(adjoint, i, 1.0 + (double)i));
+    TEST_OK(gpu, dc_backward_with(tape, y, adjoint));
+    for (int64_t r = 0; r < 4; ++r)
+        for (int64_t c = 0; c < 3; ++c) {
+            /* x's columns 0-1 take y's 0-1, w's columns 1-2 take y's 2-3 */
+            const double want_x = c < 2 ? 1 + 4 * r + c : 0, want_w = c > 0 ? 1 + 4 * r + c + 1 : 0;
+            double got_x, got_w;
+            TEST_OK(gpu, dc_tensor_get(dc_tensor_grad(x), r * 3 + c, &got_x));
+            TEST_OK(gpu, dc_tensor_get(dc_tensor_grad(w), r * 3 + c, &got_w));
+            if (got_x != want_x || got_w != want_w)
+                fail_msg("column blocks: gradients at (%lld, %lld) are %g and %g, want %g and %g", (long long)r,
+                         (long long)c, got_x, got_w, want_x, want_w);
+        }
+    dc_tensor_free(adjoint);
+    dc_tape_free(tape);
+    dc_tensor_free(x);
+    dc_tensor_free(w);
+}
+
 /* On CUDA, indices are read on the device: an embedding id or a target out
  * of range is found there, the op uses row 0 in its place, and the next
  * call that waits for the device reports it, naming the op and the index;
@@ -1354,6 +1430,7 @@ int main(void)
         cmocka_unit_test(test_training_step_never_waits),
         cmocka_unit_test(test_bad_index_reported_at_the_next_wait),
         cmocka_unit_test(test_concat_launches),
+        cmocka_unit_test(test_concat_of_slices_backward),
         cmocka_unit_test(test_broadcast_function_gradients_in_place),
         cmocka_unit_test(test_optimizers_match_cpu),
         cmocka_unit_test(test_clip_norm_of_a_large_gradient),

@@ -318,19 +318,30 @@ dc_tensor *dc_op_concat(dc_tape *tape, int n, dc_tensor *const *xs, int axis)
     return y;
 }
 
+/* The tensor whose memory (and gradient) a view of slices shares. */
+static const dc_tensor *slice_root(const dc_tensor *x)
+{
+    while (x->slice_base)
+        x = x->slice_base;
+    return x;
+}
+
 /* dc_concat_backward on CUDA: every input's part of gy in one launch (per
- * 32 parts). DC_ERR_UNSUPPORTED where that does not apply: the CPU, an
- * input given twice or a slice (two parts could then add into the same
- * gradient elements at once), a part whose layout needs more axes. */
+ * 32 parts). DC_ERR_UNSUPPORTED where that does not apply: the CPU, two
+ * inputs whose gradients may share elements (one input given twice, slices
+ * of one tensor, a slice and its tensor: their parts could then add into
+ * the same gradient elements at once), a part whose layout needs more axes. */
 static dc_status concat_backward_in_one_launch(dc_tape *tape, dc_node *node)
 {
     const dc_tensor *y = node->out[0];
     const int a = node->as.concat.axis, n = node->n_in;
-    if (!tape->ctx->cuda || n > MAX_PARTS_AT_ONCE || dc_tensors_repeated(tape->ctx, n, node->in) >= 0)
+    if (!tape->ctx->cuda || n > MAX_PARTS_AT_ONCE)
         return DC_ERR_UNSUPPORTED;
     for (int i = 0; i < n; ++i)
-        if (node->in[i]->slice_base)
-            return DC_ERR_UNSUPPORTED;
+        for (int j = 0; j < i; ++j)
+            if (node->in[i]->requires_grad && node->in[j]->requires_grad &&
+                slice_root(node->in[i]) == slice_root(node->in[j]))
+                return DC_ERR_UNSUPPORTED;
     dc_copy_part parts[MAX_PARTS_AT_ONCE];
     int64_t at = 0, shape[DC_MAX_DIMS];
     int n_parts = 0;
@@ -348,20 +359,38 @@ static dc_status concat_backward_in_one_launch(dc_tape *tape, dc_node *node)
             return DC_ERR_UNSUPPORTED;
         n_parts++;
     }
+    /* The gradients themselves: a slice's is a view into its tensor's, whose
+     * strides are known only now. One whose layout then needs more axes is
+     * copied on its own. */
     n_parts = 0;
-    for (int i = 0; i < n; ++i) {
+    at = 0;
+    dc_status st = DC_OK;
+    for (int i = 0; i < n && st == DC_OK; ++i) {
         dc_tensor *x = node->in[i];
+        const void *src = part_of(y->grad, a, at, x->shape[a], shape);
+        at += x->shape[a];
         if (!x->requires_grad)
             continue;
         dc_write_mode mode;
-        dc_status st = dc_grad_prepare(tape, x, &mode);
+        st = dc_grad_prepare(tape, x, &mode);
         if (st != DC_OK)
-            return st;
-        parts[n_parts].dst = x->grad->data;
-        parts[n_parts].add = mode == DC_WRITE_ACCUMULATE;
-        n_parts++;
+            break;
+        if (as_part(x->ndim, shape, src, y->grad->strides, x->grad->data, x->grad->strides,
+                    mode == DC_WRITE_ACCUMULATE, &parts[n_parts])) {
+            n_parts++;
+            continue;
+        }
+        dc_loop_in li = {0};
+        li.data = src;
+        memcpy(li.strides, y->grad->strides, sizeof li.strides);
+        dc_loop_out lo;
+        lo.data = x->grad->data;
+        lo.mode = mode;
+        memcpy(lo.strides, x->grad->strides, sizeof lo.strides);
+        st = dc_run_kernel(tape->ctx, DC_K_COPY, NULL, x->dtype, x->ndim, x->shape, 1, &li, 1, &lo);
     }
-    dc_status st = dc_cuda_copy_parts(tape->ctx, y->dtype, n_parts, parts);
+    if (st == DC_OK && n_parts > 0)
+        st = dc_cuda_copy_parts(tape->ctx, y->dtype, n_parts, parts);
     for (int i = 0; st == DC_OK && i < n; ++i)
         if (node->in[i]->requires_grad)
             dc_grad_done(node->in[i]);
