@@ -634,6 +634,52 @@ static void test_concat_launches(void **state)
     dc_tensor_free(x);
 }
 
+/* The gradient of an operand broadcast along rows is summed in the launch
+ * that computes the other operand's: z [4, 1] * h [4, 5] differentiates in
+ * one launch, and its sums are right, written and then added to. */
+static void test_row_sums_in_one_launch(void **state)
+{
+    (void)state;
+    dc_tensor *z = dc_tensor_new(gpu, DC_F64, 2, (const int64_t[]){4, 1});
+    dc_tensor *h = dc_tensor_new(gpu, DC_F64, 2, (const int64_t[]){4, 5});
+    dc_tensor *adjoint = dc_tensor_new(gpu, DC_F64, 2, (const int64_t[]){4, 5});
+    TEST_NONNULL(gpu, z);
+    TEST_NONNULL(gpu, h);
+    TEST_NONNULL(gpu, adjoint);
+    for (int64_t i = 0; i < 20; ++i) {
+        TEST_OK(gpu, dc_tensor_set(h, i, 0.5 * (double)i));
+        TEST_OK(gpu, dc_tensor_set(adjoint, i, 1.0 + (double)(i % 3)));
+    }
+    for (int64_t r = 0; r < 4; ++r)
+        TEST_OK(gpu, dc_tensor_set(z, r, 1.0 + (double)r));
+    TEST_OK(gpu, dc_tensor_set_requires_grad(z, true));
+    TEST_OK(gpu, dc_tensor_set_requires_grad(h, true));
+    for (int pass = 1; pass <= 2; ++pass) {
+        dc_tape *tape = dc_tape_new(gpu);
+        dc_tensor *y = dc_op_mul(tape, z, h);
+        TEST_NONNULL(gpu, y);
+        const uint64_t before = dc_ctx_device_counters(gpu).kernel_launches;
+        TEST_OK(gpu, dc_backward_with(tape, y, adjoint));
+        const uint64_t launches = dc_ctx_device_counters(gpu).kernel_launches - before;
+        if (launches != 1)
+            fail_msg("pass %d: %llu launches for the product's backward pass, want 1", pass,
+                     (unsigned long long)launches);
+        for (int64_t r = 0; r < 4; ++r) {
+            double want = 0, got;
+            for (int64_t c = 0; c < 5; ++c)
+                want += 0.5 * (double)(r * 5 + c) * (1.0 + (double)((r * 5 + c) % 3));
+            TEST_OK(gpu, dc_tensor_get(dc_tensor_grad(z), r, &got));
+            if (got != pass * want)
+                fail_msg("pass %d: z's gradient at row %lld is %.17g, want %.17g", pass, (long long)r, got,
+                         pass * want);
+        }
+        dc_tape_free(tape);
+    }
+    dc_tensor_free(z);
+    dc_tensor_free(h);
+    dc_tensor_free(adjoint);
+}
+
 /* A concatenation of slices gives their gradients in one launch when no
  * two of them share a tensor, and part by part (their additions could meet)
  * when two are slices of one; the gradients are right either way. */
@@ -1431,6 +1477,7 @@ int main(void)
         cmocka_unit_test(test_bad_index_reported_at_the_next_wait),
         cmocka_unit_test(test_concat_launches),
         cmocka_unit_test(test_concat_of_slices_backward),
+        cmocka_unit_test(test_row_sums_in_one_launch),
         cmocka_unit_test(test_broadcast_function_gradients_in_place),
         cmocka_unit_test(test_optimizers_match_cpu),
         cmocka_unit_test(test_clip_norm_of_a_large_gradient),

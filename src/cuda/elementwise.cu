@@ -9,7 +9,9 @@
  * temporary is then routed into its output: summed over the axes along
  * which the output is broadcast, in a fixed order (no atomics: the same
  * inputs give bit-identical results), written or added through the output's
- * strides. */
+ * strides. An output summed along the rows of a 2-D iteration (the gradient
+ * of a per-row operand, rows of up to kMaxSummedRow) is summed in the same
+ * launch instead, a block per row (ew_rows_kernel). */
 #include <stdint.h>
 #include <string.h>
 
@@ -188,6 +190,56 @@ template <typename T, int ID, typename Index> __global__ void ew_kernel(ew_param
             const Index v = idx[d] + (Index)p.step[d] + carry, extent = (Index)p.shape[d];
             carry = v >= extent;
             idx[d] = carry ? v - extent : v;
+        }
+    }
+}
+
+/* A 2-D iteration [rows, cols] in which some outputs of a kernel are sums
+ * along the row (one value per row: the gradient of an operand broadcast
+ * along it) and the others are contiguous: which outputs are summed, and the
+ * step of each from row to row. */
+struct rows_params {
+    int64_t rows, cols;
+    int summed[DC_KERNEL_MAX_OUT];
+    int64_t row_stride[DC_KERNEL_MAX_OUT];
+};
+
+/* Kernel ID over whole rows: a block takes a row at a time, its threads
+ * along it; contiguous outputs are written (or added to) as they come, and
+ * each summed output is added up in double over the row, in an order fixed
+ * by the block size, then written (or added) once: the sum that a second
+ * kernel would make from a temporary, in the same launch. Inputs are read
+ * through p's 2-D strides. */
+template <typename T, int ID> __global__ void ew_rows_kernel(ew_params p, rows_params q)
+{
+    using F = kernel_formula<T, ID>;
+    constexpr int NI = F::n_in, NO = F::n_out;
+    __shared__ double scratch[kBlock];
+    const T s = (T)p.s, t = (T)p.t;
+    for (int64_t r = blockIdx.x; r < q.rows; r += gridDim.x) {
+        double sum[NO];
+        for (int k = 0; k < NO; ++k)
+            sum[k] = 0;
+        for (int64_t c = threadIdx.x; c < q.cols; c += blockDim.x) {
+            T x[NI], y[NO];
+            for (int j = 0; j < NI; ++j)
+                x[j] = ((const T *)p.in[j])[r * p.in_st[j][0] + c * p.in_st[j][1]];
+            F::apply(x, y, s, t);
+            for (int k = 0; k < NO; ++k) {
+                if (q.summed[k])
+                    sum[k] += (double)y[k];
+                else
+                    put((T *)p.out[k], r * q.cols + c, y[k], p.add[k]);
+            }
+        }
+        for (int k = 0; k < NO; ++k) {
+            if (!q.summed[k])
+                continue;
+            const double total = block_reduce(sum[k], scratch, false);
+            if (threadIdx.x == 0) {
+                T *o = (T *)p.out[k] + r * q.row_stride[k];
+                *o = p.add[k] ? *o + (T)total : (T)total;
+            }
         }
     }
 }
@@ -667,6 +719,89 @@ template <typename T> void launch_ew_by_id(int id, const ew_params &p, unsigned 
     }
 }
 
+/* Longest row the row loop takes: a block of kBlock threads walks a row in
+ * at most 16 strides. Longer rows, and sums over other axes, go through a
+ * temporary and the route kernels. */
+constexpr int64_t kMaxSummedRow = 16 * kBlock;
+
+/* Whether kernel `id` can run as ew_rows_kernel: an iteration that is 2-D
+ * (or 1-D: one row) once coalesced with the contiguous layout, the inputs
+ * and the outputs, every output dense except at least one summed along the
+ * row (stride 0 along it, none of them sharing elements with another),
+ * rows of at most kMaxSummedRow. Fills p's inputs, shape and outputs, and q. */
+bool plan_summed_rows(dc_dtype dtype, int ndim, const int64_t *shape, int n_in, const dc_loop_in *in, int n_out,
+                      const dc_loop_out *out, ew_params &p, rows_params &q)
+{
+    if (n_in > DC_KERNEL_MAX_IN || n_out > DC_KERNEL_MAX_OUT || n_out < 2)
+        return false;
+    int64_t contiguous[DC_MAX_DIMS];
+    dc_contiguous_strides(ndim, shape, contiguous);
+    const int64_t *arrays[1 + DC_KERNEL_MAX_IN + DC_KERNEL_MAX_OUT];
+    arrays[0] = contiguous;
+    for (int j = 0; j < n_in; ++j)
+        arrays[1 + j] = in[j].strides;
+    for (int k = 0; k < n_out; ++k)
+        arrays[1 + n_in + k] = out[k].strides;
+    int nd;
+    int64_t cshape[DC_MAX_DIMS], cst[1 + DC_KERNEL_MAX_IN + DC_KERNEL_MAX_OUT][DC_MAX_DIMS];
+    dc_coalesce(ndim, shape, 1 + n_in + n_out, arrays, &nd, cshape, cst);
+    if (nd < 1 || nd > 2 || dc_outputs_overlap(dtype, ndim, shape, n_out, out))
+        return false;
+    /* as 2-D: [rows, cols], strides {row step, column step} */
+    const int64_t rows = nd == 2 ? cshape[0] : 1, cols = cshape[nd - 1];
+    if (cols > kMaxSummedRow || cols < 1)
+        return false;
+    int n_summed = 0;
+    for (int k = 0; k < n_out; ++k) {
+        const int64_t row_step = nd == 2 ? cst[1 + n_in + k][0] : 0, col_step = cst[1 + n_in + k][nd - 1];
+        const bool dense = col_step == 1 && row_step == (nd == 2 ? cols : 0);
+        /* one value per row, each row's its own (a sum over rows too is left
+         * to the route kernels) */
+        const bool summed = col_step == 0 && cols > 1 && (row_step != 0 || rows == 1);
+        if (out[k].mode == DC_WRITE_DISCARD || (!dense && !summed))
+            return false;
+        q.summed[k] = summed;
+        q.row_stride[k] = row_step;
+        n_summed += summed;
+    }
+    if (n_summed == 0)
+        return false;
+    q.rows = rows;
+    q.cols = cols;
+    p.ndim = 2;
+    p.shape[0] = rows;
+    p.shape[1] = cols;
+    p.numel = rows * cols;
+    p.n_in = n_in;
+    p.n_out = n_out;
+    for (int j = 0; j < n_in; ++j) {
+        p.in[j] = in[j].data;
+        p.in_st[j][0] = nd == 2 ? cst[1 + j][0] : 0;
+        p.in_st[j][1] = cst[1 + j][nd - 1];
+    }
+    for (int k = 0; k < n_out; ++k) {
+        p.out[k] = out[k].data;
+        p.add[k] = out[k].mode == DC_WRITE_ACCUMULATE;
+    }
+    return true;
+}
+
+/* Launches ew_rows_kernel for kernel `id` (a listed one). */
+template <typename T>
+void launch_rows_by_id(int id, const ew_params &p, const rows_params &q, unsigned grid, cudaStream_t stream)
+{
+    switch (id) {
+#define DC_EW_ROWS_CASE(ID, name, NI, NO)                                                          \
+    case DC_K_##ID:                                                                                \
+        ew_rows_kernel<T, DC_K_##ID><<<grid, kBlock, 0, stream>>>(p, q);                           \
+        break;
+        DC_KERNEL_LIST(DC_EW_ROWS_CASE)
+#undef DC_EW_ROWS_CASE
+    default:
+        break;
+    }
+}
+
 } // namespace
 
 extern "C" dc_status dc_cuda_run_kernel(dc_ctx *ctx, dc_kernel_id id, const void *arg, dc_dtype dtype, int ndim,
@@ -682,6 +817,26 @@ extern "C" dc_status dc_cuda_run_kernel(dc_ctx *ctx, dc_kernel_id id, const void
         return dc_error(ctx, DC_ERR_ARG, "dc_cuda_run_kernel: unknown kernel %d", (int)id);
     if (id == DC_K_PARTIALS_BWD)
         return partials_backward(ctx, (const dc_partials_arg *)arg, dtype, ndim, shape, numel, in, n_out, out);
+    /* outputs summed along rows (an operand's gradient broadcast along
+     * them), with the others dense: in one launch */
+    if (numel > 0) {
+        ew_params rp;
+        rows_params rq;
+        memset(&rp, 0, sizeof rp);
+        memset(&rq, 0, sizeof rq);
+        if (plan_summed_rows(dtype, ndim, shape, n_in, in, n_out, out, rp, rq)) {
+            if (arg) {
+                rp.s = ((const dc_affine_arg *)arg)->s;
+                rp.t = ((const dc_affine_arg *)arg)->t;
+            }
+            const unsigned grid = (unsigned)(rq.rows < ctx->cuda->max_blocks ? rq.rows : ctx->cuda->max_blocks);
+            if (dtype == DC_F32)
+                launch_rows_by_id<float>((int)id, rp, rq, grid, ctx->cuda->stream);
+            else
+                launch_rows_by_id<double>((int)id, rp, rq, grid, ctx->cuda->stream);
+            return dc_cuda_launched(ctx, 1, dc_kernel_name(id));
+        }
+    }
     output_plan plan[DC_BFN_MAX_INPUTS];
     dc_status st = plan_outputs(ctx, dtype, ndim, shape, n_out, out, plan);
     if (st != DC_OK || numel == 0)
