@@ -37,6 +37,9 @@
  *                                  here it starts at the problem's setup)
  *   mem                            "ok RSS TAPE": peak resident bytes above
  *                                  the setup's, and the tape's peak bytes
+ *   graph                          "ok CAPTURES REPLAYS KERNELS" of --graph's
+ *                                  graph (include/dualcast/graph.h; zeros
+ *                                  without one, or where it runs eagerly)
  *   device                         "ok NAME": the context's device
  *                                  (dc_ctx_device_name)
  *   limits                         "ok STREAM COPY GEMM": streaming bandwidth
@@ -364,6 +367,13 @@ static int capture_graph(worker *w)
         reply_error(w, "graph capture");
         return -1;
     }
+    /* a capture refused because the step wanted new device memory is tried
+     * again at the next replays (each runs the step eagerly first) */
+    for (int retry = 0; retry < 4 && w->on_cuda && dc_graph_fallback(w->graph); ++retry)
+        if (dc_graph_replay(w->graph) != DC_OK) {
+            reply_error(w, "graph replay");
+            return -1;
+        }
     if (w->on_cuda && dc_graph_fallback(w->graph)) {
         printf("error graph capture: the step runs eagerly: %s\n", dc_graph_fallback(w->graph));
         return -1;
@@ -562,6 +572,9 @@ int main(int argc, char **argv)
         } else if (!strcmp(cmd, "mem")) {
             printf("ok %lld %lld\n", (long long)(proc_peak_rss_bytes() - w.rss_base),
                    (long long)dc_tape_peak_bytes(w.tape));
+        } else if (!strcmp(cmd, "graph")) {
+            printf("ok %lld %lld %lld\n", (long long)dc_graph_captures(w.graph), (long long)dc_graph_replays(w.graph),
+                   (long long)dc_graph_kernels(w.graph));
         } else if (!strcmp(cmd, "device")) {
             printf("ok %s\n", dc_ctx_device_name(w.ctx));
         } else if (!strcmp(cmd, "limits")) {

@@ -158,7 +158,11 @@ def start_worker(key, args, log_dir):
     device = getattr(args, "worker_device", "cpu")
     if key in DC_VARIANTS or key in DC_GRAPH_VARIANTS:
         base = key[:-len("-graph")] if key.endswith("-graph") else key
-        argv = [os.path.join(args.build, "bench", "bench_peer_worker"), base[len("dc-"):]]
+        program = "bench_peer_worker"
+        if getattr(args, "emulated", False):
+            # the rehearsal's dualcast on the emulated CUDA device
+            program, device = "bench_peer_worker_emulated", "cuda"
+        argv = [os.path.join(args.build, "bench", program), base[len("dc-"):]]
         if key.endswith("-graph"):
             argv.append("--graph")
         if getattr(args, "corpus", None):
@@ -278,6 +282,12 @@ def measure(problem, keys, args, tmp, rounds, warmup, memory, pre_runs=None, bur
         if memory:
             rss, tape = pool[k].ask("mem")
             r["rss"], r["tape"] = int(rss), int(tape)
+        if burst is not None and k in DC_GRAPH_VARIANTS:
+            try:
+                r["graph"] = [int(x) for x in pool[k].ask("graph")]  # captures, replays, kernels
+            except WorkerError as e:
+                r["error"] = str(e)
+                continue
         out_dir = os.path.join(tmp, "out-" + k)
         shutil.rmtree(out_dir, ignore_errors=True)
         os.makedirs(out_dir)
@@ -610,7 +620,8 @@ def write_results(path, section, begin=MARK_BEGIN, end=MARK_END):
 
 # ---- the GPU mode (--device cuda) ---------------------------------------------
 
-GPU_MARK_BEGIN = "<!-- peers-gpu:begin (written by bench/peers/run.sh --device cuda; replaced on each run) -->"
+GPU_MARK_BEGIN = ("<!-- peers-gpu:begin (written by bench/peers/run.sh --device cuda; a run replaces the tables of "
+                  "the parts it ran) -->")
 GPU_MARK_END = "<!-- peers-gpu:end -->"
 GPU_KEYS = ["dc-store", "dc-recompute", "dc-pure", "dc-store-graph", "dc-recompute-graph", "dc-pure-graph",
             "torch-eager", "torch-cudagraph", "torch-compile", "jax-jit"]
@@ -637,6 +648,10 @@ def gpu_rows(name_cells, results, keys):
         label = LABELS[k]
         if k == "torch-compile" and r.get("setup_s") is not None and r["error"] is None:
             label += f" (compile {r['setup_s']:.0f} s)"
+        if r.get("graph") and r["error"] is None:
+            captures, _, kernels = r["graph"]
+            label += (" (ran eagerly: no capture)" if captures == 0 else
+                      f" ({kernels} kernels" + (f"; captured {captures} times)" if captures > 1 else ")"))
         if r["error"] is not None:
             why = r["error"]
             why = why if why.startswith("skipped:") else ("skipped: " + why[len("unavailable: "):]
@@ -744,8 +759,9 @@ def main_gpu(args, parts):
         finally:
             probe.close()
         smi = nvidia_smi_gpus()
-        head = [("REHEARSAL on the CPU (--rehearse): the GPU mode's procedure with every worker on the CPU; "
-                 "no figure here is a GPU figure. " if rehearsal else "") +
+        head = [("REHEARSAL without a GPU (--rehearse): the GPU mode's procedure with "
+                 + ("dualcast's workers on the emulated CUDA device and the peers' " if args.emulated else
+                    "every worker ") + "on the CPU; no figure here is a GPU figure. " if rehearsal else "") +
                 f"Device: {dc_device} (dualcast)" + (f"; nvidia-smi: {smi}" if smi else "") +
                 f"; host CPU: {cpu_name()}.",
                 f"{versions()}; {datetime.date.today().isoformat()}."]
@@ -760,46 +776,90 @@ def main_gpu(args, parts):
         else:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    groups = list((cup or {}).values()) + ([hm] if hm else [])
-    failures = []
-    for name, res in list((cup or {}).items()) + ([(("hmlstm",), hm)] if hm else []):
-        for k, r in res.items():
-            if r["error"] is None and not (r.get("diff", 0) <= TOLERANCE):
-                failures.append(f"{' '.join(map(str, name))}: {LABELS[k]} differs by {r['diff']:.1e}")
     elapsed = time.time() - started
-    title = "## GPU: dualcast against PyTorch and JAX (`bench/peers/run.sh --device cuda`)"
-    out = [title, "",
-           f"Every figure in this section comes from one run of `bench/peers/run.sh --device cuda` "
-           f"({elapsed / 60:.0f} min), which wrote it here.", ""] + head
-    devices = frameworks_devices(groups)
-    if devices:
-        out += [f"Devices as each framework names it: {devices}."]
-    out += [""]
-    if cup_table:
-        out += ["### The c-update gradient on the GPU (dims x dims, float32, all-ones output adjoint)", "",
-                cup_table, ""]
-    if hm_table:
-        out += ["### One HM-LSTM step on the GPU (forward and backward)", "",
-                "The problem of the CPU section (the demo's model, 3 layers x 128 units, batch 32 x 64), on "
-                "the GPU; an iteration is the forward and backward pass into the parameters' gradients, without "
-                "clipping or Adam (`bench_hmlstm_step` times the whole training step), so that every iteration "
-                "computes the gradients of the same parameters.", "", hm_table, ""]
-    out += [GPU_NOTES, ""]
-    if failures:
-        out += ["**Gradient check FAILED:** " + "; ".join(failures), ""]
-    else:
-        out += [f"Gradient check: every variant that ran agrees with dualcast (mixed, store, eager) within "
-                f"{TOLERANCE:.0e}.", ""]
-    section = "\n".join(out)
+    devices = frameworks_devices(list((cup or {}).values()) + ([hm] if hm else []))
+    run_line = " ".join(head) + (f" Devices as each framework names them: {devices}." if devices else "")
+    failures = []
+    blocks = {}
+    for part, named, table_text in (("cupdate", list((cup or {}).items()), cup_table),
+                                    ("hmlstm", [(("hmlstm",), hm)] if hm else [], hm_table)):
+        if not table_text:
+            continue
+        bad = []
+        for name, res in named:
+            for k, r in res.items():
+                if r["error"] is None and not (r.get("diff", 0) <= TOLERANCE):
+                    bad.append(f"{' '.join(map(str, name))}: {LABELS[k]} differs by {r['diff']:.1e}")
+        failures += bad
+        check = ("**Gradient check FAILED:** " + "; ".join(bad) if bad else
+                 f"Gradient check: every variant that ran agrees with dualcast (mixed, store, eager) within "
+                 f"{TOLERANCE:.0e}.")
+        blocks[part] = "\n".join([GPU_PART_TITLES[part], "", GPU_PART_INTROS[part], "",
+                                  f"Run: `bench/peers/run.sh --device cuda --parts {part}`"
+                                  f"{' (with the other part)' if len(parts) > 1 else ''}, "
+                                  f"{elapsed / 60:.0f} min in all. {run_line}", "", table_text, "", check])
+    section = gpu_section(blocks)
     print("\n" + section)
     if write:
-        write_results(args.results, section, GPU_MARK_BEGIN, GPU_MARK_END)
-        print(f"wrote the peers-gpu section of {os.path.relpath(args.results, REPO)}")
+        old = read_section(args.results, GPU_MARK_BEGIN, GPU_MARK_END)
+        kept = {part: block for part, block in gpu_part_blocks(old).items() if part not in blocks}
+        write_results(args.results, gpu_section({**kept, **blocks}), GPU_MARK_BEGIN, GPU_MARK_END)
+        print(f"wrote the peers-gpu section of {os.path.relpath(args.results, REPO)}"
+              + (f" (kept its earlier {', '.join(kept)} table)" if kept else ""))
     elif rehearsal:
         print("(a rehearsal on the CPU: bench/RESULTS.md left alone)")
     elif not args.no_write:
         print("(a quick run: bench/RESULTS.md left alone)")
     return 1 if failures else 0
+
+
+GPU_PART_TITLES = {
+    "cupdate": "### The c-update gradient on the GPU (dims x dims, float32, all-ones output adjoint)",
+    "hmlstm": "### One HM-LSTM step on the GPU (forward and backward)",
+}
+GPU_PART_INTROS = {
+    "cupdate": "The problem of the CPU section's c-update table, up to 4096^2.",
+    "hmlstm": "The problem of the CPU section (the demo's model, 3 layers x 128 units, batch 32 x 64), on the GPU; "
+              "an iteration is the forward and backward pass into the parameters' gradients, without clipping or "
+              "Adam (`bench_hmlstm_step` times the whole training step), so that every iteration computes the "
+              "gradients of the same parameters.",
+}
+
+
+def gpu_part_marks(part):
+    return f"<!-- peers-gpu:{part}:begin -->", f"<!-- peers-gpu:{part}:end -->"
+
+
+def gpu_section(blocks):
+    """The peers-gpu section: a title, each part's block between markers of
+    its own (so that a run of one part leaves the other's table in place:
+    on a lent GPU one command may have to fit a time limit), the notes."""
+    out = ["## GPU: dualcast against PyTorch and JAX (`bench/peers/run.sh --device cuda`)", "",
+           "Every figure in this section comes from `bench/peers/run.sh --device cuda`, which wrote it here; "
+           "each table says which run and device.", ""]
+    for part in ("cupdate", "hmlstm"):
+        if part in blocks:
+            begin, end = gpu_part_marks(part)
+            out += [begin, blocks[part].strip(), end, ""]
+    return "\n".join(out + [GPU_NOTES, ""])
+
+
+def read_section(path, begin, end):
+    """The text between the markers in path ("" where there is none)."""
+    if not os.path.exists(path):
+        return ""
+    m = re.search(re.escape(begin) + "(.*?)" + re.escape(end), open(path).read(), re.S)
+    return m.group(1) if m else ""
+
+
+def gpu_part_blocks(section):
+    blocks = {}
+    for part in ("cupdate", "hmlstm"):
+        begin, end = gpu_part_marks(part)
+        m = re.search(re.escape(begin) + "(.*?)" + re.escape(end), section, re.S)
+        if m:
+            blocks[part] = m.group(1).strip()
+    return blocks
 
 
 GPU_NOTES = """How it is measured (GPU mode):
@@ -838,6 +898,9 @@ def main():
     ap.add_argument("--rehearse", action="store_true",
                     help="the GPU mode's procedure with every worker on the CPU (a test of that mode where there "
                          "is no GPU; its figures are CPU figures and are never written)")
+    ap.add_argument("--emulated", action="store_true",
+                    help="with --rehearse: dualcast's workers are bench_peer_worker_emulated on the emulated CUDA "
+                         "device of tests/cuda_emulation (its CUDA code runs; its times mean nothing)")
     ap.add_argument("--parts", default=None,
                     help="comma-separated: cupdate, hmlstm, sweep (default all; the GPU mode: cupdate, hmlstm)")
     ap.add_argument("--dims", default=None,
@@ -859,6 +922,11 @@ def main():
     gpu_mode = args.device == "cuda" or args.rehearse
     if args.rehearse and args.device == "cuda":
         ap.error("--rehearse runs the GPU mode on the CPU: leave --device out")
+    if args.emulated and not args.rehearse:
+        ap.error("--emulated goes with --rehearse")
+    if args.emulated and not os.path.exists(os.path.join(args.build, "bench", "bench_peer_worker_emulated")):
+        ap.error("--emulated: no bench/bench_peer_worker_emulated in the build directory (cmake --build BUILD "
+                 "--target bench_peer_worker_emulated; it needs the CUDA emulation of tests/cuda_emulation)")
     if args.parts is None:
         args.parts = "cupdate,hmlstm" if gpu_mode else "cupdate,hmlstm,sweep"
     parts = [p for p in args.parts.split(",") if p]

@@ -64,5 +64,10 @@ fi
 if [ ! -f "$build/CMakeCache.txt" ]; then
     cmake -S "$repo" -B "$build" >/dev/null
 fi
-cmake --build "$build" -j"$(nproc)" --target bench_peer_worker bench_hmlstm_export >/dev/null
+targets=(bench_peer_worker bench_hmlstm_export)
+for a in "${args[@]}"; do
+    # the rehearsal's dualcast worker on the emulated CUDA device (compare.py --emulated)
+    [ "$a" = --emulated ] && targets+=(bench_peer_worker_emulated)
+done
+cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" >/dev/null
 exec "$python" "$here/compare.py" --build "$build" ${corpus:+--corpus "$corpus"} "${args[@]}"
