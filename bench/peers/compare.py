@@ -779,6 +779,8 @@ def main_gpu(args, parts):
     elapsed = time.time() - started
     devices = frameworks_devices(list((cup or {}).values()) + ([hm] if hm else []))
     run_line = " ".join(head) + (f" Devices as each framework names them: {devices}." if devices else "")
+    command = "bench/peers/run.sh " + (("--rehearse" + (" --emulated" if args.emulated else "")) if rehearsal
+                                       else "--device cuda") + ("" if len(parts) > 1 else f" --parts {parts[0]}")
     failures = []
     blocks = {}
     for part, named, table_text in (("cupdate", list((cup or {}).items()), cup_table),
@@ -795,9 +797,8 @@ def main_gpu(args, parts):
                  f"Gradient check: every variant that ran agrees with dualcast (mixed, store, eager) within "
                  f"{TOLERANCE:.0e}.")
         blocks[part] = "\n".join([GPU_PART_TITLES[part], "", GPU_PART_INTROS[part], "",
-                                  f"Run: `bench/peers/run.sh --device cuda --parts {part}`"
-                                  f"{' (with the other part)' if len(parts) > 1 else ''}, "
-                                  f"{elapsed / 60:.0f} min in all. {run_line}", "", table_text, "", check])
+                                  f"Run: `{command}`, {elapsed / 60:.0f} min in all. {run_line}", "", table_text,
+                                  "", check])
     section = gpu_section(blocks)
     print("\n" + section)
     if write:
