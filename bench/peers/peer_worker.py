@@ -247,7 +247,7 @@ class JaxPeer:
         import jax
 
         if device == "cuda":
-            if jax.default_backend() != "gpu":
+            if jax.default_backend() not in ("gpu", "cuda"):
                 raise Unavailable(f"JAX {jax.__version__} finds no GPU (its default backend is "
                                   f"{jax.default_backend()})")
             # float32 products in full float32 (no TF32, no bfloat16 passes)
