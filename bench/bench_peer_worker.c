@@ -5,7 +5,14 @@
  * (bench/peers/peer_worker.py) answer the same commands, so the driver runs
  * every variant once per round, interleaved.
  *
- *   bench_peer_worker VARIANT        VARIANT: store | recompute | pure
+ *   bench_peer_worker VARIANT [--device cpu|cuda] [--graph] [--corpus PATH]
+ *
+ * VARIANT: store | recompute | pure. --device: the context's backend (cpu,
+ * the default; cuda fails at once without a usable device). --graph: every
+ * iteration replays the step captured once as a CUDA graph
+ * (include/dualcast/graph.h; on the CPU the graph runs the step eagerly, so
+ * the same commands work there). --corpus: the fortunes corpus of the
+ * HM-LSTM step (default hmlstm_problem.h's HM_PROBLEM_CORPUS).
  *
  * Commands:
  *   cupdate DIMS row|column DIR W  the paper's c-update on [DIMS, DIMS]; with
@@ -14,13 +21,27 @@
  *   prim add|mul|matmul|sum N DIR W  one primitive op on [N, N] inputs a, b
  *   hmlstm DIR W                   one HM-LSTM training step (hmlstm_problem.h)
  *   run                            one forward and backward: "ok TOTAL FWD BWD"
- *                                  in seconds
+ *                                  in seconds. On the CPU without --graph,
+ *                                  timed around the calls (the HM-LSTM's
+ *                                  loss read back); on CUDA or with --graph,
+ *                                  one iteration from a synchronized device
+ *                                  to the device synchronized after it, and
+ *                                  FWD and BWD are -1 (unknown: the passes
+ *                                  run asynchronously, or as one graph)
+ *   burst N                        N iterations queued back to back, the
+ *                                  device synchronized once before and once
+ *                                  after them: "ok SECONDS" per iteration
  *   grads DIR                      runs once more and writes the outputs and
  *                                  gradients to DIR/NAME.npy
  *   memstart                       (peers: starts the memory measurement;
  *                                  here it starts at the problem's setup)
  *   mem                            "ok RSS TAPE": peak resident bytes above
  *                                  the setup's, and the tape's peak bytes
+ *   graph                          "ok CAPTURES REPLAYS KERNELS" of --graph's
+ *                                  graph (include/dualcast/graph.h; zeros
+ *                                  without one, or where it runs eagerly)
+ *   device                         "ok NAME": the context's device
+ *                                  (dc_ctx_device_name)
  *   limits                         "ok STREAM COPY GEMM": streaming bandwidth
  *                                  (GB/s, 4 arrays in and 5 out; a copy) and
  *                                  the rate of one 4096^2 sgemm (GFLOP/s)
@@ -28,7 +49,14 @@
  *
  * The variant picks the c-update's and the HM-LSTM cell's form: mixed mode
  * storing or recomputing the partials, or pure reverse mode (primitive ops
- * and select). A primitive op is the same in every variant. */
+ * and select). A primitive op is the same in every variant.
+ *
+ * An iteration (an "iterate" below) is the tape reset, the inputs'
+ * gradients zeroed, the forward pass and the backward pass into the inputs'
+ * (the HM-LSTM's parameters') gradients, and nothing that waits for the
+ * device: no clipping or optimizer step (bench_hmlstm_step times those), so
+ * that every iteration computes the gradients of the same inputs, which the
+ * driver compares across frameworks. */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
@@ -52,6 +80,10 @@ typedef struct worker {
     dc_ctx *ctx;
     dc_tape *tape;
     int variant, kind;
+    bool on_cuda, use_graph;
+    const char *corpus; /* NULL: HM_PROBLEM_CORPUS */
+    /* with --graph: the problem's iteration, captured at its setup */
+    dc_graph *graph;
     /* c-update */
     int64_t dims;
     dc_tensor *z, *zb, *x[4];
@@ -64,6 +96,7 @@ typedef struct worker {
     hm_problem hm;
     bool hm_ready;
     double loss;
+    dc_tensor *hm_loss; /* the loss tensor of the last iteration, on the tape */
     int64_t rss_base;
 } worker;
 
@@ -77,6 +110,9 @@ static void reply_error(const worker *w, const char *what)
 
 static void free_problem(worker *w)
 {
+    /* the graph points at the tape's and the tensors' memory: freed first */
+    dc_graph_free(w->graph);
+    w->graph = NULL;
     dc_tape_free(w->tape);
     w->tape = NULL;
     dc_tensor_free(w->z);
@@ -86,7 +122,7 @@ static void free_problem(worker *w)
     dc_tensor_free(w->a);
     dc_tensor_free(w->b);
     dc_tensor_free(w->adjoint);
-    w->z = w->zb = w->a = w->b = w->adjoint = w->out = NULL;
+    w->z = w->zb = w->a = w->b = w->adjoint = w->out = w->hm_loss = NULL;
     memset(w->x, 0, sizeof w->x);
     if (w->hm_ready)
         hm_problem_free(&w->hm);
@@ -181,7 +217,7 @@ static int setup_prim(worker *w, int op, int64_t n, const char *dir, bool write)
 static int setup_hmlstm(worker *w, const char *dir, bool write)
 {
     char err[512];
-    if (hm_problem_init(&w->hm, w->ctx, NULL, err, sizeof err) != 0) {
+    if (hm_problem_init(&w->hm, w->ctx, w->corpus, err, sizeof err) != 0) {
         printf("error hmlstm: %s\n", err);
         fflush(stdout);
         return 1; /* already answered */
@@ -205,20 +241,21 @@ static dc_tensor *prim_forward(worker *w)
     }
 }
 
-/* One forward and backward pass; seconds through t. */
-static dc_status run_once(worker *w, double *t_fwd, double *t_bwd)
+/* The c-update's and a primitive op's iteration in three parts, so that
+ * run_once can time the passes: the tape reset and the inputs' gradients
+ * zeroed, the forward pass (its output in w->out), the backward pass. */
+static void prepare_iteration(worker *w)
 {
-    if (w->kind == K_HMLSTM)
-        return hm_problem_step(&w->hm, w->tape, w->variant == V_PURE ? HM_CELL_PURE : HM_CELL_MIXED,
-                               w->variant == V_RECOMPUTE ? DC_PARTIALS_RECOMPUTE : DC_PARTIALS_STORE, &w->loss, t_fwd,
-                               t_bwd);
     dc_tape_reset(w->tape);
     dc_tensor *leaves[4] = {w->a, w->b, NULL, NULL};
     if (w->kind == K_CUPDATE)
         memcpy(leaves, w->x, sizeof leaves);
     for (int k = 0; k < 4; ++k)
         dc_tensor_zero_grad(leaves[k]);
-    const double t0 = bench_now();
+}
+
+static void queue_forward(worker *w)
+{
     if (w->kind == K_PRIM) {
         w->out = prim_forward(w);
     } else if (w->variant == V_PURE) {
@@ -229,18 +266,129 @@ static dc_status run_once(worker *w, double *t_fwd, double *t_bwd)
                                 w->variant == V_STORE ? DC_PARTIALS_STORE : DC_PARTIALS_RECOMPUTE) != DC_OK)
             w->out = NULL;
     }
+}
+
+static dc_status queue_backward(worker *w)
+{
+    return w->out ? dc_backward_with(w->tape, w->out, w->adjoint) : dc_last_status(w->ctx);
+}
+
+static hm_cell_kind hm_cell(const worker *w)
+{
+    return w->variant == V_PURE ? HM_CELL_PURE : HM_CELL_MIXED;
+}
+
+static dc_partials_policy hm_policy(const worker *w)
+{
+    return w->variant == V_RECOMPUTE ? DC_PARTIALS_RECOMPUTE : DC_PARTIALS_STORE;
+}
+
+/* One forward and backward pass timed around the calls (the CPU's "run");
+ * seconds through t. */
+static dc_status run_once(worker *w, double *t_fwd, double *t_bwd)
+{
+    if (w->kind == K_HMLSTM)
+        return hm_problem_step(&w->hm, w->tape, hm_cell(w), hm_policy(w), &w->loss, t_fwd, t_bwd);
+    prepare_iteration(w);
+    const double t0 = bench_now();
+    queue_forward(w);
     const double t1 = bench_now();
-    dc_status st = w->out ? dc_backward_with(w->tape, w->out, w->adjoint) : dc_last_status(w->ctx);
+    const dc_status st = queue_backward(w);
     const double t2 = bench_now();
     *t_fwd = t1 - t0;
     *t_bwd = t2 - t1;
     return st;
 }
 
+/* One iteration queued, as a dc_step_fn (so that it can be captured): the
+ * work of run_once without its clocks and without reading anything back. */
+static dc_status queue_iteration(void *user)
+{
+    worker *w = user;
+    if (w->kind == K_HMLSTM) {
+        const dc_status st = hm_problem_forward(&w->hm, w->tape, hm_cell(w), hm_policy(w), &w->hm_loss);
+        return st == DC_OK ? dc_backward(w->tape, w->hm_loss) : st;
+    }
+    prepare_iteration(w);
+    queue_forward(w);
+    return queue_backward(w);
+}
+
+/* One iteration: the captured graph replayed, or the iteration queued. */
+static dc_status iterate(worker *w)
+{
+    return w->graph ? dc_graph_replay(w->graph) : queue_iteration(w);
+}
+
+/* The iterations timed from a device at rest to the device at rest again,
+ * as every variant is timed on CUDA (and on the CPU with --graph): "run"
+ * with count 1, "burst" with more. Seconds per iteration through *seconds. */
+static dc_status time_iterations(worker *w, int count, double *seconds)
+{
+    dc_status st = dc_ctx_synchronize(w->ctx);
+    if (st != DC_OK)
+        return st;
+    const double t0 = bench_now();
+    for (int i = 0; i < count && st == DC_OK; ++i)
+        st = iterate(w);
+    if (st == DC_OK)
+        st = dc_ctx_synchronize(w->ctx);
+    *seconds = (bench_now() - t0) / count;
+    return st;
+}
+
+/* "run": on the CPU without a graph, the forward and backward times as
+ * before; else one synchronized iteration (FWD and BWD unknown: -1). */
+static dc_status run_timed(worker *w, double *total, double *t_fwd, double *t_bwd)
+{
+    if (!w->on_cuda && !w->use_graph) {
+        const dc_status st = run_once(w, t_fwd, t_bwd);
+        *total = *t_fwd + *t_bwd;
+        return st;
+    }
+    *t_fwd = *t_bwd = -1;
+    return time_iterations(w, 1, total);
+}
+
+/* The graph of the problem just set up: one eager iteration first (the
+ * tape's memory grows in it), then the capture, which runs the iteration
+ * once more and records it. On CUDA a step that could not be captured is an
+ * error (the variant would not be what its name says); the CPU backend
+ * always runs it eagerly. */
+static int capture_graph(worker *w)
+{
+    if (queue_iteration(w) != DC_OK) {
+        reply_error(w, "graph warm-up");
+        return -1;
+    }
+    dc_status st = DC_OK;
+    w->graph = dc_graph_capture(w->ctx, queue_iteration, w, &st);
+    if (!w->graph) {
+        reply_error(w, "graph capture");
+        return -1;
+    }
+    /* a capture refused because the step wanted new device memory is tried
+     * again at the next replays (each runs the step eagerly first) */
+    for (int retry = 0; retry < 4 && w->on_cuda && dc_graph_fallback(w->graph); ++retry)
+        if (dc_graph_replay(w->graph) != DC_OK) {
+            reply_error(w, "graph replay");
+            return -1;
+        }
+    if (w->on_cuda && dc_graph_fallback(w->graph)) {
+        printf("error graph capture: the step runs eagerly: %s\n", dc_graph_fallback(w->graph));
+        return -1;
+    }
+    return 0;
+}
+
 static dc_status write_grads(worker *w, const char *dir)
 {
-    double f, b;
-    dc_status st = run_once(w, &f, &b);
+    double f, b, total;
+    dc_status st = run_timed(w, &total, &f, &b);
+    if (st != DC_OK)
+        return st;
+    if (w->kind == K_HMLSTM && (w->on_cuda || w->use_graph))
+        st = dc_tensor_item(w->hm_loss, &w->loss); /* run_once reads it itself */
     if (st != DC_OK)
         return st;
     if (w->kind == K_HMLSTM)
@@ -341,6 +489,11 @@ static void setup(worker *w, const char *cmd)
         reply_error(w, cmd);
         return;
     }
+    if (w->use_graph && capture_graph(w) != 0) {
+        free_problem(w);
+        fflush(stdout);
+        return;
+    }
     /* the memory a step needs is measured from here: the inputs exist, the
      * tape is empty */
     proc_reset_peak_rss();
@@ -349,17 +502,35 @@ static void setup(worker *w, const char *cmd)
     fflush(stdout);
 }
 
+static int usage(const char *argv0)
+{
+    fprintf(stderr,
+            "usage: %s store|recompute|pure [--device cpu|cuda] [--graph] [--corpus PATH]"
+            "   (then commands on standard input)\n",
+            argv0);
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
     worker w;
     memset(&w, 0, sizeof w);
-    if (argc != 2 || (strcmp(argv[1], "store") && strcmp(argv[1], "recompute") && strcmp(argv[1], "pure"))) {
-        fprintf(stderr, "usage: %s store|recompute|pure   (then commands on standard input)\n", argv[0]);
-        return 2;
-    }
+    if (argc < 2 || (strcmp(argv[1], "store") && strcmp(argv[1], "recompute") && strcmp(argv[1], "pure")))
+        return usage(argv[0]);
     w.variant = !strcmp(argv[1], "store") ? V_STORE : !strcmp(argv[1], "recompute") ? V_RECOMPUTE : V_PURE;
+    for (int a = 2; a < argc; ++a) {
+        if (!strcmp(argv[a], "--device") && a + 1 < argc &&
+            (!strcmp(argv[a + 1], "cpu") || !strcmp(argv[a + 1], "cuda")))
+            w.on_cuda = !strcmp(argv[++a], "cuda");
+        else if (!strcmp(argv[a], "--graph"))
+            w.use_graph = true;
+        else if (!strcmp(argv[a], "--corpus") && a + 1 < argc)
+            w.corpus = argv[++a];
+        else
+            return usage(argv[0]);
+    }
     dc_ctx_options o = dc_ctx_options_default();
-    o.backend = DC_BACKEND_CPU;
+    o.backend = w.on_cuda ? DC_BACKEND_CUDA : DC_BACKEND_CPU; /* cuda_tf32 stays off: float32 products */
     w.ctx = dc_ctx_new(&o, NULL);
     if (!w.ctx) {
         printf("error context: %s\n", dc_last_error(NULL));
@@ -375,11 +546,21 @@ int main(int argc, char **argv)
         if (!strcmp(cmd, "cupdate") || !strcmp(cmd, "prim") || !strcmp(cmd, "hmlstm")) {
             setup(&w, cmd);
         } else if (!strcmp(cmd, "run")) {
-            double f = 0, b = 0;
-            if (w.kind == K_NONE || run_once(&w, &f, &b) != DC_OK)
+            double total = 0, f = 0, b = 0;
+            if (w.kind == K_NONE || run_timed(&w, &total, &f, &b) != DC_OK)
                 reply_error(&w, "run");
             else
-                printf("ok %.9g %.9g %.9g\n", f + b, f, b);
+                printf("ok %.9g %.9g %.9g\n", total, f, b);
+        } else if (!strcmp(cmd, "burst")) {
+            const char *n = strtok(NULL, " \n");
+            const int count = n ? atoi(n) : 0;
+            double per_iteration = 0;
+            if (count < 1 || count > 1000000)
+                printf("error usage: burst N (1 to 1000000)\n");
+            else if (w.kind == K_NONE || time_iterations(&w, count, &per_iteration) != DC_OK)
+                reply_error(&w, "burst");
+            else
+                printf("ok %.9g\n", per_iteration);
         } else if (!strcmp(cmd, "grads")) {
             const char *dir = strtok(NULL, " \n");
             if (w.kind == K_NONE || !dir || write_grads(&w, dir) != DC_OK)
@@ -391,6 +572,11 @@ int main(int argc, char **argv)
         } else if (!strcmp(cmd, "mem")) {
             printf("ok %lld %lld\n", (long long)(proc_peak_rss_bytes() - w.rss_base),
                    (long long)dc_tape_peak_bytes(w.tape));
+        } else if (!strcmp(cmd, "graph")) {
+            printf("ok %lld %lld %lld\n", (long long)dc_graph_captures(w.graph), (long long)dc_graph_replays(w.graph),
+                   (long long)dc_graph_kernels(w.graph));
+        } else if (!strcmp(cmd, "device")) {
+            printf("ok %s\n", dc_ctx_device_name(w.ctx));
         } else if (!strcmp(cmd, "limits")) {
             const double stream = bench_stream_gbs(4096LL * 4096, 4, 5, 7);
             const double copy = bench_stream_gbs(4096LL * 4096, 1, 1, 7);

@@ -85,26 +85,35 @@ void hm_problem_free(hm_problem *p)
     memset(p, 0, sizeof *p);
 }
 
-dc_status hm_problem_step(hm_problem *p, dc_tape *tape, hm_cell_kind cell, dc_partials_policy policy, double *loss,
-                          double *t_fwd, double *t_bwd)
+dc_status hm_problem_forward(hm_problem *p, dc_tape *tape, hm_cell_kind cell, dc_partials_policy policy,
+                             dc_tensor **loss)
 {
     p->model->cfg.policy = policy;
-    const double t0 = bench_now();
     dc_tape_reset(tape);
     for (int k = 0; k < p->model->n_params; ++k)
         dc_tensor_zero_grad(p->model->params[k]);
     hm_forward_result r;
-    dc_status st = hm_forward(tape, p->model, p->state, cell, p->ids, p->targets, false, NULL, &r);
+    const dc_status st = hm_forward(tape, p->model, p->state, cell, p->ids, p->targets, false, NULL, &r);
+    *loss = st == DC_OK ? r.loss : NULL;
+    return st;
+}
+
+dc_status hm_problem_step(hm_problem *p, dc_tape *tape, hm_cell_kind cell, dc_partials_policy policy, double *loss,
+                          double *t_fwd, double *t_bwd)
+{
+    const double t0 = bench_now();
+    dc_tensor *loss_tensor = NULL;
+    dc_status st = hm_problem_forward(p, tape, cell, policy, &loss_tensor);
     const double t1 = bench_now();
     if (st == DC_OK)
-        st = dc_backward(tape, r.loss);
+        st = dc_backward(tape, loss_tensor);
     const double t2 = bench_now();
     if (t_fwd)
         *t_fwd = t1 - t0;
     if (t_bwd)
         *t_bwd = t2 - t1;
     if (st == DC_OK && loss)
-        st = dc_tensor_item(r.loss, loss);
+        st = dc_tensor_item(loss_tensor, loss);
     return st;
 }
 

@@ -32,6 +32,14 @@ typedef struct hm_problem {
 int hm_problem_init(hm_problem *p, dc_ctx *ctx, const char *corpus_path, char *err, size_t err_size);
 void hm_problem_free(hm_problem *p);
 
+/* The forward half of a step on `tape`: sets the cell's partials policy,
+ * resets the tape, zeroes the parameters' gradients and queues the forward
+ * pass; the loss tensor (on the tape) through *loss. It never waits for the
+ * device, so a step built on it (this, then dc_backward) can be captured as
+ * a CUDA graph (include/dualcast/graph.h); read the loss after it ran. */
+dc_status hm_problem_forward(hm_problem *p, dc_tape *tape, hm_cell_kind cell, dc_partials_policy policy,
+                             dc_tensor **loss);
+
 /* One step on `tape`: reset, forward, backward into the parameters'
  * gradients (which it zeroes first). The loss in nats through *loss; with
  * t_fwd and t_bwd, the seconds of the forward and the backward pass. */

@@ -1,6 +1,7 @@
-"""dualcast against PyTorch and JAX on this machine's CPU, in one command.
+"""dualcast against PyTorch and JAX on this machine's CPU or GPU, in one command.
 
     bench/peers/run.sh [--quick] [--parts cupdate,hmlstm,sweep] [--no-write]
+    bench/peers/run.sh --device cuda [--python PATH] [--corpus DIR] [--compile-limit S]
 
 (run.sh builds the C programs and calls this with the build directory.)
 
@@ -24,6 +25,17 @@ Parts:
 
 A full run replaces the section between the markers in bench/RESULTS.md and
 draws bench/peers_cpu.png.
+
+GPU mode (--device cuda; main_gpu below): the c-update (512^2 to 4096^2, both
+control layouts) and the HM-LSTM step, every variant on the GPU: dualcast
+store / recompute / pure, each eager and replayed as a CUDA graph; PyTorch
+eager, eager captured as a CUDA graph, torch.compile (within
+--compile-limit); jax.jit. Each is timed synchronized (one iteration, the
+device at rest before and after) and back to back (N iterations, one
+synchronization), gradients compared as above. It fails at once without a
+GPU; --rehearse runs its procedure on the CPU instead, as a test. A run that
+is not --quick replaces the section between the peers-gpu markers in
+bench/RESULTS.md; there is no GPU plot.
 """
 
 import argparse
@@ -32,6 +44,7 @@ import os
 import platform
 import random
 import re
+import select
 import shutil
 import statistics
 import subprocess
@@ -63,12 +76,25 @@ PEER_VARIANTS = {
     "jax-jit-grad": "jax.jit(grad): gradients only",
     "jax-jit-split": "jax.jit (fwd, bwd as two calls)",
 }
-LABELS = {**DC_VARIANTS, **PEER_VARIANTS}
+# The GPU mode's variants besides those above (see run_gpu).
+DC_GRAPH_VARIANTS = {
+    "dc-store-graph": "dualcast mixed, store, graph replay",
+    "dc-recompute-graph": "dualcast mixed, recompute, graph replay",
+    "dc-pure-graph": "dualcast pure reverse, graph replay",
+}
+GPU_PEER_VARIANTS = {
+    "torch-cudagraph": "PyTorch eager, CUDA graph replay",
+}
+LABELS = {**DC_VARIANTS, **DC_GRAPH_VARIANTS, **PEER_VARIANTS, **GPU_PEER_VARIANTS}
 REFERENCE = "dc-store"
 
 
 class WorkerError(Exception):
     pass
+
+
+class WorkerTimeout(WorkerError):
+    """The worker did not answer within the time allowed (it is stopped)."""
 
 
 class Worker:
@@ -84,12 +110,21 @@ class Worker:
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                      text=True, bufsize=1, env=env, cwd=HERE)
 
-    def ask(self, line):
+    def ask(self, line, timeout=None):
+        """Sends one command and returns the words of its "ok" reply. With a
+        timeout (seconds), a worker that has not answered by then is stopped
+        and WorkerTimeout raised. (One reply line per command, so nothing is
+        left in the pipe's read buffer between commands and select sees the
+        next reply arrive.)"""
         try:
             self.proc.stdin.write(line + "\n")
             self.proc.stdin.flush()
         except BrokenPipeError:
             raise WorkerError(self._died())
+        if timeout is not None and not select.select([self.proc.stdout], [], [], timeout)[0]:
+            self.proc.kill()
+            self.proc.wait()
+            raise WorkerTimeout(f"no answer within {timeout:.0f} s")
         reply = self.proc.stdout.readline()
         if not reply:
             raise WorkerError(self._died())
@@ -117,11 +152,25 @@ class Worker:
         self.log.close()
 
 
-def start_worker(key, build, log_dir):
-    if key in DC_VARIANTS:
-        argv = [os.path.join(build, "bench", "bench_peer_worker"), key[len("dc-"):]]
+def start_worker(key, args, log_dir):
+    """The worker of variant `key`, on args.worker_device ("cpu" unless the
+    GPU mode runs); dualcast's "-graph" variants replay a captured graph."""
+    device = getattr(args, "worker_device", "cpu")
+    if key in DC_VARIANTS or key in DC_GRAPH_VARIANTS:
+        base = key[:-len("-graph")] if key.endswith("-graph") else key
+        program = "bench_peer_worker"
+        if getattr(args, "emulated", False):
+            # the rehearsal's dualcast on the emulated CUDA device
+            program, device = "bench_peer_worker_emulated", "cuda"
+        argv = [os.path.join(args.build, "bench", program), base[len("dc-"):]]
+        if key.endswith("-graph"):
+            argv.append("--graph")
+        if getattr(args, "corpus", None):
+            argv += ["--corpus", args.corpus]
     else:
         argv = [sys.executable, os.path.join(HERE, "peer_worker.py"), key]
+    if device != "cpu":
+        argv += ["--device", device]
     return Worker(key, argv, log_dir)
 
 
@@ -147,18 +196,23 @@ def relative_difference(ref_dir, other_dir):
     return worst, names
 
 
-def measure(problem, keys, args, tmp, rounds, warmup, memory, pre_runs=None):
+def measure(problem, keys, args, tmp, rounds, warmup, memory, pre_runs=None, burst=None, setup_limits=None):
     """Runs one problem ("cupdate 2048 row", "hmlstm", "prim add 512") over the
     variants; returns {key: result dict}. Workers are started here and closed
-    at the end unless given in args.pool (the sweep keeps them)."""
+    at the end unless given in args.pool (the sweep keeps them). With burst
+    (the GPU mode), each turn also times `burst` iterations back to back
+    ("burst N"), and each worker is asked for its device. setup_limits:
+    {key: seconds} a variant's setup (which compiles) may take; past it, the
+    variant is skipped and its worker stopped."""
     inputs = os.path.join(tmp, "inputs")
     shutil.rmtree(inputs, ignore_errors=True)
     os.makedirs(inputs)
     pool = args.pool if args.pool is not None else {}
     own = [k for k in keys if k not in pool]
     for k in own:
-        pool[k] = start_worker(k, args.build, tmp)
-    results = {k: {"error": None, "total": [], "fwd": [], "bwd": []} for k in keys}
+        pool[k] = start_worker(k, args, tmp)
+    results = {k: {"error": None, "total": [], "fwd": [], "bwd": [], "burst": []} for k in keys}
+    setup_limits = setup_limits or {}
     words = problem.split()
     # the dualcast reference writes the inputs; everyone else reads them
     order = [REFERENCE] + [k for k in keys if k != REFERENCE]
@@ -172,8 +226,17 @@ def measure(problem, keys, args, tmp, rounds, warmup, memory, pre_runs=None):
             cmd = f"hmlstm {inputs} {write}"
         try:
             t0 = time.perf_counter()
-            pool[k].ask(cmd)
+            pool[k].ask(cmd, setup_limits.get(k))
             results[k]["setup_s"] = time.perf_counter() - t0
+            if burst is not None:
+                results[k]["device"] = " ".join(pool[k].ask("device"))
+        except WorkerTimeout:
+            results[k]["error"] = (f"skipped: setting up (compiling) and the first iteration took longer than "
+                                   f"the limit of {setup_limits[k]:.0f} s")
+            # a worker stopped mid-command is of no further use, here or in
+            # the next problem of a kept pool
+            pool[k].close()
+            del pool[k]
         except WorkerError as e:
             results[k]["error"] = str(e)
             if k == REFERENCE:
@@ -193,6 +256,7 @@ def measure(problem, keys, args, tmp, rounds, warmup, memory, pre_runs=None):
                 for _ in range(pre_runs):
                     pool[k].ask("run")
                 total, fwd, bwd = (float(x) for x in pool[k].ask("run"))
+                per_iteration = float(pool[k].ask(f"burst {burst}")[0]) if burst is not None else None
             except WorkerError as e:
                 results[k]["error"] = str(e)
                 continue
@@ -200,6 +264,8 @@ def measure(problem, keys, args, tmp, rounds, warmup, memory, pre_runs=None):
                 results[k]["total"].append(total)
                 results[k]["fwd"].append(fwd)
                 results[k]["bwd"].append(bwd)
+                if per_iteration is not None:
+                    results[k]["burst"].append(per_iteration)
 
     for _ in range(warmup):
         one_round(False)
@@ -216,6 +282,12 @@ def measure(problem, keys, args, tmp, rounds, warmup, memory, pre_runs=None):
         if memory:
             rss, tape = pool[k].ask("mem")
             r["rss"], r["tape"] = int(rss), int(tape)
+        if burst is not None and k in DC_GRAPH_VARIANTS:
+            try:
+                r["graph"] = [int(x) for x in pool[k].ask("graph")]  # captures, replays, kernels
+            except WorkerError as e:
+                r["error"] = str(e)
+                continue
         out_dir = os.path.join(tmp, "out-" + k)
         shutil.rmtree(out_dir, ignore_errors=True)
         os.makedirs(out_dir)
@@ -230,11 +302,12 @@ def measure(problem, keys, args, tmp, rounds, warmup, memory, pre_runs=None):
             r["diff"], r["compared"] = ((0.0, []) if k == REFERENCE
                                          else relative_difference(ref_dir, os.path.join(tmp, "out-" + k)))
             r["samples"] = list(r["total"])
-            for field in ("total", "fwd", "bwd"):
+            for field in ("total", "fwd", "bwd", "burst"):
                 r[field] = statistics.median(r[field]) if r[field] and min(r[field]) >= 0 else None
     if args.pool is None:
         for k in own:
-            pool[k].close()
+            if k in pool:
+                pool[k].close()
     return results
 
 
@@ -302,6 +375,11 @@ def cupdate_rounds(dims, quick):
     return max(5, r // 4) if quick else r
 
 
+def cpu_setup_limits(args):
+    """The CPU mode limits torch.compile only when --compile-limit is given."""
+    return {"torch-compile": args.compile_limit} if args.compile_limit else {}
+
+
 def run_cupdate(args, tmp, log):
     data = {}
     rows = []
@@ -309,7 +387,7 @@ def run_cupdate(args, tmp, log):
         for layout in ("row", "column"):
             log(f"c-update {dims}^2, control per {layout} ...")
             res = measure(f"cupdate {dims} {layout}", CUPDATE_KEYS, args, tmp, cupdate_rounds(dims, args.quick),
-                          3, True)
+                          3, True, setup_limits=cpu_setup_limits(args))
             data[(dims, layout)] = res
             new = main_rows([str(dims), f"per {layout}"], res, CUPDATE_KEYS)
             rows += new
@@ -321,7 +399,7 @@ def run_cupdate(args, tmp, log):
 def run_hmlstm(args, tmp, log):
     log("HM-LSTM training step (torch.compile compiles the 64-step unrolled graph: minutes) ...")
     rounds = 8 if args.quick else 30
-    res = measure("hmlstm", HMLSTM_KEYS, args, tmp, rounds, 3, True)
+    res = measure("hmlstm", HMLSTM_KEYS, args, tmp, rounds, 3, True, setup_limits=cpu_setup_limits(args))
     rows = main_rows([], res, HMLSTM_KEYS)
     for row in rows:
         if row[0] == LABELS["jax-jit"]:
@@ -526,10 +604,12 @@ def versions():
            f"Python {platform.python_version()}"
 
 
-def write_results(path, section):
+def write_results(path, section, begin=MARK_BEGIN, end=MARK_END):
+    """Replaces the text between the markers begin and end in path (appends
+    the marked section where it has none)."""
     text = open(path).read() if os.path.exists(path) else "# Benchmark results\n"
-    block = MARK_BEGIN + "\n" + section.strip() + "\n" + MARK_END
-    pattern = re.compile(re.escape(MARK_BEGIN) + ".*?" + re.escape(MARK_END), re.S)
+    block = begin + "\n" + section.strip() + "\n" + end
+    pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.S)
     if pattern.search(text):
         text = pattern.sub(lambda _: block, text)
     else:
@@ -538,10 +618,298 @@ def write_results(path, section):
         f.write(text)
 
 
+# ---- the GPU mode (--device cuda) ---------------------------------------------
+
+GPU_MARK_BEGIN = ("<!-- peers-gpu:begin (written by bench/peers/run.sh --device cuda; a run replaces the tables of "
+                  "the parts it ran) -->")
+GPU_MARK_END = "<!-- peers-gpu:end -->"
+GPU_KEYS = ["dc-store", "dc-recompute", "dc-pure", "dc-store-graph", "dc-recompute-graph", "dc-pure-graph",
+            "torch-eager", "torch-cudagraph", "torch-compile", "jax-jit"]
+GPU_DIMS = [512, 1024, 2048, 4096]
+GPU_HEADER = ["variant", "synchronized ms (median)", "back-to-back ms per iteration (median)",
+              "synchronized / dualcast mixed store", "back-to-back / dualcast mixed store", "max rel diff"]
+
+
+def gpu_rounds(dims, quick):
+    """Rounds (each: one synchronized iteration and one burst per variant) and
+    the iterations of a burst, for a c-update of dims^2 (None: the HM-LSTM)."""
+    if dims is None:
+        return (5, 3) if quick else (20, 10)
+    rounds = 30 if dims <= 1024 else 20 if dims <= 2048 else 15
+    burst = 50 if dims <= 1024 else 20 if dims <= 2048 else 10
+    return (5, 5) if quick else (rounds, burst)
+
+
+def gpu_rows(name_cells, results, keys):
+    ref = results[REFERENCE]
+    rows = []
+    for k in keys:
+        r = results[k]
+        label = LABELS[k]
+        if k == "torch-compile" and r.get("setup_s") is not None and r["error"] is None:
+            label += f" (compile {r['setup_s']:.0f} s)"
+        if r.get("graph") and r["error"] is None:
+            captures, _, kernels = r["graph"]
+            label += (" (ran eagerly: no capture)" if captures == 0 else
+                      f" ({kernels} kernels" + (f"; captured {captures} times)" if captures > 1 else ")"))
+        if r["error"] is not None:
+            why = r["error"]
+            why = why if why.startswith("skipped:") else ("skipped: " + why[len("unavailable: "):]
+                                                          if why.startswith("unavailable: ") else "failed: " + why)
+            rows.append(name_cells + [label, why, "", "", "", ""])
+            continue
+        sync_ratio = f"{r['total'] / ref['total']:.2f}x" if ref.get("total") and r.get("total") else ""
+        burst_ratio = f"{r['burst'] / ref['burst']:.2f}x" if ref.get("burst") and r.get("burst") else ""
+        rows.append(name_cells + [label, ms(r["total"]), ms(r["burst"]), sync_ratio, burst_ratio, diff_cell(r)])
+    return rows
+
+
+def gpu_setup_limits(args):
+    return {"torch-compile": args.compile_limit} if args.compile_limit > 0 else {}
+
+
+def run_gpu_cupdate(args, tmp, log):
+    data, rows = {}, []
+    # one worker per variant for all the sizes (each setup replaces the last
+    # problem): starting PyTorch and JAX and their CUDA contexts takes seconds
+    args.pool = {}
+    try:
+        for dims in args.dims:
+            for layout in ("row", "column"):
+                log(f"c-update {dims}^2, control per {layout} ...")
+                rounds, burst = gpu_rounds(dims, args.quick)
+                res = measure(f"cupdate {dims} {layout}", GPU_KEYS, args, tmp, rounds, 3, False, burst=burst,
+                              setup_limits=gpu_setup_limits(args))
+                data[(dims, layout)] = res
+                new = gpu_rows([str(dims), f"per {layout}"], res, GPU_KEYS)
+                rows += new
+                log("\n".join("| " + " | ".join(map(str, row)) + " |" for row in new))
+    finally:
+        for w in args.pool.values():
+            w.close()
+        args.pool = None
+    return data, table(["dims", "control"] + GPU_HEADER, rows, ["---:", "---", "---"] + ["---:"] * 5)
+
+
+def run_gpu_hmlstm(args, tmp, log):
+    log("HM-LSTM step (forward and backward) ...")
+    rounds, burst = gpu_rounds(None, args.quick)
+    res = measure("hmlstm", GPU_KEYS, args, tmp, rounds, 3, False, burst=burst, setup_limits=gpu_setup_limits(args))
+    rows = gpu_rows([], res, GPU_KEYS)
+    for row in rows:
+        if row[0] == LABELS["jax-jit"]:
+            row[0] = "jax.jit(value_and_grad)"
+    log("\n".join("| " + " | ".join(map(str, row)) + " |" for row in rows))
+    return res, table(GPU_HEADER, rows, ["---"] + ["---:"] * 5)
+
+
+def nvidia_smi_gpus():
+    """nvidia-smi's name, driver and memory of each GPU ("" without it)."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return ""
+    try:
+        out = subprocess.run([smi, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+    except (subprocess.TimeoutExpired, OSError):
+        return ""
+    lines = [l.strip() for l in out.stdout.splitlines() if l.strip()]
+    return "; ".join(f"GPU {i}: {l}" for i, l in enumerate(lines)) if out.returncode == 0 else ""
+
+
+def frameworks_devices(groups):
+    """The devices the workers named, per framework ("dualcast: ..., PyTorch:
+    ..."), over every problem run."""
+    names = {}
+    for res in groups:
+        for k, r in res.items():
+            if r.get("device"):
+                fw = "dualcast" if k.startswith("dc-") else "PyTorch" if k.startswith("torch-") else "JAX"
+                names.setdefault(fw, set()).add(r["device"])
+    return "; ".join(f"{fw}: {', '.join(sorted(v))}" for fw, v in names.items())
+
+
+def main_gpu(args, parts):
+    """The GPU mode: every variant on the GPU (or, rehearsing, on the CPU),
+    timed one way (see GPU_NOTES); the section between the peers-gpu
+    markers of RESULTS.md."""
+    rehearsal = args.device == "cpu"
+    if not rehearsal:
+        why = gpu_status()
+        if why:
+            raise SystemExit(f"compare.py --device cuda: {why}; the GPU mode needs an NVIDIA GPU "
+                             "(--rehearse runs its procedure on the CPU)")
+    args.worker_device = "cpu" if rehearsal else "cuda"
+    write = not args.no_write and not args.quick and not rehearsal
+    tmp = tempfile.mkdtemp(prefix="dualcast-peers-gpu-")
+    started = time.time()
+
+    def log(msg):
+        print(msg, flush=True)
+
+    cup = hm = None
+    cup_table = hm_table = ""
+    try:
+        # fail fast, before any problem: dualcast's CUDA context must start
+        probe = start_worker("dc-store", args, tmp)
+        try:
+            dc_device = " ".join(probe.ask("device"))
+        except WorkerError as e:
+            raise SystemExit(f"compare.py: dualcast's worker cannot run on {args.worker_device}: {e}")
+        finally:
+            probe.close()
+        smi = nvidia_smi_gpus()
+        head = [("REHEARSAL without a GPU (--rehearse): the GPU mode's procedure with "
+                 + ("dualcast's workers on the emulated CUDA device and the peers' " if args.emulated else
+                    "every worker ") + "on the CPU; no figure here is a GPU figure. " if rehearsal else "") +
+                f"Device: {dc_device} (dualcast)" + (f"; nvidia-smi: {smi}" if smi else "") +
+                f"; host CPU: {cpu_name()}.",
+                f"{versions()}; {datetime.date.today().isoformat()}."]
+        log("\n".join(head) + "\n")
+        if "cupdate" in parts:
+            cup, cup_table = run_gpu_cupdate(args, tmp, log)
+        if "hmlstm" in parts:
+            hm, hm_table = run_gpu_hmlstm(args, tmp, log)
+    finally:
+        if args.keep:
+            print(f"(kept {tmp})")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    elapsed = time.time() - started
+    devices = frameworks_devices(list((cup or {}).values()) + ([hm] if hm else []))
+    run_line = " ".join(head) + (f" Devices as each framework names them: {devices}." if devices else "")
+    command = "bench/peers/run.sh " + (("--rehearse" + (" --emulated" if args.emulated else "")) if rehearsal
+                                       else "--device cuda") + ("" if len(parts) > 1 else f" --parts {parts[0]}")
+    failures = []
+    blocks = {}
+    for part, named, table_text in (("cupdate", list((cup or {}).items()), cup_table),
+                                    ("hmlstm", [(("hmlstm",), hm)] if hm else [], hm_table)):
+        if not table_text:
+            continue
+        bad = []
+        for name, res in named:
+            for k, r in res.items():
+                if r["error"] is None and not (r.get("diff", 0) <= TOLERANCE):
+                    bad.append(f"{' '.join(map(str, name))}: {LABELS[k]} differs by {r['diff']:.1e}")
+        failures += bad
+        check = ("**Gradient check FAILED:** " + "; ".join(bad) if bad else
+                 f"Gradient check: every variant that ran agrees with dualcast (mixed, store, eager) within "
+                 f"{TOLERANCE:.0e}.")
+        blocks[part] = "\n".join([GPU_PART_TITLES[part], "", GPU_PART_INTROS[part], "",
+                                  f"Run: `{command}`, {elapsed / 60:.0f} min in all. {run_line}", "", table_text,
+                                  "", check])
+    section = gpu_section(blocks)
+    print("\n" + section)
+    if write:
+        old = read_section(args.results, GPU_MARK_BEGIN, GPU_MARK_END)
+        kept = {part: block for part, block in gpu_part_blocks(old).items() if part not in blocks}
+        write_results(args.results, gpu_section({**kept, **blocks}), GPU_MARK_BEGIN, GPU_MARK_END)
+        print(f"wrote the peers-gpu section of {os.path.relpath(args.results, REPO)}"
+              + (f" (kept its earlier {', '.join(kept)} table)" if kept else ""))
+    elif rehearsal:
+        print("(a rehearsal on the CPU: bench/RESULTS.md left alone)")
+    elif not args.no_write:
+        print("(a quick run: bench/RESULTS.md left alone)")
+    return 1 if failures else 0
+
+
+GPU_PART_TITLES = {
+    "cupdate": "### The c-update gradient on the GPU (dims x dims, float32, all-ones output adjoint)",
+    "hmlstm": "### One HM-LSTM step on the GPU (forward and backward)",
+}
+GPU_PART_INTROS = {
+    "cupdate": "The problem of the CPU section's c-update table, up to 4096^2.",
+    "hmlstm": "The problem of the CPU section (the demo's model, 3 layers x 128 units, batch 32 x 64), on the GPU; "
+              "an iteration is the forward and backward pass into the parameters' gradients, without clipping or "
+              "Adam (`bench_hmlstm_step` times the whole training step), so that every iteration computes the "
+              "gradients of the same parameters.",
+}
+
+
+def gpu_part_marks(part):
+    return f"<!-- peers-gpu:{part}:begin -->", f"<!-- peers-gpu:{part}:end -->"
+
+
+def gpu_section(blocks):
+    """The peers-gpu section: a title, each part's block between markers of
+    its own (so that a run of one part leaves the other's table in place:
+    on a lent GPU one command may have to fit a time limit), the notes."""
+    out = ["## GPU: dualcast against PyTorch and JAX (`bench/peers/run.sh --device cuda`)", "",
+           "Every figure in this section comes from `bench/peers/run.sh --device cuda`, which wrote it here; "
+           "each table says which run and device.", ""]
+    for part in ("cupdate", "hmlstm"):
+        if part in blocks:
+            begin, end = gpu_part_marks(part)
+            out += [begin, blocks[part].strip(), end, ""]
+    return "\n".join(out + [GPU_NOTES, ""])
+
+
+def read_section(path, begin, end):
+    """The text between the markers in path ("" where there is none)."""
+    if not os.path.exists(path):
+        return ""
+    m = re.search(re.escape(begin) + "(.*?)" + re.escape(end), open(path).read(), re.S)
+    return m.group(1) if m else ""
+
+
+def gpu_part_blocks(section):
+    blocks = {}
+    for part in ("cupdate", "hmlstm"):
+        begin, end = gpu_part_marks(part)
+        m = re.search(re.escape(begin) + "(.*?)" + re.escape(end), section, re.S)
+        if m:
+            blocks[part] = m.group(1).strip()
+    return blocks
+
+
+GPU_NOTES = """How it is measured (GPU mode):
+
+- Every variant runs in its own process on the same GPU (dualcast: `bench_peer_worker --device cuda`,
+  with `--graph` for the graph replays; the peers: `peer_worker.py --device cuda`), all loading the
+  inputs dualcast wrote, in the rounds of the CPU section (shuffled order, a 50 ms pause and two untimed
+  iterations before each turn). Float32 throughout, without TF32: dualcast's contexts leave `cuda_tf32`
+  off; PyTorch runs with `torch.backends.cuda.matmul.allow_tf32 = False` and
+  `torch.backends.cudnn.allow_tf32 = False`; JAX with `jax_default_matmul_precision = "highest"`.
+- An iteration is the forward and the backward pass into the inputs' gradients (dualcast: tape reset,
+  gradients zeroed, forward, backward; PyTorch: the forward and `torch.autograd.grad`; JAX: one jitted
+  call returning the output and the gradients). Each variant's iteration is timed the same two ways:
+  synchronized, the wall time of one iteration from a device at rest until it is at rest again (dualcast:
+  `dc_ctx_synchronize` before and after; PyTorch: `torch.cuda.synchronize()`; JAX: the previous call's
+  results ready before, `block_until_ready` after), median over the rounds; and back to back, the wall
+  time of N iterations queued one after the other with one synchronization at the end, divided by N
+  (median over the rounds), where the host's launch overhead hides behind the GPU's work as far as it can.
+- Variants. dualcast eager: the step's ops launched one by one; graph replay: the iteration captured once
+  (`dc_graph_capture`) and replayed (`dc_graph_replay`). PyTorch eager; PyTorch eager captured as one
+  `torch.cuda.CUDAGraph` (forward and `torch.autograd.grad`, static inputs, after three warm-up iterations
+  on a side stream, as PyTorch documents it) and replayed; torch.compile (`dynamic=False`, Inductor's
+  default mode) where compiling and the first iteration finish within the limit (`--compile-limit`,
+  seconds), else skipped with that reason; jax.jit of the output and the gradients (`jax.vjp`), for the
+  HM-LSTM `jax.jit(jax.value_and_grad(loss))` with `lax.scan` over the 64 characters.
+- Agreement: as in the CPU section, against dualcast mixed store (eager) on the same GPU; above 1e-4 the
+  run fails. No memory columns: resident host memory says little about a GPU run."""
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", required=True, help="dualcast's CMake build directory")
-    ap.add_argument("--parts", default="cupdate,hmlstm,sweep")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                    help="cpu (default): the CPU comparison; cuda: the GPU mode (every variant on the GPU, "
+                         "synchronized and back-to-back times; fails at once without a GPU)")
+    ap.add_argument("--rehearse", action="store_true",
+                    help="the GPU mode's procedure with every worker on the CPU (a test of that mode where there "
+                         "is no GPU; its figures are CPU figures and are never written)")
+    ap.add_argument("--emulated", action="store_true",
+                    help="with --rehearse: dualcast's workers are bench_peer_worker_emulated on the emulated CUDA "
+                         "device of tests/cuda_emulation (its CUDA code runs; its times mean nothing)")
+    ap.add_argument("--parts", default=None,
+                    help="comma-separated: cupdate, hmlstm, sweep (default all; the GPU mode: cupdate, hmlstm)")
+    ap.add_argument("--dims", default=None,
+                    help="c-update sizes, comma-separated (default 512,1024,2048; GPU mode 512,1024,2048,4096)")
+    ap.add_argument("--corpus", default=None, help="the fortunes corpus for the HM-LSTM step (dualcast's workers)")
+    ap.add_argument("--compile-limit", type=float, default=None,
+                    help="seconds torch.compile may take to compile and run its first iteration before the variant "
+                         "is skipped (GPU mode default 150; CPU mode: no limit unless given)")
     ap.add_argument("--quick", action="store_true", help="fewer rounds and sizes (a check, not a measurement)")
     ap.add_argument("--gap", type=float, default=0.05, help="pause before each variant's turn, seconds (0.05)")
     ap.add_argument("--pre-runs", type=int, default=2,
@@ -552,11 +920,32 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory (inputs, gradients, logs)")
     args = ap.parse_args()
     args.pool = None
+    gpu_mode = args.device == "cuda" or args.rehearse
+    if args.rehearse and args.device == "cuda":
+        ap.error("--rehearse runs the GPU mode on the CPU: leave --device out")
+    if args.emulated and not args.rehearse:
+        ap.error("--emulated goes with --rehearse")
+    if args.emulated and not os.path.exists(os.path.join(args.build, "bench", "bench_peer_worker_emulated")):
+        ap.error("--emulated: no bench/bench_peer_worker_emulated in the build directory (cmake --build BUILD "
+                 "--target bench_peer_worker_emulated; it needs the CUDA emulation of tests/cuda_emulation)")
+    if args.parts is None:
+        args.parts = "cupdate,hmlstm" if gpu_mode else "cupdate,hmlstm,sweep"
     parts = [p for p in args.parts.split(",") if p]
     for p in parts:
         if p not in ("cupdate", "hmlstm", "sweep"):
             ap.error(f"unknown part {p}")
-    args.dims = [512, 1024, 2048]
+        if p == "sweep" and gpu_mode:
+            ap.error("the GPU mode has no sweep (parts: cupdate, hmlstm)")
+    try:
+        custom_dims = [int(d) for d in args.dims.split(",") if d] if args.dims else None
+    except ValueError:
+        ap.error("--dims: comma-separated integers")
+    if gpu_mode:
+        args.dims = custom_dims or ([512, 4096] if args.quick else GPU_DIMS)
+        if args.compile_limit is None:
+            args.compile_limit = 150.0
+        return main_gpu(args, parts)
+    args.dims = custom_dims or [512, 1024, 2048]
     args.sizes = [64, 256, 1024] if args.quick else [64, 128, 256, 512, 1024, 2048, 4096]
     full = set(parts) == {"cupdate", "hmlstm", "sweep"} and not args.quick
     write = full and not args.no_write
@@ -568,7 +957,7 @@ def main():
         print(msg, flush=True)
 
     try:
-        limits_worker = start_worker("dc-store", args.build, tmp)
+        limits_worker = start_worker("dc-store", args, tmp)
         stream, copy, gemm = (float(x) for x in limits_worker.ask("limits"))
         limits_worker.close()
         limits = {"stream": stream, "copy": copy, "gemm": gemm}

@@ -2,10 +2,14 @@
 bench/bench_peer_worker.c (see there) on standard input and output, one reply
 line per command, so that compare.py runs every variant once per round.
 
-    python peer_worker.py VARIANT
+    python peer_worker.py VARIANT [--device cpu|cuda]
 
 VARIANT:
   torch-eager     PyTorch eager autograd (torch.autograd.grad)
+  torch-cudagraph torch-eager's forward and backward captured once as one
+                  torch.cuda.CUDAGraph (static inputs, warm-up on a side
+                  stream first) and replayed; needs CUDA, and answers every
+                  problem with "error unavailable: ..." without it
   torch-compile   torch.compile of the forward function, autograd backward
   jax-jit         jax.jit of the forward and backward together: the output
                   and the gradients (jax.vjp) of the c-update and the primitive
@@ -13,6 +17,16 @@ VARIANT:
   jax-jit-grad    jax.jit(jax.grad(sum of the output)): the gradients only
   jax-jit-split   forward (jax.jit of jax.vjp) and backward (jax.jit of the
                   returned function) as two calls, timed separately
+
+--device cuda puts the inputs on the first GPU, with float32 products
+without TF32 (PyTorch: torch.backends.cuda.matmul.allow_tf32 and
+torch.backends.cudnn.allow_tf32 off; JAX: jax_default_matmul_precision
+"highest"); a framework that finds no GPU answers "error unavailable: ...".
+There "run" is one iteration (forward and backward) from the device at rest
+until it is at rest again (torch.cuda.synchronize; JAX: block_until_ready),
+"ok TOTAL -1 -1". Everywhere, "burst N" queues N iterations back to back
+and synchronizes once at the end: "ok SECONDS" per iteration; "device"
+answers "ok NAME".
 
 Inputs come from the .npy files the dualcast worker wrote; the all-ones
 output adjoint is made here (and passed as an argument, so no compiler can
@@ -32,7 +46,11 @@ import numpy as np
 
 import peer_models
 
-VARIANTS = ("torch-eager", "torch-compile", "jax-jit", "jax-jit-grad", "jax-jit-split")
+VARIANTS = ("torch-eager", "torch-cudagraph", "torch-compile", "jax-jit", "jax-jit-grad", "jax-jit-split")
+
+
+class Unavailable(Exception):
+    """The variant cannot run here (no GPU, or a CUDA graph on the CPU)."""
 
 
 def status_bytes(key):
@@ -75,29 +93,47 @@ def save(directory, name, value):
 
 
 class TorchPeer:
-    """PyTorch eager autograd, or torch.compile of the forward function."""
+    """PyTorch eager autograd, eager captured as a CUDA graph, or
+    torch.compile of the forward function."""
 
-    def __init__(self, compiled):
+    def __init__(self, mode, device):
         import torch
 
         self.torch = torch
-        self.compiled = compiled
+        self.mode = mode  # "eager", "cudagraph" or "compile"
+        self.cuda = device == "cuda"
         torch.set_num_threads(os.cpu_count() or 1)
+        if self.cuda:
+            if not torch.cuda.is_available():
+                raise Unavailable(f"PyTorch {torch.__version__} finds no CUDA device")
+            # float32 products as dualcast computes them (no TF32 tensor cores)
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+        elif mode == "cudagraph":
+            raise Unavailable("torch.cuda.CUDAGraph captures CUDA work only (this worker runs on the CPU)")
+        self.device = torch.device("cuda" if self.cuda else "cpu")
         self.ops = peer_models.TorchOps(torch)
         self.problem = None
+        self.graph = None
+
+    def device_name(self):
+        return self.torch.cuda.get_device_name(self.device) if self.cuda else "CPU"
 
     def _fn(self, fn):
-        if not self.compiled:
+        if self.mode != "compile":
             return fn
         self.torch._dynamo.reset()
         return self.torch.compile(fn, dynamic=False)
 
+    def _tensor(self, array):
+        return self.torch.from_numpy(np.ascontiguousarray(array)).to(self.device)
+
     def _leaf(self, array):
-        return self.torch.from_numpy(np.ascontiguousarray(array)).requires_grad_(True)
+        return self._tensor(array).requires_grad_(True)
 
     def setup_cupdate(self, directory):
         t = self.torch
-        z, zb = t.from_numpy(load(directory, "z")), t.from_numpy(load(directory, "zb"))
+        z, zb = self._tensor(load(directory, "z")), self._tensor(load(directory, "zb"))
         xs = [self._leaf(load(directory, n)) for n in "cfig"]
         ones = t.ones_like(xs[0])
         ops = self.ops
@@ -106,6 +142,7 @@ class TorchPeer:
         self.leaves = xs
         self.forward = lambda: fn(z, zb, *xs)
         self.adjoint = ones
+        self._capture()
 
     def setup_prim(self, op, directory):
         t = self.torch
@@ -116,22 +153,68 @@ class TorchPeer:
         self.names = ["a", "b"][: len(xs)]
         self.leaves = xs
         self.forward = lambda: fn(*xs)
-        self.adjoint = t.ones(()) if op == "sum" else t.ones_like(a)
+        self.adjoint = t.ones((), device=self.device) if op == "sum" else t.ones_like(a)
+        self._capture()
 
     def setup_hmlstm(self, directory):
         t = self.torch
         cfg, params, ids, targets, state = load_hmlstm(directory)
         params = {n: self._leaf(v) for n, v in params.items()}
-        ids, targets = t.from_numpy(ids), t.from_numpy(targets)
-        state = {n: t.from_numpy(v) for n, v in state.items()}
+        ids, targets = self._tensor(ids), self._tensor(targets)
+        state = {n: self._tensor(v) for n, v in state.items()}
         ops = self.ops
         fn = self._fn(lambda p, i, tg, s: peer_models.hmlstm_loss(ops, p, i, tg, s, cfg))
         self.names = list(cfg["params"])
         self.leaves = [params[n] for n in self.names]
         self.forward = lambda: fn(params, ids, targets, state)
         self.adjoint = None
+        self._capture()
+
+    def _step(self):
+        out = self.forward()
+        return out, self.torch.autograd.grad(out, self.leaves, self.adjoint)
+
+    def _capture(self):
+        """torch-cudagraph: the whole step (forward and backward) captured as
+        PyTorch documents it: warm-up iterations on a side stream (autograd
+        and cuBLAS set themselves up there, outside the capture), then one
+        capture whose output and gradients stay the graph's static tensors,
+        refreshed by each replay. The inputs are the persistent tensors made
+        above, so the graph reads them where they are."""
+        if self.mode != "cudagraph":
+            return
+        t = self.torch
+        self.graph = None
+        side = t.cuda.Stream()
+        side.wait_stream(t.cuda.current_stream())
+        with t.cuda.stream(side):
+            for _ in range(3):
+                self._step()
+        t.cuda.current_stream().wait_stream(side)
+        graph = t.cuda.CUDAGraph()
+        with t.cuda.graph(graph):
+            self.static_result = self._step()
+        self.graph = graph
+
+    def iterate(self):
+        """One forward and backward, queued (replayed from the graph, for
+        torch-cudagraph); returns the output and the gradients."""
+        if self.graph is not None:
+            self.graph.replay()
+            return self.static_result
+        return self._step()
+
+    def synchronize(self):
+        if self.cuda:
+            self.torch.cuda.synchronize(self.device)
 
     def run(self):
+        if self.cuda:
+            self.synchronize()
+            t0 = time.perf_counter()
+            out, grads = self.iterate()
+            self.synchronize()
+            return (time.perf_counter() - t0, None, None), out, grads
         t0 = time.perf_counter()
         out = self.forward()
         t1 = time.perf_counter()
@@ -139,22 +222,57 @@ class TorchPeer:
         t2 = time.perf_counter()
         return (t2 - t0, t1 - t0, t2 - t1), out, grads
 
+    def burst(self, n):
+        self.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            self.iterate()
+        self.synchronize()
+        return (time.perf_counter() - t0) / n
+
     def write(self, directory, out, grads):
-        save(directory, "loss" if self.adjoint is None else "out", out.detach().numpy())
+        save(directory, "loss" if self.adjoint is None else "out", out.detach().cpu().numpy())
         for name, g in zip(self.names, grads):
-            save(directory, name, g.numpy())
+            save(directory, name, g.cpu().numpy())
 
 
 class JaxPeer:
     """jax.jit of the forward and backward passes (see VARIANTS)."""
 
-    def __init__(self, mode):
+    def __init__(self, mode, device):
+        if device == "cuda":
+            # JAX takes three quarters of the GPU's memory at its start unless
+            # told not to; the other variants' processes share the GPU
+            os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
         import jax
 
+        if device == "cuda":
+            if jax.default_backend() not in ("gpu", "cuda"):
+                raise Unavailable(f"JAX {jax.__version__} finds no GPU (its default backend is "
+                                  f"{jax.default_backend()})")
+            # float32 products in full float32 (no TF32, no bfloat16 passes)
+            jax.config.update("jax_default_matmul_precision", "highest")
         self.jax = jax
         self.jnp = jax.numpy
         self.mode = mode  # "fused", "grad" or "split"
         self.ops = peer_models.JaxOps(jax)
+        self.launch = None  # queues one iteration without waiting; returns its results
+
+    def device_name(self):
+        d = self.jax.devices()[0]
+        return "CPU" if d.platform == "cpu" else d.device_kind
+
+    def burst(self, n):
+        """n iterations queued back to back, waited for once. A device runs
+        the executions queued on it in order, so the last one's results being
+        ready means every one is done; the earlier results are let go as they
+        come, as PyTorch's are."""
+        t0 = time.perf_counter()
+        last = None
+        for _ in range(n):
+            last = self.launch()
+        self.jax.block_until_ready(last)
+        return (time.perf_counter() - t0) / n
 
     def _vjp_functions(self, fn, n_diff):
         """fn(*diff, *rest) -> output; returns the runner for self.mode."""
@@ -200,6 +318,7 @@ class JaxPeer:
         ops = self.ops
         step = jax.jit(jax.value_and_grad(lambda p, i, tg, s: peer_models.hmlstm_loss(ops, p, i, tg, s, cfg)))
         self.out_name = "loss"
+        self.launch = lambda: step(self.params, ids, targets, state)
 
         def run():
             t0 = time.perf_counter()
@@ -214,6 +333,8 @@ class JaxPeer:
         self.names, self.out_name = names, out_name
         runner = self._vjp_functions(fn, len(diff))
         if runner is not None:
+            self.launch = lambda: runner(diff, rest, ct)
+
             def run():
                 t0 = time.perf_counter()
                 out, grads = jax.block_until_ready(runner(diff, rest, ct))
@@ -221,6 +342,12 @@ class JaxPeer:
                 return (t, None, None), out, grads
         else:
             fwd_jit, bwd_jit = self.split
+
+            def launch():
+                out, back = fwd_jit(diff, rest)
+                return out, bwd_jit(back, ct)
+
+            self.launch = launch
 
             def run():
                 t0 = time.perf_counter()
@@ -238,14 +365,18 @@ class JaxPeer:
             save(directory, name, np.asarray(g))
 
 
-def make_peer(variant):
-    if variant in ("torch-eager", "torch-compile"):
-        return TorchPeer(variant == "torch-compile")
-    return JaxPeer({"jax-jit": "fused", "jax-jit-grad": "grad", "jax-jit-split": "split"}[variant])
+def make_peer(variant, device):
+    if variant.startswith("torch-"):
+        return TorchPeer(variant[len("torch-"):], device)
+    return JaxPeer({"jax-jit": "fused", "jax-jit-grad": "grad", "jax-jit-split": "split"}[variant], device)
 
 
-def serve(variant):
-    peer = make_peer(variant)
+def serve(variant, device):
+    try:
+        peer, unavailable = make_peer(variant, device), None
+    except Unavailable as e:
+        # the worker stays, so that the driver shows the reason in its table
+        peer, unavailable = None, str(e)
     rss_base = None
     ready = False
 
@@ -261,7 +392,12 @@ def serve(variant):
         try:
             if cmd == "quit":
                 break
-            if cmd in ("cupdate", "prim", "hmlstm"):
+            if unavailable is not None:
+                reply(f"error unavailable: {unavailable}")
+                continue
+            if cmd == "device":
+                reply("ok " + peer.device_name())
+            elif cmd in ("cupdate", "prim", "hmlstm"):
                 ready = False
                 if cmd == "cupdate":
                     peer.setup_cupdate(words[3])
@@ -277,6 +413,13 @@ def serve(variant):
                     raise RuntimeError("no problem set up")
                 (total, fwd, bwd), _, _ = peer.run()
                 reply(f"ok {total:.9g} {fwd if fwd is not None else -1:.9g} {bwd if bwd is not None else -1:.9g}")
+            elif cmd == "burst":
+                if not ready:
+                    raise RuntimeError("no problem set up")
+                n = int(words[1]) if len(words) == 2 else 0
+                if n < 1:
+                    raise ValueError("usage: burst N (N >= 1)")
+                reply(f"ok {peer.burst(n):.9g}")
             elif cmd == "grads":
                 _, out, grads = peer.run()
                 peer.write(words[1], out, grads)
@@ -300,6 +443,11 @@ def serve(variant):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or sys.argv[1] not in VARIANTS:
-        sys.exit("usage: peer_worker.py " + "|".join(VARIANTS))
-    serve(sys.argv[1])
+    argv = sys.argv[1:]
+    device = "cpu"
+    if len(argv) == 3 and argv[1] == "--device" and argv[2] in ("cpu", "cuda"):
+        device = argv.pop(2)
+        argv.pop(1)
+    if len(argv) != 1 or argv[0] not in VARIANTS:
+        sys.exit("usage: peer_worker.py " + "|".join(VARIANTS) + " [--device cpu|cuda]")
+    serve(argv[0], device)
