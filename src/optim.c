@@ -216,6 +216,50 @@ void dc_optimizer_zero_grad(dc_optimizer *opt)
 DEFINE_UPDATES(float, f32)
 DEFINE_UPDATES(double, f64)
 
+/* The updates of a run of parameters of one dtype, queued together. */
+static dc_status flush_updates(dc_optimizer *opt, dc_dtype dtype, int n, const dc_cuda_update *u)
+{
+    if (n == 0)
+        return DC_OK;
+    return opt->kind == OPT_ADAM ? dc_cuda_adam(opt->ctx, dtype, n, u, opt->device, opt->adam.beta1, opt->adam.beta2,
+                                                opt->adam.eps, opt->adam.weight_decay)
+                                 : dc_cuda_sgd(opt->ctx, dtype, n, u, opt->device, opt->momentum);
+}
+
+/* dc_optimizer_step on CUDA: the step counts and coefficients advance on
+ * the device, and the parameters with a gradient are updated a batch of
+ * DC_CUDA_UPDATES_PER_LAUNCH at a time (one run of a dtype each), not one
+ * launch each. */
+static dc_status step_on_device(dc_optimizer *opt)
+{
+    dc_cuda_update batch[DC_CUDA_UPDATES_PER_LAUNCH];
+    int queued = 0;
+    dc_dtype dtype = DC_F32;
+    for (int i = 0; i < opt->n; ++i) {
+        dc_tensor *w = opt->params[i];
+        const dc_tensor *g = dc_tensor_grad(w);
+        if (!g)
+            continue;
+        if (!dc_tensor_is_contiguous(g))
+            return dc_error(opt->ctx, DC_ERR_ARG, "dc_optimizer_step: the gradient of parameter %d is a view", i);
+        ++opt->steps[i];
+        if (queued == DC_CUDA_UPDATES_PER_LAUNCH || (queued > 0 && w->dtype != dtype)) {
+            const dc_status st = flush_updates(opt, dtype, queued, batch);
+            if (st != DC_OK)
+                return st;
+            queued = 0;
+        }
+        dtype = w->dtype;
+        batch[queued++] = (dc_cuda_update){w->numel,
+                                           w->data,
+                                           g->data,
+                                           opt->m[i]->data,
+                                           opt->kind == OPT_ADAM ? opt->v[i]->data : NULL,
+                                           opt->device + 1 + DC_OPT_SLOTS * i};
+    }
+    return flush_updates(opt, dtype, queued, batch);
+}
+
 dc_status dc_optimizer_step(dc_optimizer *opt)
 {
     if (!opt)
@@ -225,6 +269,8 @@ dc_status dc_optimizer_step(dc_optimizer *opt)
     dc_capture_note_op(opt->ctx, "dc_optimizer_step", opt->n, opt->m);
     const double b1 = opt->adam.beta1, b2 = opt->adam.beta2;
     const double decay = opt->lr * opt->adam.weight_decay;
+    if (opt->ctx->cuda)
+        return step_on_device(opt);
     for (int i = 0; i < opt->n; ++i) {
         dc_tensor *w = opt->params[i];
         const dc_tensor *g = dc_tensor_grad(w);
@@ -239,18 +285,6 @@ dc_status dc_optimizer_step(dc_optimizer *opt)
         const double lr_t = opt->lr * sqrt(c2) / c1, eps_t = opt->adam.eps * sqrt(c2);
         const int64_t n = w->numel;
         const int nt = opt->ctx->cpu.num_threads;
-        if (opt->ctx->cuda) {
-            /* the step count and coefficients advance on the device */
-            double *slots = opt->device + 1 + DC_OPT_SLOTS * i;
-            dc_status st = opt->kind == OPT_ADAM
-                               ? dc_cuda_adam(opt->ctx, w->dtype, n, w->data, g->data, opt->m[i]->data, opt->v[i]->data,
-                                              opt->device, slots, b1, b2, opt->adam.eps, opt->adam.weight_decay)
-                               : dc_cuda_sgd(opt->ctx, w->dtype, n, w->data, g->data, opt->m[i]->data, opt->device,
-                                             opt->momentum);
-            if (st != DC_OK)
-                return st;
-            continue;
-        }
         if (opt->kind == OPT_ADAM) {
             if (w->dtype == DC_F32)
                 adam_float(nt, n, w->data, g->data, opt->m[i]->data, opt->v[i]->data, (float)lr_t, (float)b1,

@@ -825,6 +825,87 @@ static void optimize(dc_ctx *ctx, dc_dtype dtype, int adam, const double *w0, co
     dc_tensor_free(x);
 }
 
+/* 41 parameters of sizes 1 to 281, float64 but for one float32 in the
+ * middle, one of them without a gradient, three steps: every value, on
+ * ctx, into w_out (41 * 281 doubles, a row per parameter); the launches of
+ * the last step through *launches. */
+enum { BATCH_PARAMS = 41, BATCH_WIDTH = 281, BATCH_F32 = 36, BATCH_IDLE = 5 };
+static void optimize_batch(dc_ctx *ctx, int adam, double *w_out, uint64_t *launches)
+{
+    dc_tensor *w[BATCH_PARAMS];
+    for (int k = 0; k < BATCH_PARAMS; ++k) {
+        const int64_t n = 7 * k + 1;
+        w[k] = dc_tensor_new(ctx, k == BATCH_F32 ? DC_F32 : DC_F64, 1, &n);
+        TEST_NONNULL(ctx, w[k]);
+        for (int64_t i = 0; i < n; ++i)
+            TEST_OK(ctx, dc_tensor_set(w[k], i, sin(0.37 * (double)(k * BATCH_WIDTH + i))));
+        TEST_OK(ctx, dc_tensor_set_requires_grad(w[k], true));
+    }
+    dc_adam_options o = dc_adam_options_default();
+    o.lr = 0.01;
+    o.weight_decay = 0.1;
+    dc_optimizer *opt = adam ? dc_optimizer_adam(ctx, BATCH_PARAMS, w, &o)
+                             : dc_optimizer_sgd(ctx, BATCH_PARAMS, w, 0.05, 0.9);
+    TEST_NONNULL(ctx, opt);
+    dc_tape *tape = dc_tape_new(ctx);
+    for (int step = 0; step < 3; ++step) {
+        dc_optimizer_zero_grad(opt);
+        for (int k = 0; k < BATCH_PARAMS; ++k) {
+            if (k == BATCH_IDLE)
+                continue;
+            dc_tape_reset(tape);
+            dc_tensor *y = dc_op_affine(tape, dc_op_tanh(tape, w[k]), 0.5 + 0.01 * k, 0.0);
+            TEST_OK(ctx, dc_backward(tape, dc_op_sum(tape, y, 0, NULL, false)));
+        }
+        const uint64_t before = ctx == gpu ? dc_ctx_device_counters(ctx).kernel_launches : 0;
+        TEST_OK(ctx, dc_optimizer_step(opt));
+        *launches = ctx == gpu ? dc_ctx_device_counters(ctx).kernel_launches - before : 0;
+    }
+    for (int k = 0; k < BATCH_PARAMS; ++k) {
+        for (int64_t i = 0; i < 7 * k + 1; ++i)
+            TEST_OK(ctx, dc_tensor_get(w[k], i, &w_out[k * BATCH_WIDTH + i]));
+        dc_tensor_free(w[k]);
+    }
+    dc_tape_free(tape);
+    dc_optimizer_free(opt);
+}
+
+/* On CUDA an optimizer step updates its parameters a batch at a time: up
+ * to 32 of one dtype per launch (Adam: and one launch for their step
+ * counts), with the CPU's values; a parameter without a gradient is left
+ * alone. */
+static void test_optimizer_batches(void **state)
+{
+    (void)state;
+    double *on_cpu = calloc(BATCH_PARAMS * BATCH_WIDTH, sizeof *on_cpu);
+    double *on_gpu = calloc(BATCH_PARAMS * BATCH_WIDTH, sizeof *on_gpu);
+    assert_non_null(on_cpu);
+    assert_non_null(on_gpu);
+    for (int adam = 0; adam < 2; ++adam) {
+        uint64_t unused, launches;
+        optimize_batch(cpu, adam, on_cpu, &unused);
+        optimize_batch(gpu, adam, on_gpu, &launches);
+        /* runs of 35 float64 with a gradient (32 and 3), 1 float32, 4
+         * float64: four batches */
+        const uint64_t want = adam ? 8 : 4;
+        if (launches != want)
+            fail_msg("%s: a step launched %llu kernels, want %llu", adam ? "Adam" : "SGD",
+                     (unsigned long long)launches, (unsigned long long)want);
+        for (int k = 0; k < BATCH_PARAMS; ++k)
+            for (int64_t i = 0; i < 7 * k + 1; ++i) {
+                const double a = on_cpu[k * BATCH_WIDTH + i], b = on_gpu[k * BATCH_WIDTH + i];
+                const double tol = k == BATCH_F32 ? 2e-6 : 1e-13;
+                if (!(fabs(a - b) <= tol))
+                    fail_msg("%s: parameter %d element %lld is %.17g on the CPU and %.17g on CUDA", adam ? "Adam" : "SGD",
+                             k, (long long)i, a, b);
+                if (k == BATCH_IDLE && b != sin(0.37 * (double)(k * BATCH_WIDTH + i)))
+                    fail_msg("%s: the parameter without a gradient changed", adam ? "Adam" : "SGD");
+            }
+    }
+    free(on_cpu);
+    free(on_gpu);
+}
+
 static void test_optimizers_match_cpu(void **state)
 {
     (void)state;
@@ -1480,6 +1561,7 @@ int main(void)
         cmocka_unit_test(test_row_sums_in_one_launch),
         cmocka_unit_test(test_broadcast_function_gradients_in_place),
         cmocka_unit_test(test_optimizers_match_cpu),
+        cmocka_unit_test(test_optimizer_batches),
         cmocka_unit_test(test_clip_norm_of_a_large_gradient),
         cmocka_unit_test(test_clip_norm_of_many_tensors),
         cmocka_unit_test(test_clip_norm_rescaled),

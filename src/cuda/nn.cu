@@ -4,6 +4,8 @@
  * entropy (a block per row, blocks taking several rows beyond the grid cap),
  * Adam and SGD updates, and gradient clipping (fixed-order trees, every
  * decision taken on the device). None of them makes the host wait. */
+#include <string.h>
+
 #include "block_reduce.cuh"
 #include "nn_cuda.h"
 
@@ -257,31 +259,62 @@ __global__ void ce_grad(T *g, int64_t rs, int64_t cs, const T *logits, int64_t n
     }
 }
 
-/* One parameter's step count and Adam coefficients (dc_opt_slots), from
- * the learning rate in lr: the bias correction folded into the step size
- * and epsilon, as dc_optimizer_step computes it on the CPU. */
-__global__ void adam_count(const double *lr, double *slots, double b1, double b2, double eps, double weight_decay)
+/* The parameters of one launch of a batched optimizer step: their updates
+ * laid end to end, parameter k's elements from start[k] to start[k + 1]. */
+struct update_table {
+    int count;
+    int64_t start[DC_CUDA_UPDATES_PER_LAUNCH + 1];
+    dc_cuda_update u[DC_CUDA_UPDATES_PER_LAUNCH];
+};
+
+/* Each parameter's step count and Adam coefficients (dc_opt_slots), one
+ * thread per parameter, from the learning rate in lr: the bias correction
+ * folded into the step size and epsilon, as dc_optimizer_step computes it
+ * on the CPU. */
+__global__ void adam_count(update_table t, const double *lr, double b1, double b2, double eps, double weight_decay)
 {
-    const double t = slots[DC_OPT_STEPS] += 1;
-    const double c1 = 1.0 - pow(b1, t), c2 = 1.0 - pow(b2, t);
+    const int k = threadIdx.x;
+    if (k >= t.count)
+        return;
+    double *slots = t.u[k].slots;
+    const double steps = slots[DC_OPT_STEPS] += 1;
+    const double c1 = 1.0 - pow(b1, steps), c2 = 1.0 - pow(b2, steps);
     slots[DC_OPT_LR_T] = *lr * sqrt(c2) / c1;
     slots[DC_OPT_EPS_T] = eps * sqrt(c2);
     slots[DC_OPT_DECAY] = *lr * weight_decay;
 }
 
-template <typename T>
-__global__ void adam(int64_t n, T *w, const T *g, T *m, T *v, const double *slots, T b1, T b2)
+/* A grid-stride walk over every element of the table's parameters: calls
+ * f(parameter, element) for each, finding the parameter by moving forward
+ * from the last one (a thread's elements only grow). */
+template <class F> __device__ __forceinline__ void for_each_update(const update_table &t, F f)
 {
-    const T lr_t = (T)slots[DC_OPT_LR_T], eps_t = (T)slots[DC_OPT_EPS_T], decay = (T)slots[DC_OPT_DECAY];
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x)
-        w[e] = adam_of(w[e], g[e], &m[e], &v[e], lr_t, b1, b2, eps_t, decay);
+    const int64_t total = t.start[t.count], step = (int64_t)gridDim.x * blockDim.x;
+    int k = 0;
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += step) {
+        while (e >= t.start[k + 1])
+            ++k;
+        f(t.u[k], e - t.start[k]);
+    }
 }
 
-template <typename T> __global__ void sgd(int64_t n, T *w, const T *g, T *buf, const double *lr, T mu)
+template <typename T> __global__ void adam(update_table t, T b1, T b2)
+{
+    for_each_update(t, [&](const dc_cuda_update &u, int64_t e) {
+        const double *slots = u.slots;
+        T *w = (T *)u.w, *m = (T *)u.m, *v = (T *)u.v;
+        w[e] = adam_of(w[e], ((const T *)u.g)[e], &m[e], &v[e], (T)slots[DC_OPT_LR_T], b1, b2,
+                       (T)slots[DC_OPT_EPS_T], (T)slots[DC_OPT_DECAY]);
+    });
+}
+
+template <typename T> __global__ void sgd(update_table t, const double *lr, T mu)
 {
     const T rate = (T)*lr;
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x)
-        w[e] = sgd_of(w[e], g[e], &buf[e], rate, mu);
+    for_each_update(t, [&](const dc_cuda_update &u, int64_t e) {
+        T *w = (T *)u.w, *buf = (T *)u.m;
+        w[e] = sgd_of(w[e], ((const T *)u.g)[e], &buf[e], rate, mu);
+    });
 }
 
 template <typename T> __global__ void fill_value(T *x, int64_t n, T value)
@@ -473,31 +506,54 @@ dc_status dc_cuda_cross_entropy_grad(dc_ctx *ctx, dc_dtype dtype, void *grad, in
     return dc_cuda_launched(ctx, 1, "cross entropy gradient");
 }
 
-dc_status dc_cuda_adam(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *m, void *v,
-                       const double *lr, double *slots, double b1, double b2, double eps, double weight_decay)
+/* The next table of at most DC_CUDA_UPDATES_PER_LAUNCH of u[*from..n). */
+static update_table next_table(int n, const dc_cuda_update *u, int *from)
 {
-    DC_CUDA_ENTER(ctx);
-    cudaStream_t st = ctx->cuda->stream;
-    adam_count<<<1, 1, 0, st>>>(lr, slots, b1, b2, eps, weight_decay);
-    if (dtype == DC_F32)
-        adam<float><<<grid_for(ctx, n), kBlock, 0, st>>>(n, (float *)w, (const float *)g, (float *)m, (float *)v, slots,
-                                                           (float)b1, (float)b2);
-    else
-        adam<double><<<grid_for(ctx, n), kBlock, 0, st>>>(n, (double *)w, (const double *)g, (double *)m, (double *)v,
-                                                            slots, b1, b2);
-    return dc_cuda_launched(ctx, 2, "adam");
+    update_table t;
+    memset(&t, 0, sizeof t);
+    while (*from < n && t.count < DC_CUDA_UPDATES_PER_LAUNCH) {
+        t.u[t.count] = u[*from];
+        t.start[t.count + 1] = t.start[t.count] + u[*from].n;
+        ++t.count;
+        ++*from;
+    }
+    return t;
 }
 
-dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *buf, const double *lr,
-                      double mu)
+dc_status dc_cuda_adam(dc_ctx *ctx, dc_dtype dtype, int n, const dc_cuda_update *u, const double *lr, double b1,
+                       double b2, double eps, double weight_decay)
 {
     DC_CUDA_ENTER(ctx);
     cudaStream_t st = ctx->cuda->stream;
-    if (dtype == DC_F32)
-        sgd<float><<<grid_for(ctx, n), kBlock, 0, st>>>(n, (float *)w, (const float *)g, (float *)buf, lr, (float)mu);
-    else
-        sgd<double><<<grid_for(ctx, n), kBlock, 0, st>>>(n, (double *)w, (const double *)g, (double *)buf, lr, mu);
-    return dc_cuda_launched(ctx, 1, "sgd");
+    dc_status status = DC_OK;
+    for (int from = 0; from < n && status == DC_OK;) {
+        const update_table t = next_table(n, u, &from);
+        adam_count<<<1, DC_CUDA_UPDATES_PER_LAUNCH, 0, st>>>(t, lr, b1, b2, eps, weight_decay);
+        const unsigned grid = grid_for(ctx, t.start[t.count]);
+        if (dtype == DC_F32)
+            adam<float><<<grid, kBlock, 0, st>>>(t, (float)b1, (float)b2);
+        else
+            adam<double><<<grid, kBlock, 0, st>>>(t, b1, b2);
+        status = dc_cuda_launched(ctx, 2, "adam");
+    }
+    return status;
+}
+
+dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int n, const dc_cuda_update *u, const double *lr, double mu)
+{
+    DC_CUDA_ENTER(ctx);
+    cudaStream_t st = ctx->cuda->stream;
+    dc_status status = DC_OK;
+    for (int from = 0; from < n && status == DC_OK;) {
+        const update_table t = next_table(n, u, &from);
+        const unsigned grid = grid_for(ctx, t.start[t.count]);
+        if (dtype == DC_F32)
+            sgd<float><<<grid, kBlock, 0, st>>>(t, lr, (float)mu);
+        else
+            sgd<double><<<grid, kBlock, 0, st>>>(t, lr, mu);
+        status = dc_cuda_launched(ctx, 1, "sgd");
+    }
+    return status;
 }
 
 dc_status dc_cuda_fill(dc_ctx *ctx, dc_dtype dtype, void *x, int64_t n, double value)

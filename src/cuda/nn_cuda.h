@@ -50,13 +50,27 @@ dc_status dc_cuda_cross_entropy_grad(dc_ctx *ctx, dc_dtype dtype, void *grad, in
  * right ones (DC_OPT_SLOTS doubles per parameter). */
 enum { DC_OPT_STEPS, DC_OPT_LR_T, DC_OPT_EPS_T, DC_OPT_DECAY, DC_OPT_SLOTS };
 
-/* One Adam step of one parameter: its step count advanced, its
- * coefficients from *lr (device memory), then the update. */
-dc_status dc_cuda_adam(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *m, void *v,
-                       const double *lr, double *slots, double b1, double b2, double eps, double weight_decay);
-/* One SGD step of one parameter, at the learning rate *lr (device memory). */
-dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *buf, const double *lr,
-                      double mu);
+/* One parameter of an optimizer step: n elements of w updated from its
+ * gradient g and its state m (Adam: and v, and its DC_OPT_SLOTS slots). */
+typedef struct dc_cuda_update {
+    int64_t n;
+    void *w;
+    const void *g;
+    void *m, *v;
+    double *slots;
+} dc_cuda_update;
+
+/* Parameters one launch updates (a longer list takes more launches). */
+enum { DC_CUDA_UPDATES_PER_LAUNCH = 32 };
+
+/* Adam steps of n parameters of one dtype: each step count advanced and its
+ * coefficients computed from *lr (device memory), then every update, in two
+ * launches per DC_CUDA_UPDATES_PER_LAUNCH parameters. */
+dc_status dc_cuda_adam(dc_ctx *ctx, dc_dtype dtype, int n, const dc_cuda_update *u, const double *lr, double b1,
+                       double b2, double eps, double weight_decay);
+/* SGD steps of n parameters of one dtype (buffer m), at the learning rate
+ * *lr (device memory), one launch per DC_CUDA_UPDATES_PER_LAUNCH. */
+dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int n, const dc_cuda_update *u, const double *lr, double mu);
 
 /* Sets the n elements of x (device memory) to value, rounded to dtype,
  * without the host waiting (a copy from host memory would). */

@@ -160,22 +160,18 @@ dc_status dc_cuda_cross_entropy_grad(dc_ctx *ctx, dc_dtype dtype, void *grad, in
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
 
-dc_status dc_cuda_adam(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *m, void *v,
-                       const double *lr, double *slots, double b1, double b2, double eps, double weight_decay)
+dc_status dc_cuda_adam(dc_ctx *ctx, dc_dtype dtype, int n, const dc_cuda_update *u, const double *lr, double b1,
+                       double b2, double eps, double weight_decay)
 {
-    (void)dtype, (void)n, (void)w, (void)g, (void)m, (void)v, (void)lr, (void)slots, (void)b1, (void)b2, (void)eps;
-    (void)weight_decay;
+    (void)dtype, (void)n, (void)u, (void)lr, (void)b1, (void)b2, (void)eps, (void)weight_decay;
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
 
-dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int64_t n, void *w, const void *g, void *buf, const double *lr,
-                      double mu)
+dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int n, const dc_cuda_update *u, const double *lr, double mu)
 {
-    (void)dtype, (void)n, (void)w, (void)g, (void)buf, (void)lr, (void)mu;
+    (void)dtype, (void)n, (void)u, (void)lr, (void)mu;
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
-
-
 
 dc_status dc_cuda_copy_parts(dc_ctx *ctx, dc_dtype dtype, int n, const dc_copy_part *parts)
 {
