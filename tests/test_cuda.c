@@ -1003,7 +1003,13 @@ static void test_clip_norm_of_many_tensors(void **state)
     TEST_OK(gpu, dc_clip_grad_norm(gpu, N, reversed, 1e30, &norm));
     if (!(fabs(norm - expected) <= 1e-12 * expected))
         fail_msg("norm of the reversed list %.17g, expected %.17g", norm, expected);
+    /* one launch per pass for the four gradients of two dtypes (three
+     * passes, each with its combine and decide), one to scale them */
+    const uint64_t before = dc_ctx_device_counters(gpu).kernel_launches;
     TEST_OK(gpu, dc_clip_grad_norm(gpu, N, w, max_norm, &norm));
+    const uint64_t launches = dc_ctx_device_counters(gpu).kernel_launches - before;
+    if (launches != 3 * 3 + 1)
+        fail_msg("the clip launched %llu kernels, want 10", (unsigned long long)launches);
     if (!(fabs(norm - expected) <= 1e-12 * expected))
         fail_msg("norm %.17g, expected %.17g", norm, expected);
     for (int i = 0; i < N; ++i) {

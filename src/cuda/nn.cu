@@ -327,24 +327,48 @@ template <typename T> __global__ void fill_value(T *x, int64_t n, T value)
  * table: every decision the host made from the norm, made here instead. */
 enum { CLIP_TOTAL, CLIP_LARGEST, CLIP_SCALE, CLIP_SHIFT, CLIP_NORM, CLIP_DONE, CLIP_SLOTS };
 
-/* grad_reduce reading its scale from the clip's state and doing nothing
- * once the norm is known (the rescaled passes, launched whether they are
- * needed or not, so that the host need not look) */
-template <typename T>
-__global__ void clip_reduce(const T *x, int64_t n, const double *state, bool take_max, bool scaled, double *part_out)
+/* Gradients of one launch of the clip's passes: up to
+ * DC_CUDA_UPDATES_PER_LAUNCH of them, each with its dtype, its row of the
+ * table of block results, and the blocks its reduction takes (a fixed count
+ * per size: the same sums in the same order from step to step). */
+struct clip_batch {
+    int count;
+    const void *x[DC_CUDA_UPDATES_PER_LAUNCH];
+    int64_t n[DC_CUDA_UPDATES_PER_LAUNCH];
+    int64_t start[DC_CUDA_UPDATES_PER_LAUNCH + 1]; /* the scale pass: elements laid end to end */
+    unsigned blocks[DC_CUDA_UPDATES_PER_LAUNCH];
+    int row[DC_CUDA_UPDATES_PER_LAUNCH];
+    bool f64[DC_CUDA_UPDATES_PER_LAUNCH];
+};
+
+/* Element e of gradient k of a batch, in double. */
+__device__ __forceinline__ double clip_element(const clip_batch &b, int k, int64_t e)
+{
+    return b.f64[k] ? ((const double *)b.x[k])[e] : (double)((const float *)b.x[k])[e];
+}
+
+/* A sum of squares (times the clip's scale when `scaled`) or the largest
+ * magnitude of each gradient of the batch: gradient blockIdx.y, its block
+ * blockIdx.x of b.blocks[k], into its row of the table; nothing once the
+ * norm is known (the rescaled passes are launched whether they are needed or
+ * not, so that the host need not look). */
+__global__ void clip_reduce(clip_batch b, const double *state, bool take_max, bool scaled, double *table,
+                            unsigned row_length)
 {
     __shared__ double part[kBlock];
-    if (state[CLIP_DONE] != 0)
-        return; /* uniform over the grid */
+    const int k = blockIdx.y;
+    if (state[CLIP_DONE] != 0 || blockIdx.x >= b.blocks[k])
+        return; /* uniform over the block */
     const double scale = scaled ? state[CLIP_SCALE] : 1.0;
+    const int64_t n = b.n[k], stride = (int64_t)b.blocks[k] * blockDim.x;
     double s = 0;
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
-        const double v = (double)x[e];
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += stride) {
+        const double v = clip_element(b, k, e);
         s = take_max ? fmax(s, fabs(v)) : s + (v * scale) * (v * scale);
     }
     s = block_reduce(s, part, take_max);
     if (threadIdx.x == 0)
-        part_out[blockIdx.x] = s;
+        table[(size_t)b.row[k] * row_length + blockIdx.x] = s;
 }
 
 /* one block: combines the table into state[slot], unless the norm is known */
@@ -391,16 +415,25 @@ __global__ void clip_decide(double *state, int stage)
     }
 }
 
-/* x times max_norm / norm where the norm exceeds max_norm and is finite
- * (in double, as on the CPU) */
-template <typename T> __global__ void clip_scale(T *x, int64_t n, const double *state, double max_norm)
+/* Every gradient of the batch times max_norm / norm where the norm exceeds
+ * max_norm and is finite (in double, as on the CPU). */
+__global__ void clip_scale(clip_batch b, const double *state, double max_norm)
 {
     const double norm = state[CLIP_NORM];
     if (!(norm > max_norm) || isinf(norm))
         return;
     const double s = max_norm / norm;
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x)
-        x[e] = (T)((double)x[e] * s);
+    const int64_t total = b.start[b.count], step = (int64_t)gridDim.x * blockDim.x;
+    int k = 0;
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += step) {
+        while (e >= b.start[k + 1])
+            ++k;
+        const int64_t i = e - b.start[k];
+        if (b.f64[k])
+            ((double *)b.x[k])[i] *= s;
+        else
+            ((float *)b.x[k])[i] = (float)((double)((float *)b.x[k])[i] * s);
+    }
 }
 
 } // namespace
@@ -569,6 +602,28 @@ dc_status dc_cuda_fill(dc_ctx *ctx, dc_dtype dtype, void *x, int64_t n, double v
     return dc_cuda_launched(ctx, 1, "fill");
 }
 
+/* The next batch of gradients of params[*from..n) (parameters without one
+ * left out), for dc_cuda_clip; none left: a batch of count 0. */
+static clip_batch next_clip_batch(const dc_ctx *ctx, int n, dc_tensor *const *params, int *from, unsigned parts)
+{
+    clip_batch b;
+    memset(&b, 0, sizeof b);
+    for (; *from < n && b.count < DC_CUDA_UPDATES_PER_LAUNCH; ++*from) {
+        const dc_tensor *g = dc_tensor_grad(params[*from]);
+        if (!g)
+            continue;
+        const unsigned grid = grid_for(ctx, g->numel);
+        b.x[b.count] = g->data;
+        b.n[b.count] = g->numel;
+        b.start[b.count + 1] = b.start[b.count] + g->numel;
+        b.blocks[b.count] = grid < parts ? grid : parts;
+        b.row[b.count] = *from;
+        b.f64[b.count] = g->dtype == DC_F64;
+        b.count++;
+    }
+    return b;
+}
+
 dc_status dc_cuda_clip(dc_ctx *ctx, int n, dc_tensor *const *params, double max_norm, const double **norm)
 {
     DC_CUDA_ENTER(ctx);
@@ -591,36 +646,31 @@ dc_status dc_cuda_clip(dc_ctx *ctx, int n, dc_tensor *const *params, double max_
     dc_status s = dc_cuda_check(ctx, cudaMemsetAsync(table, 0, need, st), "gradient norm");
     int launched = 0;
     /* pass 0: the sum of squares; 1: the largest magnitude; 2: the sum of
-     * squares rescaled (passes 1 and 2 return at once where not needed) */
+     * squares rescaled (passes 1 and 2 return at once where not needed);
+     * each a launch per batch of gradients */
     for (int pass = 0; s == DC_OK && pass < 3; ++pass) {
         const bool take_max = pass == 1;
-        for (int i = 0; i < n; ++i) {
-            const dc_tensor *g = dc_tensor_grad(params[i]);
-            if (!g)
-                continue;
-            const unsigned grid = grid_for(ctx, g->numel), blocks = grid < kParts ? grid : kParts;
-            double *row = table + (size_t)i * kParts;
-            if (g->dtype == DC_F32)
-                clip_reduce<float><<<blocks, kBlock, 0, st>>>((const float *)g->data, g->numel, state, take_max,
-                                                              pass == 2, row);
-            else
-                clip_reduce<double><<<blocks, kBlock, 0, st>>>((const double *)g->data, g->numel, state, take_max,
-                                                               pass == 2, row);
+        for (int from = 0;;) {
+            const clip_batch b = next_clip_batch(ctx, n, params, &from, kParts);
+            if (b.count == 0)
+                break;
+            unsigned most = 1;
+            for (int j = 0; j < b.count; ++j)
+                most = b.blocks[j] > most ? b.blocks[j] : most;
+            clip_reduce<<<dim3(most, (unsigned)b.count), kBlock, 0, st>>>(b, state, take_max, pass == 2, table, kParts);
             ++launched;
         }
         clip_combine<<<1, kBlock, 0, st>>>(table, (int64_t)cells, take_max, state, take_max ? CLIP_LARGEST : CLIP_TOTAL);
         clip_decide<<<1, 1, 0, st>>>(state, pass);
         launched += 2;
     }
-    for (int i = 0; s == DC_OK && i < n; ++i) {
-        dc_tensor *g = dc_tensor_grad(params[i]);
-        if (!g || g->numel == 0)
+    for (int from = 0; s == DC_OK;) {
+        const clip_batch b = next_clip_batch(ctx, n, params, &from, kParts);
+        if (b.count == 0)
+            break;
+        if (b.start[b.count] == 0)
             continue;
-        if (g->dtype == DC_F32)
-            clip_scale<float><<<grid_for(ctx, g->numel), kBlock, 0, st>>>((float *)g->data, g->numel, state, max_norm);
-        else
-            clip_scale<double><<<grid_for(ctx, g->numel), kBlock, 0, st>>>((double *)g->data, g->numel, state,
-                                                                         max_norm);
+        clip_scale<<<grid_for(ctx, b.start[b.count]), kBlock, 0, st>>>(b, state, max_norm);
         ++launched;
     }
     if (s == DC_OK)
