@@ -216,6 +216,16 @@ void dc_optimizer_zero_grad(dc_optimizer *opt)
 DEFINE_UPDATES(float, f32)
 DEFINE_UPDATES(double, f64)
 
+/* Parameter i's gradient through *g (NULL where none reached it): refused
+ * when it is a view, which the updates cannot walk. */
+static dc_status gradient_of(dc_optimizer *opt, int i, const dc_tensor **g)
+{
+    *g = dc_tensor_grad(opt->params[i]);
+    if (*g && !dc_tensor_is_contiguous(*g))
+        return dc_error(opt->ctx, DC_ERR_ARG, "dc_optimizer_step: the gradient of parameter %d is a view", i);
+    return DC_OK;
+}
+
 /* The updates of a run of parameters of one dtype, queued together. */
 static dc_status flush_updates(dc_optimizer *opt, dc_dtype dtype, int n, const dc_cuda_update *u)
 {
@@ -237,11 +247,12 @@ static dc_status step_on_device(dc_optimizer *opt)
     dc_dtype dtype = DC_F32;
     for (int i = 0; i < opt->n; ++i) {
         dc_tensor *w = opt->params[i];
-        const dc_tensor *g = dc_tensor_grad(w);
+        const dc_tensor *g;
+        const dc_status found = gradient_of(opt, i, &g);
+        if (found != DC_OK)
+            return found;
         if (!g)
             continue;
-        if (!dc_tensor_is_contiguous(g))
-            return dc_error(opt->ctx, DC_ERR_ARG, "dc_optimizer_step: the gradient of parameter %d is a view", i);
         ++opt->steps[i];
         if (queued == DC_CUDA_UPDATES_PER_LAUNCH || (queued > 0 && w->dtype != dtype)) {
             const dc_status st = flush_updates(opt, dtype, queued, batch);
@@ -273,11 +284,12 @@ dc_status dc_optimizer_step(dc_optimizer *opt)
         return step_on_device(opt);
     for (int i = 0; i < opt->n; ++i) {
         dc_tensor *w = opt->params[i];
-        const dc_tensor *g = dc_tensor_grad(w);
+        const dc_tensor *g;
+        const dc_status found = gradient_of(opt, i, &g);
+        if (found != DC_OK)
+            return found;
         if (!g)
             continue;
-        if (!dc_tensor_is_contiguous(g))
-            return dc_error(opt->ctx, DC_ERR_ARG, "dc_optimizer_step: the gradient of parameter %d is a view", i);
         /* Bias correction, folded into the step size and epsilon, counts
          * the updates this parameter received. */
         const int64_t t = ++opt->steps[i];
