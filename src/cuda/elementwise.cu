@@ -279,6 +279,75 @@ template <typename T, typename Index> __global__ void partials_kernel(partials_p
     }
 }
 
+/* partials_kernel 16 bytes at a time, where every array is 16-byte aligned
+ * and the count a whole number of vectors: each adjoint read once per
+ * vector (not once per gradient), the same products added in the same
+ * order as element by element. */
+template <typename T, typename Index> __global__ void partials_vec_kernel(partials_params p)
+{
+    constexpr int V = vec16<T>::n;
+    using VT = typename vec16<T>::type;
+    const Index n = (Index)(p.numel / V), step = (Index)gridDim.x * blockDim.x;
+    for (Index v = (Index)blockIdx.x * blockDim.x + threadIdx.x; v < n; v += step) {
+        T adj[DC_BFN_MAX_OUTPUTS][V];
+#pragma unroll
+        for (int k = 0; k < DC_BFN_MAX_OUTPUTS; ++k)
+            if (k < p.m) {
+                const VT a = ((const VT *)p.g[k])[v];
+                memcpy(adj[k], &a, sizeof a);
+            }
+        for (int j = 0; j < p.nw; ++j) {
+            VT *o = (VT *)p.out[j];
+            if (!o)
+                continue;
+            T sum[V], part[V];
+            const VT first = ((const VT *)p.partial[j])[v];
+            memcpy(part, &first, sizeof first);
+#pragma unroll
+            for (int i = 0; i < V; ++i)
+                sum[i] = formulas<T>::adj_mul(adj[0][i], part[i]);
+#pragma unroll
+            for (int k = 1; k < DC_BFN_MAX_OUTPUTS; ++k)
+                if (k < p.m) {
+                    const VT next = ((const VT *)p.partial[k * p.nw + j])[v];
+                    memcpy(part, &next, sizeof next);
+#pragma unroll
+                    for (int i = 0; i < V; ++i)
+                        sum[i] += formulas<T>::adj_mul(adj[k][i], part[i]);
+                }
+            if (p.add[j]) {
+                const VT old = o[v];
+                T was[V];
+                memcpy(was, &old, sizeof old);
+#pragma unroll
+                for (int i = 0; i < V; ++i)
+                    sum[i] = was[i] + sum[i];
+            }
+            VT out;
+            memcpy(&out, sum, sizeof out);
+            o[v] = out;
+        }
+    }
+}
+
+/* Whether partials_vec_kernel can take p: every array 16-byte aligned, a
+ * whole number of vectors. */
+template <typename T> bool partials_vectorize(const partials_params &p)
+{
+    if (p.numel % vec16<T>::n != 0)
+        return false;
+    for (int k = 0; k < p.m; ++k)
+        if ((uintptr_t)p.g[k] % 16)
+            return false;
+    for (int q = 0; q < p.m * p.nw; ++q)
+        if ((uintptr_t)p.partial[q] % 16)
+            return false;
+    for (int j = 0; j < p.nw; ++j)
+        if (p.out[j] && (uintptr_t)p.out[j] % 16)
+            return false;
+    return true;
+}
+
 /* Where a routed value comes from, at index i of the iteration shape
  * (row-major): a contiguous array, or (the store policy's backward) the sum
  * over outputs of adjoint times partial, formed as it is reduced. */
@@ -643,8 +712,12 @@ dc_status partials_backward(dc_ctx *ctx, const dc_partials_arg *a, dc_dtype dtyp
     }
     cudaStream_t stream = ctx->cuda->stream;
     if (st == DC_OK && any_dense) {
-        if (dtype == DC_F32)
+        if (dtype == DC_F32 && partials_vectorize<float>(p))
+            DC_LAUNCH_BY_INDEX(partials_vec_kernel, float, numel / 4, blocks_for(ctx, numel / 4), stream, p);
+        else if (dtype == DC_F32)
             DC_LAUNCH_BY_INDEX(partials_kernel, float, numel, blocks_for(ctx, numel), stream, p);
+        else if (partials_vectorize<double>(p))
+            DC_LAUNCH_BY_INDEX(partials_vec_kernel, double, numel / 2, blocks_for(ctx, numel / 2), stream, p);
         else
             DC_LAUNCH_BY_INDEX(partials_kernel, double, numel, blocks_for(ctx, numel), stream, p);
         st = dc_cuda_launched(ctx, 1, "partials kernel");
