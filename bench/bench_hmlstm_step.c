@@ -39,6 +39,7 @@ typedef struct step_job {
     dc_optimizer *adam;
     dc_tape *tape;
     hm_cell_kind cell;
+    dc_partials_policy policy;
     dc_tensor *loss;
 } step_job;
 
@@ -46,17 +47,13 @@ static dc_status train_step(void *user)
 {
     step_job *job = user;
     hm_problem *p = job->p;
-    dc_tape_reset(job->tape);
-    hm_forward_result r;
-    dc_status st = hm_forward(job->tape, p->model, p->state, job->cell, p->ids, p->targets, false, NULL, &r);
+    dc_status st = hm_problem_forward(p, job->tape, job->cell, job->policy, &job->loss);
     if (st == DC_OK)
-        st = dc_backward(job->tape, r.loss);
+        st = dc_backward(job->tape, job->loss);
     if (st == DC_OK)
         st = dc_clip_grad_norm(p->ctx, p->model->n_params, p->model->params, 1.0, NULL);
     if (st == DC_OK)
         st = dc_optimizer_step(job->adam);
-    dc_optimizer_zero_grad(job->adam);
-    job->loss = r.loss;
     return st;
 }
 
@@ -82,9 +79,8 @@ static result measure(hm_problem *p, const variant *v, bool use_graph, int reps,
 {
     dc_ctx *ctx = p->ctx;
     result res = {0, 0, 0, 0, 0, NULL};
-    p->model->cfg.policy = v->policy;
     step_job job = {p, dc_optimizer_adam(ctx, p->model->n_params, p->model->params, NULL), dc_tape_new(ctx), v->cell,
-                    NULL};
+                    v->policy, NULL};
     if (!job.adam || !job.tape)
         die(ctx, "setup");
     dc_graph *graph = NULL;

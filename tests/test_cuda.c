@@ -754,6 +754,46 @@ static void test_concat_of_slices_backward(void **state)
     dc_tape_free(tape);
     dc_tensor_free(x);
     dc_tensor_free(w);
+
+    /* a part whose gradient layout needs three axes (rows 1-3 of the
+     * middle axis of a [2, 5, 4] tensor, joined along the last axis with a
+     * [2, 3, 4] one): copied on its own, the other part in the one launch */
+    dc_tensor *base = dc_tensor_new(gpu, DC_F32, 3, (const int64_t[]){2, 5, 4});
+    dc_tensor *side = dc_tensor_new(gpu, DC_F32, 3, (const int64_t[]){2, 3, 4});
+    TEST_NONNULL(gpu, base);
+    TEST_NONNULL(gpu, side);
+    TEST_OK(gpu, dc_tensor_set_requires_grad(base, true));
+    TEST_OK(gpu, dc_tensor_set_requires_grad(side, true));
+    tape = dc_tape_new(gpu);
+    dc_tensor *deep[2] = {dc_op_slice(tape, base, 1, 1, 3), side};
+    y = dc_op_concat(tape, 2, deep, 2);
+    TEST_NONNULL(gpu, y);
+    adjoint = dc_tensor_new(gpu, DC_F32, 3, (const int64_t[]){2, 3, 8});
+    TEST_NONNULL(gpu, adjoint);
+    for (int64_t i = 0; i < 48; ++i)
+        TEST_OK(gpu, dc_tensor_set(adjoint, i, 1.0 + (double)i));
+    TEST_OK(gpu, dc_backward_with(tape, y, adjoint));
+    for (int64_t b = 0; b < 2; ++b)
+        for (int64_t r = 0; r < 5; ++r)
+            for (int64_t c = 0; c < 4; ++c) {
+                /* y's (b, r - 1, c) for the base's rows 1-3, else 0; the side's (b, r, c) is y's (b, r, 4 + c) */
+                const double want_base = r >= 1 && r <= 3 ? 1 + 24 * b + 8 * (r - 1) + c : 0;
+                double got;
+                TEST_OK(gpu, dc_tensor_get(dc_tensor_grad(base), 20 * b + 4 * r + c, &got));
+                if (got != want_base)
+                    fail_msg("three-axis part: the base's gradient at (%lld, %lld, %lld) is %g, want %g",
+                             (long long)b, (long long)r, (long long)c, got, want_base);
+                if (r < 3) {
+                    TEST_OK(gpu, dc_tensor_get(dc_tensor_grad(side), 12 * b + 4 * r + c, &got));
+                    if (got != 1 + 24 * b + 8 * r + 4 + c)
+                        fail_msg("three-axis part: the side's gradient at (%lld, %lld, %lld) is %g", (long long)b,
+                                 (long long)r, (long long)c, got);
+                }
+            }
+    dc_tensor_free(adjoint);
+    dc_tape_free(tape);
+    dc_tensor_free(base);
+    dc_tensor_free(side);
 }
 
 /* On CUDA, indices are read on the device: an embedding id or a target out

@@ -327,10 +327,11 @@ static const dc_tensor *slice_root(const dc_tensor *x)
 }
 
 /* dc_concat_backward on CUDA: every input's part of gy in one launch (per
- * 32 parts). DC_ERR_UNSUPPORTED where that does not apply: the CPU, two
- * inputs whose gradients may share elements (one input given twice, slices
- * of one tensor, a slice and its tensor: their parts could then add into
- * the same gradient elements at once), a part whose layout needs more axes. */
+ * 32 parts), but a part whose layout needs more axes, copied on its own.
+ * DC_ERR_UNSUPPORTED where that does not apply: the CPU, two inputs whose
+ * gradients may share elements (one input given twice, slices of one
+ * tensor, a slice and its tensor: their parts could then add into the same
+ * gradient elements at once). */
 static dc_status concat_backward_in_one_launch(dc_tape *tape, dc_node *node)
 {
     const dc_tensor *y = node->out[0];
@@ -345,25 +346,9 @@ static dc_status concat_backward_in_one_launch(dc_tape *tape, dc_node *node)
     dc_copy_part parts[MAX_PARTS_AT_ONCE];
     int64_t at = 0, shape[DC_MAX_DIMS];
     int n_parts = 0;
-    for (int i = 0; i < n; ++i) {
-        dc_tensor *x = node->in[i];
-        const void *src = part_of(y->grad, a, at, x->shape[a], shape);
-        at += x->shape[a];
-        if (!x->requires_grad)
-            continue;
-        /* the layout first: the gradient, once prepared, must be written */
-        int64_t contiguous[DC_MAX_DIMS];
-        dc_contiguous_strides(x->ndim, x->shape, contiguous);
-        if (!as_part(x->ndim, shape, src, y->grad->strides, NULL, x->grad ? x->grad->strides : contiguous, false,
-                     &parts[n_parts]))
-            return DC_ERR_UNSUPPORTED;
-        n_parts++;
-    }
     /* The gradients themselves: a slice's is a view into its tensor's, whose
      * strides are known only now. One whose layout then needs more axes is
      * copied on its own. */
-    n_parts = 0;
-    at = 0;
     dc_status st = DC_OK;
     for (int i = 0; i < n && st == DC_OK; ++i) {
         dc_tensor *x = node->in[i];

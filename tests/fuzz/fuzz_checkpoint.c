@@ -55,8 +55,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    const char *e = getenv("DC_FUZZ_TRACE");
-    tracing = e && *e && strcmp(e, "0") != 0;
+    tracing = fz_tracing_requested();
     snprintf(dir, sizeof dir, "/tmp/dc_fuzz_ckpt.XXXXXX");
     if (!mkdtemp(dir)) {
         perror("fuzz_checkpoint: mkdtemp");

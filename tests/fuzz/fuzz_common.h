@@ -24,6 +24,14 @@
 const char *__ubsan_default_options(void);
 const char *__ubsan_default_options(void) { return "print_stacktrace=1"; }
 
+/* Whether DC_FUZZ_TRACE is set (and not "0"): the targets then print each
+ * call they make and its result. */
+static inline bool fz_tracing_requested(void)
+{
+    const char *e = getenv("DC_FUZZ_TRACE");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
 /* A cursor over the fuzzer's bytes; past the end every read gives 0, so a
  * short input is a valid program that stops early. */
 typedef struct fz_input {

@@ -89,8 +89,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    const char *e = getenv("DC_FUZZ_TRACE");
-    tracing = e && *e && strcmp(e, "0") != 0;
+    tracing = fz_tracing_requested();
     /* Half the inputs run on two threads: clang's OpenMP runtime would keep
      * the second one spinning between parallel regions, on a core the
      * fuzzer could use. Read when the runtime starts, after this. */
