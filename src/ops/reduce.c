@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "axes.h"
 #include "backward.h"
-#include "ops_internal.h"
 
 static dc_tensor *reduce(dc_tape *tape, const char *op, dc_tensor *x, int n_axes, const int *axes, bool keepdims,
                          bool mean)
@@ -15,47 +15,18 @@ static dc_tensor *reduce(dc_tape *tape, const char *op, dc_tensor *x, int n_axes
     if (dc_op_check_args(tape, op, 1, &x, labels) != DC_OK)
         return NULL;
     dc_ctx *ctx = tape->ctx;
-    if (n_axes < 0 || n_axes > DC_MAX_DIMS || (n_axes > 0 && !axes)) {
-        dc_error(ctx, DC_ERR_ARG, "%s: %d axes given%s", op, n_axes, n_axes > 0 && !axes ? " but axes is NULL" : "");
+    dc_axes ax;
+    if (dc_axes_parse(ctx, op, x, n_axes, axes, keepdims, &ax) != DC_OK)
         return NULL;
-    }
-    bool reduced[DC_MAX_DIMS] = {false};
-    for (int i = 0; i < n_axes; ++i) {
-        int a = axes[i] < 0 ? axes[i] + x->ndim : axes[i];
-        if (a < 0 || a >= x->ndim) {
-            char s[128];
-            dc_error(ctx, DC_ERR_ARG, "%s: axis %d is out of range for shape %s", op, axes[i],
-                     dc_tensor_shape_str(x, s, sizeof s));
-            return NULL;
-        }
-        if (reduced[a]) {
-            dc_error(ctx, DC_ERR_ARG, "%s: axis %d is given twice", op, axes[i]);
-            return NULL;
-        }
-        reduced[a] = true;
-    }
-    if (n_axes == 0)
-        for (int d = 0; d < x->ndim; ++d)
-            reduced[d] = true;
-
-    int64_t kept_shape[DC_MAX_DIMS], out_shape[DC_MAX_DIMS];
-    int out_ndim = 0;
-    int64_t count = 1;
-    for (int d = 0; d < x->ndim; ++d) {
-        kept_shape[d] = reduced[d] ? 1 : x->shape[d];
-        if (reduced[d])
-            count *= x->shape[d];
-        if (!reduced[d] || keepdims)
-            out_shape[out_ndim++] = kept_shape[d];
-    }
-    dc_tensor *y = dc_tape_alloc_tensor(tape, x->dtype, out_ndim, out_shape);
+    const int64_t count = ax.len;
+    dc_tensor *y = dc_tape_alloc_tensor(tape, x->dtype, ax.out_ndim, ax.out_shape);
     if (!y)
         return NULL;
     /* y read as the keepdims shape: same memory, size 1 on reduced axes. */
     dc_tensor ykeep = *y;
     ykeep.ndim = x->ndim;
-    memcpy(ykeep.shape, kept_shape, sizeof kept_shape);
-    dc_contiguous_strides(x->ndim, kept_shape, ykeep.strides);
+    memcpy(ykeep.shape, ax.kept_shape, sizeof ax.kept_shape);
+    dc_contiguous_strides(x->ndim, ax.kept_shape, ykeep.strides);
 
     const double scale = mean ? (count > 0 ? 1.0 / (double)count : NAN) : 1.0;
     const dc_affine_arg arg = {scale, 0.0};
@@ -73,9 +44,7 @@ static dc_tensor *reduce(dc_tape *tape, const char *op, dc_tensor *x, int n_axes
         if (!node)
             return NULL;
         node->as.sum.scale = scale;
-        node->as.sum.axes = 0;
-        for (int d = 0; d < x->ndim; ++d)
-            node->as.sum.axes |= reduced[d] ? 1u << d : 0u;
+        node->as.sum.axes = ax.mask;
     }
     return y;
 }
