@@ -9,6 +9,7 @@
 #include "dualcast/tensor.h"
 #include "dualcast/tape.h"
 #include "dualcast/ops.h"
+#include "dualcast/reduce.h"
 #include "dualcast/bfn_abi.h"
 #include "dualcast/broadcast.h"
 #include "dualcast/gradcheck.h"

@@ -1,0 +1,90 @@
+/* Reductions, prefix scans and reductions by index, with their adjoints:
+ * the built-in associative operators (sum, product, maximum, minimum) and
+ * log-sum-exp. User-written associative operators: assoc.h.
+ *
+ * Every op here records one tape node, runs on the CPU (OpenMP) and on
+ * CUDA, and is deterministic: the same inputs give the same bits on every
+ * run, whatever the number of threads (the work is split in pieces of a
+ * fixed size, never by thread), and on CUDA without floating-point atomics.
+ * The CPU and CUDA results may differ in their last bits (another order of
+ * the sums and products).
+ *
+ * Gradients, and what they do at the edges:
+ * - sum: the adjoint copied to every element.
+ * - prod: zero-safe, never dividing by zero. With no zero among the
+ *   elements of an output, an element's partial is the product of the
+ *   others; with exactly one zero, the zero element's partial is the product
+ *   of the others and every other partial is 0; with two or more, every
+ *   partial is 0.
+ * - max and min: the whole adjoint goes to one element, the winner: the
+ *   first in row-major order among those equal to the result. Where an
+ *   element is NaN the result is NaN and the winner is the first NaN.
+ * - logsumexp: log(sum(exp(x))), computed with the maximum taken out; the
+ *   partials are exp(x - result). Where the result is -inf (every element
+ *   -inf, or none), every partial is 0; where it is +inf, the partials are
+ *   NaN at the +inf elements and 0 elsewhere.
+ * Along an empty axis each gives its neutral element: 0, 1, -inf (max and
+ * logsumexp), +inf (min). */
+#ifndef DUALCAST_REDUCE_H
+#define DUALCAST_REDUCE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tape.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The built-in associative operators of scans and reductions by index
+ * (and of dc_op_reduce). */
+typedef enum dc_reduction {
+    DC_REDUCE_SUM,
+    DC_REDUCE_PROD,
+    DC_REDUCE_MAX,
+    DC_REDUCE_MIN,
+} dc_reduction;
+
+/* The name of a reduction ("sum", "prod", "max", "min"), or "unknown". */
+const char *dc_reduction_name(dc_reduction op);
+
+/* Reductions over axes, as dc_op_sum: n_axes axes (negative ones count
+ * from the end; n_axes == 0 reduces every axis); keepdims keeps them with
+ * size 1. An axis out of range or given twice is refused (DC_ERR_ARG). */
+dc_tensor *dc_op_prod(dc_tape *tape, dc_tensor *x, int n_axes, const int *axes, bool keepdims);
+dc_tensor *dc_op_max(dc_tape *tape, dc_tensor *x, int n_axes, const int *axes, bool keepdims);
+dc_tensor *dc_op_min(dc_tape *tape, dc_tensor *x, int n_axes, const int *axes, bool keepdims);
+dc_tensor *dc_op_logsumexp(dc_tape *tape, dc_tensor *x, int n_axes, const int *axes, bool keepdims);
+
+/* One of the four above (DC_REDUCE_SUM: dc_op_sum) chosen by `op`; an
+ * unknown op is refused (DC_ERR_ARG). */
+dc_tensor *dc_op_reduce(dc_tape *tape, dc_tensor *x, dc_reduction op, int n_axes, const int *axes, bool keepdims);
+
+/* The prefix scan of x along `axis` (negative counts from the end), of x's
+ * shape: element i is x[0] op x[1] op ... op x[i] (inclusive), or the same
+ * up to x[i - 1] (exclusive; the first element is op's neutral element: 0,
+ * 1, -inf, +inf). The gradients follow the rules above, prefix by prefix:
+ * a product's partials zero-safe, a maximum's adjoint to each prefix's
+ * winner. */
+dc_tensor *dc_op_scan(dc_tape *tape, dc_tensor *x, dc_reduction op, int axis, bool exclusive);
+
+/* A reduction by index (a histogram, a segment reduction): values of shape
+ * [n, ...] and index of shape [n] (integers 0..n_segments-1 stored in a
+ * tensor of values' dtype, like dc_op_embedding's ids: a control input,
+ * without a gradient). Result [n_segments, ...]: row s is the op over the
+ * rows i of values with index[i] == s, taken in ascending i; a segment no
+ * row reaches holds op's neutral element. A value of index that is not an
+ * integer in 0..n_segments-1 is refused with DC_ERR_ARG naming it: on the
+ * CPU at the call; on CUDA, where the host does not wait for the device (a
+ * step stays capturable), by the next call that waits for it, the row
+ * counted in segment 0 until then.
+ * n_segments may be 0 only when n is. */
+dc_tensor *dc_op_segment_reduce(dc_tape *tape, dc_tensor *values, dc_tensor *index, int64_t n_segments,
+                                dc_reduction op);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DUALCAST_REDUCE_H */
