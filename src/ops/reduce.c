@@ -74,3 +74,18 @@ dc_tensor *dc_op_mean(dc_tape *tape, dc_tensor *x, int n_axes, const int *axes, 
 {
     return reduce(tape, "dc_op_mean", x, n_axes, axes, keepdims, true);
 }
+
+const char *dc_reduction_name(dc_reduction op)
+{
+    switch (op) {
+    case DC_REDUCE_SUM:
+        return "sum";
+    case DC_REDUCE_PROD:
+        return "prod";
+    case DC_REDUCE_MAX:
+        return "max";
+    case DC_REDUCE_MIN:
+        return "min";
+    }
+    return "unknown";
+}
