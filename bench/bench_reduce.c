@@ -1,0 +1,271 @@
+/* Reductions, scans and reductions by index: the primal time (the op alone,
+ * nothing recorded) and the gradient time (the op recorded, then its
+ * adjoint from an all-ones output adjoint), and their ratio, the AD
+ * overhead. Each time is the median wall time of one iteration, from the
+ * device at rest to the device at rest (dc_ctx_synchronize), the way
+ * bench/peers/reduce_peers.py times PyTorch and JAX on the same inputs.
+ *
+ *   bench_reduce [--device cpu|cuda] [--sizes 1000000,10000000] [--reps N]
+ *                [--ops name,...] [--dump DIR]
+ *
+ * Inputs (float32): for the products, x uniform in [0.999, 1.001] (products
+ * of 10^7 of them stay finite); for the others, uniform in [-1, 1], whose
+ * finer grid of floats leaves no ties at a maximum (PyTorch and JAX split
+ * a tie's adjoint, dualcast gives it to the first winner); for the
+ * reductions by index SEGMENTS segments picked uniformly per element.
+ * --dump DIR writes each size's inputs (x_<n>.npy, near1_<n>.npy,
+ * index_<n>.npy) and each case's output and gradient (<case>_<n>_out.npy,
+ * <case>_<n>_grad.npy) for the peers to compare. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <dualcast.h>
+
+#include "bench_common.h"
+#include "peer_io.h"
+
+enum { SEGMENTS = 1000 };
+
+typedef enum kind { K_REDUCE, K_LOGSUMEXP, K_SCAN, K_SEGMENT } kind;
+
+typedef struct bench_case {
+    const char *name;
+    kind kind;
+    dc_reduction op;
+} bench_case;
+
+static const bench_case cases[] = {
+    {"reduce_sum", K_REDUCE, DC_REDUCE_SUM},   {"reduce_prod", K_REDUCE, DC_REDUCE_PROD},
+    {"reduce_max", K_REDUCE, DC_REDUCE_MAX},   {"reduce_min", K_REDUCE, DC_REDUCE_MIN},
+    {"logsumexp", K_LOGSUMEXP, DC_REDUCE_SUM}, {"scan_sum", K_SCAN, DC_REDUCE_SUM},
+    {"scan_prod", K_SCAN, DC_REDUCE_PROD},     {"scan_max", K_SCAN, DC_REDUCE_MAX},
+    {"scan_min", K_SCAN, DC_REDUCE_MIN},       {"segment_sum", K_SEGMENT, DC_REDUCE_SUM},
+    {"segment_prod", K_SEGMENT, DC_REDUCE_PROD}, {"segment_max", K_SEGMENT, DC_REDUCE_MAX},
+    {"segment_min", K_SEGMENT, DC_REDUCE_MIN},
+};
+enum { N_CASES = sizeof cases / sizeof cases[0] };
+
+static void die(dc_ctx *ctx, const char *what)
+{
+    fprintf(stderr, "bench_reduce: %s: %s\n", what, ctx ? dc_last_error(ctx) : dc_last_error(NULL));
+    exit(1);
+}
+
+static dc_tensor *run_case(dc_tape *tape, const bench_case *c, dc_tensor *x, dc_tensor *index)
+{
+    switch (c->kind) {
+    case K_REDUCE:
+        return dc_op_reduce(tape, x, c->op, 0, NULL, false);
+    case K_LOGSUMEXP:
+        return dc_op_logsumexp(tape, x, 0, NULL, false);
+    case K_SCAN:
+        return dc_op_scan(tape, x, c->op, 0, false);
+    case K_SEGMENT:
+        return dc_op_segment_reduce(tape, x, index, SEGMENTS, c->op);
+    }
+    return NULL;
+}
+
+/* One size's inputs and the all-ones adjoints of the three output shapes. */
+typedef struct inputs {
+    int64_t n;
+    dc_tensor *x, *near1, *index, *ones_n, *ones_seg, *one;
+} inputs;
+
+static void make_inputs(dc_ctx *ctx, int64_t n, inputs *in)
+{
+    in->n = n;
+    float *v = malloc((size_t)n * sizeof *v);
+    if (!v)
+        die(NULL, "out of host memory");
+    bench_fill_uniform(v, n, 0.999f, 1.001f, 5);
+    in->near1 = dc_tensor_from_host(ctx, DC_F32, 1, &n, v);
+    bench_fill_uniform(v, n, -1.0f, 1.0f, 7);
+    in->x = dc_tensor_from_host(ctx, DC_F32, 1, &n, v);
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    for (int64_t i = 0; i < n; ++i) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        v[i] = (float)(s % SEGMENTS);
+    }
+    in->index = dc_tensor_from_host(ctx, DC_F32, 1, &n, v);
+    free(v);
+    const int64_t seg = SEGMENTS;
+    in->ones_n = dc_tensor_new(ctx, DC_F32, 1, &n);
+    in->ones_seg = dc_tensor_new(ctx, DC_F32, 1, &seg);
+    in->one = dc_tensor_new(ctx, DC_F32, 0, NULL);
+    if (!in->x || !in->near1 || !in->index || !in->ones_n || !in->ones_seg || !in->one || dc_tensor_fill(in->ones_n, 1) != DC_OK ||
+        dc_tensor_fill(in->ones_seg, 1) != DC_OK || dc_tensor_fill(in->one, 1) != DC_OK)
+        die(ctx, "inputs");
+    if (dc_tensor_set_requires_grad(in->x, true) != DC_OK || dc_tensor_set_requires_grad(in->near1, true) != DC_OK)
+        die(ctx, "requires_grad");
+}
+
+static void free_inputs(inputs *in)
+{
+    dc_tensor_free(in->x);
+    dc_tensor_free(in->near1);
+    dc_tensor_free(in->index);
+    dc_tensor_free(in->ones_n);
+    dc_tensor_free(in->ones_seg);
+    dc_tensor_free(in->one);
+}
+
+/* The input a case reads. */
+static dc_tensor *input_of(const inputs *in, const bench_case *c)
+{
+    return c->op == DC_REDUCE_PROD ? in->near1 : in->x;
+}
+
+static dc_tensor *ones_for(const inputs *in, const bench_case *c)
+{
+    return c->kind == K_SCAN ? in->ones_n : c->kind == K_SEGMENT ? in->ones_seg : in->one;
+}
+
+/* One iteration, from the device at rest to the device at rest: seconds. */
+static double iterate(dc_ctx *ctx, dc_tape *tape, const bench_case *c, const inputs *in, bool gradient,
+                      dc_tensor **out)
+{
+    dc_tensor *x = input_of(in, c);
+    dc_tape_reset(tape);
+    dc_tensor_zero_grad(x);
+    if (dc_ctx_synchronize(ctx) != DC_OK)
+        die(ctx, "synchronize");
+    dc_tape_set_recording(tape, gradient);
+    const double t0 = bench_now();
+    dc_tensor *y = run_case(tape, c, x, in->index);
+    if (!y)
+        die(ctx, c->name);
+    if (gradient && dc_backward_with(tape, y, ones_for(in, c)) != DC_OK)
+        die(ctx, "backward");
+    if (dc_ctx_synchronize(ctx) != DC_OK)
+        die(ctx, "synchronize");
+    const double t = bench_now() - t0;
+    if (out)
+        *out = y;
+    return t;
+}
+
+static double median_time(dc_ctx *ctx, dc_tape *tape, const bench_case *c, const inputs *in, bool gradient,
+                          int reps)
+{
+    double *t = malloc((size_t)reps * sizeof *t);
+    if (!t)
+        die(NULL, "out of host memory");
+    for (int w = 0; w < 2; ++w)
+        iterate(ctx, tape, c, in, gradient, NULL);
+    for (int r = 0; r < reps; ++r)
+        t[r] = iterate(ctx, tape, c, in, gradient, NULL);
+    const double m = bench_median(t, reps);
+    free(t);
+    return m;
+}
+
+static void dump_case(dc_ctx *ctx, dc_tape *tape, const bench_case *c, const inputs *in, const char *dir)
+{
+    dc_tensor *y;
+    iterate(ctx, tape, c, in, true, &y);
+    char name[96];
+    snprintf(name, sizeof name, "%s_%lld_out", c->name, (long long)in->n);
+    if (npy_write_tensor(dir, name, y) != DC_OK)
+        die(ctx, "writing an output");
+    snprintf(name, sizeof name, "%s_%lld_grad", c->name, (long long)in->n);
+    if (npy_write_tensor(dir, name, dc_tensor_grad(input_of(in, c))) != DC_OK)
+        die(ctx, "writing a gradient");
+}
+
+static bool wanted(const char *list, const char *name)
+{
+    if (!list)
+        return true;
+    const size_t len = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)) != NULL; p += len)
+        if ((p == list || p[-1] == ',') && (p[len] == ',' || p[len] == '\0'))
+            return true;
+    return false;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: bench_reduce [--device cpu|cuda] [--sizes N,...] [--reps N (15)] [--ops name,...] "
+               "[--dump DIR]\ncases:");
+    for (int c = 0; c < N_CASES; ++c)
+        fprintf(f, " %s", cases[c].name);
+    fprintf(f, "\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *device = "cpu", *ops = NULL, *dump = NULL, *sizes = "1000000,10000000";
+    int reps = 15;
+    for (int a = 1; a < argc; ++a) {
+        const bool has_value = a + 1 < argc;
+        if (strcmp(argv[a], "--device") == 0 && has_value) {
+            device = argv[++a];
+        } else if (strcmp(argv[a], "--sizes") == 0 && has_value) {
+            sizes = argv[++a];
+        } else if (strcmp(argv[a], "--reps") == 0 && has_value) {
+            reps = atoi(argv[++a]);
+        } else if (strcmp(argv[a], "--ops") == 0 && has_value) {
+            ops = argv[++a];
+        } else if (strcmp(argv[a], "--dump") == 0 && has_value) {
+            dump = argv[++a];
+        } else {
+            usage(strcmp(argv[a], "--help") == 0 ? stdout : stderr);
+            return strcmp(argv[a], "--help") == 0 ? 0 : 2;
+        }
+    }
+    if (reps < 1 || (strcmp(device, "cpu") != 0 && strcmp(device, "cuda") != 0)) {
+        usage(stderr);
+        return 2;
+    }
+    dc_ctx_options o = dc_ctx_options_default();
+    o.backend = strcmp(device, "cuda") == 0 ? DC_BACKEND_CUDA : DC_BACKEND_CPU;
+    dc_ctx *ctx = dc_ctx_new(&o, NULL);
+    if (!ctx)
+        die(NULL, "context");
+    dc_tape *tape = dc_tape_new(ctx);
+    if (!tape)
+        die(ctx, "tape");
+    printf("device: %s\n", o.backend == DC_BACKEND_CUDA ? dc_ctx_device_name(ctx) : bench_cpu_name());
+    printf("| case | n | primal ms | gradient ms | overhead |\n|---|---:|---:|---:|---:|\n");
+    for (const char *p = sizes; p && *p;) {
+        const int64_t n = strtoll(p, NULL, 10);
+        p = strchr(p, ',');
+        p = p ? p + 1 : NULL;
+        if (n < 1)
+            continue;
+        inputs in;
+        make_inputs(ctx, n, &in);
+        if (dump) {
+            char name[64];
+            snprintf(name, sizeof name, "x_%lld", (long long)n);
+            if (npy_write_tensor(dump, name, in.x) != DC_OK)
+                die(ctx, "writing x");
+            snprintf(name, sizeof name, "near1_%lld", (long long)n);
+            if (npy_write_tensor(dump, name, in.near1) != DC_OK)
+                die(ctx, "writing near1");
+            snprintf(name, sizeof name, "index_%lld", (long long)n);
+            if (npy_write_tensor(dump, name, in.index) != DC_OK)
+                die(ctx, "writing index");
+        }
+        for (int c = 0; c < N_CASES; ++c) {
+            if (!wanted(ops, cases[c].name))
+                continue;
+            const double primal = median_time(ctx, tape, &cases[c], &in, false, reps);
+            const double gradient = median_time(ctx, tape, &cases[c], &in, true, reps);
+            printf("| %s | %lld | %.3f | %.3f | %.2f |\n", cases[c].name, (long long)n, primal * 1e3, gradient * 1e3,
+                   gradient / primal);
+            fflush(stdout);
+            if (dump)
+                dump_case(ctx, tape, &cases[c], &in, dump);
+        }
+        dc_tape_reset(tape);
+        free_inputs(&in);
+    }
+    dc_tape_free(tape);
+    dc_ctx_free(ctx);
+    return 0;
+}
