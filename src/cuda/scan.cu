@@ -31,7 +31,8 @@
 using dc_cuda::grid_for;
 using dc_cuda::kBlock;
 
-namespace {
+namespace
+{
 
 constexpr int kItems = DC_CUDA_SCAN_ROW_CHUNK / kBlock;
 static_assert(kItems * kBlock == DC_CUDA_SCAN_ROW_CHUNK, "a row chunk is kItems per thread of a block");
@@ -256,12 +257,12 @@ void forward_pass(const dc_ctx *ctx, int mode, int op, bool exclusive, const T *
 {
     cudaStream_t st = ctx->cuda->stream;
     if (by_rows(len, inner)) {
-        scan_rows<T><<<blocks_for(ctx, outer * chunks), kBlock, 0, st>>>(op, exclusive, x, y, outer, len, chunks,
-                                                                          parts, mode);
+        scan_rows<T>
+            <<<blocks_for(ctx, outer * chunks), kBlock, 0, st>>>(op, exclusive, x, y, outer, len, chunks, parts, mode);
     } else {
         const int64_t chunk = chunks > 1 ? DC_CUDA_SCAN_LINE_CHUNK : len;
-        scan_lines<T><<<grid_for(ctx, outer * chunks * inner), kBlock, 0, st>>>(op, exclusive, x, y, outer, len,
-                                                                                 inner, chunk, chunks, parts, mode);
+        scan_lines<T><<<grid_for(ctx, outer * chunks * inner), kBlock, 0, st>>>(op, exclusive, x, y, outer, len, inner,
+                                                                                chunk, chunks, parts, mode);
     }
 }
 
@@ -272,7 +273,7 @@ void adjoint_pass(const dc_ctx *ctx, int mode, int op, bool exclusive, const T *
     cudaStream_t st = ctx->cuda->stream;
     if (by_rows(len, inner)) {
         adjoint_rows<T><<<blocks_for(ctx, outer * chunks), kBlock, 0, st>>>(op, exclusive, x, y, g, gx, outer, len,
-                                                                             chunks, parts, mode);
+                                                                            chunks, parts, mode);
     } else {
         const int64_t chunk = chunks > 1 ? DC_CUDA_SCAN_LINE_CHUNK : len;
         adjoint_lines<T><<<grid_for(ctx, outer * chunks * inner), kBlock, 0, st>>>(
@@ -291,8 +292,8 @@ int scan_typed(const dc_ctx *ctx, int op, bool exclusive, const T *x, T *y, int6
     }
     const forward_op f = {op};
     forward_pass<T>(ctx, SUMMARIZE, op, exclusive, x, y, outer, len, inner, chunks, parts);
-    chain_parts<forward_op><<<blocks_for(ctx, outer * inner), kBlock, 0, ctx->cuda->stream>>>(f, parts, outer * inner,
-                                                                                               chunks, false);
+    chain_parts<forward_op>
+        <<<blocks_for(ctx, outer * inner), kBlock, 0, ctx->cuda->stream>>>(f, parts, outer * inner, chunks, false);
     forward_pass<T>(ctx, APPLY, op, exclusive, x, y, outer, len, inner, chunks, parts);
     return 3;
 }
@@ -308,8 +309,8 @@ int adjoint_typed(const dc_ctx *ctx, int op, bool exclusive, const T *x, const T
     }
     const adjoint_op f;
     adjoint_pass<T>(ctx, SUMMARIZE, op, exclusive, x, y, g, gx, outer, len, inner, chunks, parts);
-    chain_parts<adjoint_op><<<blocks_for(ctx, outer * inner), kBlock, 0, ctx->cuda->stream>>>(f, parts, outer * inner,
-                                                                                               chunks, true);
+    chain_parts<adjoint_op>
+        <<<blocks_for(ctx, outer * inner), kBlock, 0, ctx->cuda->stream>>>(f, parts, outer * inner, chunks, true);
     adjoint_pass<T>(ctx, APPLY, op, exclusive, x, y, g, gx, outer, len, inner, chunks, parts);
     return 3;
 }
@@ -324,11 +325,10 @@ dc_status dc_cuda_scan(dc_ctx *ctx, dc_dtype dtype, int op, bool exclusive, cons
     DC_CUDA_ENTER(ctx);
     if (outer == 0 || len == 0 || inner == 0)
         return DC_OK;
-    const int launched =
-        dtype == DC_F32
-            ? scan_typed<float>(ctx, op, exclusive, (const float *)x, (float *)y, outer, len, inner, (double *)parts)
-            : scan_typed<double>(ctx, op, exclusive, (const double *)x, (double *)y, outer, len, inner,
-                                 (double *)parts);
+    const int launched = dtype == DC_F32 ? scan_typed<float>(ctx, op, exclusive, (const float *)x, (float *)y, outer,
+                                                             len, inner, (double *)parts)
+                                         : scan_typed<double>(ctx, op, exclusive, (const double *)x, (double *)y, outer,
+                                                              len, inner, (double *)parts);
     return dc_cuda_launched(ctx, launched, "scan");
 }
 

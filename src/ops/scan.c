@@ -53,7 +53,9 @@ static cpu_plan plan_cpu(int op, bool exclusive, const dc_axes *ax)
     p.width = ax->inner < CPU_WIDTH ? ax->inner : CPU_WIDTH;
     p.col_groups = p.width ? (ax->inner + p.width - 1) / p.width : 0;
     p.groups = ax->outer * p.col_groups;
-    p.chunks = ax->len == 0 ? 0 : ax->len > CPU_CHUNK && p.groups < CPU_FEW_GROUPS ? (ax->len + CPU_CHUNK - 1) / CPU_CHUNK : 1;
+    p.chunks = ax->len == 0                                       ? 0
+               : ax->len > CPU_CHUNK && p.groups < CPU_FEW_GROUPS ? (ax->len + CPU_CHUNK - 1) / CPU_CHUNK
+                                                                  : 1;
     p.chunk = p.chunks > 1 ? CPU_CHUNK : ax->len;
     return p;
 }
@@ -79,9 +81,9 @@ static cpu_piece piece_of(const cpu_plan *p, int64_t k)
 enum { SUMMARIZE, APPLY };
 
 #define DEFINE_CPU_SCAN(T, SFX)                                                                                        \
-    /* SUMMARIZE: the piece's totals into sums; APPLY: its outputs, from the                                          \
-     * carries in sums (the neutral element where lines are not cut) */                                              \
-    static void forward_piece_##SFX(const cpu_plan *p, int64_t k, const T *x, T *y, double *sums, int mode)           \
+    /* SUMMARIZE: the piece's totals into sums; APPLY: its outputs, from the                                           \
+     * carries in sums (the neutral element where lines are not cut) */                                                \
+    static void forward_piece_##SFX(const cpu_plan *p, int64_t k, const T *x, T *y, double *sums, int mode)            \
     {                                                                                                                  \
         const cpu_piece q = piece_of(p, k);                                                                            \
         double acc[CPU_WIDTH];                                                                                         \
@@ -102,10 +104,10 @@ enum { SUMMARIZE, APPLY };
         for (int64_t j = 0; mode == SUMMARIZE && j < q.lines; ++j)                                                     \
             sum[j] = acc[j];                                                                                           \
     }                                                                                                                  \
-    /* SUMMARIZE: the affine map of the piece's adjoint into maps; APPLY: the                                         \
-     * input's adjoint gx, from the adjoint after the chunk in maps (0 where                                          \
+    /* SUMMARIZE: the affine map of the piece's adjoint into maps; APPLY: the                                          \
+     * input's adjoint gx, from the adjoint after the chunk in maps (0 where                                           \
      * lines are not cut) */                                                                                           \
-    static void adjoint_piece_##SFX(const cpu_plan *p, int64_t k, const T *x, const T *y, const T *g, T *gx,         \
+    static void adjoint_piece_##SFX(const cpu_plan *p, int64_t k, const T *x, const T *y, const T *g, T *gx,           \
                                     dc_scan_affine *maps, int mode)                                                    \
     {                                                                                                                  \
         const cpu_piece q = piece_of(p, k);                                                                            \
@@ -116,8 +118,8 @@ enum { SUMMARIZE, APPLY };
         for (int64_t i = q.e; i-- > q.b;) {                                                                            \
             for (int64_t j = 0; j < q.lines; ++j) {                                                                    \
                 const int64_t at = q.offset + j;                                                                       \
-                const dc_scan_terms t = dc_scan_terms_##SFX(p->op, p->exclusive, x + at, y + at, g + at, i, p->len,  \
-                                                            p->inner);                                                 \
+                const dc_scan_terms t =                                                                                \
+                    dc_scan_terms_##SFX(p->op, p->exclusive, x + at, y + at, g + at, i, p->len, p->inner);             \
                 const dc_scan_affine here = {t.c, t.k};                                                                \
                 if (mode == SUMMARIZE) {                                                                               \
                     acc[j] = dc_scan_affine_then(acc[j], here);                                                        \
@@ -164,8 +166,8 @@ static void chain_maps(const cpu_plan *p, int64_t g, dc_scan_affine *maps)
 
 /* The scan (adjoint false: y from x) or its adjoint (gx from x, y, g), on
  * the CPU, in one or three parallel passes. */
-static dc_status scan_cpu(dc_tape *tape, const cpu_plan *p, dc_dtype dtype, bool adjoint, const void *x,
-                          const void *y, const void *g, void *out)
+static dc_status scan_cpu(dc_tape *tape, const cpu_plan *p, dc_dtype dtype, bool adjoint, const void *x, const void *y,
+                          const void *g, void *out)
 {
     const int64_t n_pieces = p->groups * p->chunks;
     const int64_t numel = p->groups * p->width * p->len;
@@ -212,8 +214,10 @@ dc_tensor *dc_op_scan(dc_tape *tape, dc_tensor *x, dc_reduction op, int axis, bo
         return NULL;
     dc_ctx *ctx = tape->ctx;
     if (op != DC_REDUCE_SUM && op != DC_REDUCE_PROD && op != DC_REDUCE_MAX && op != DC_REDUCE_MIN) {
-        dc_error(ctx, DC_ERR_ARG, "dc_op_scan: op %d is not one of DC_REDUCE_SUM, DC_REDUCE_PROD, DC_REDUCE_MAX, "
-                                  "DC_REDUCE_MIN", (int)op);
+        dc_error(ctx, DC_ERR_ARG,
+                 "dc_op_scan: op %d is not one of DC_REDUCE_SUM, DC_REDUCE_PROD, DC_REDUCE_MAX, "
+                 "DC_REDUCE_MIN",
+                 (int)op);
         return NULL;
     }
     dc_axes ax;
