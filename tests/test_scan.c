@@ -92,7 +92,7 @@ static void ref_grad(dc_reduction op, bool exclusive, int ndim, const int64_t *s
             for (int64_t k = 0; k < len; ++k) {
                 const int64_t end = exclusive ? k : k + 1; /* the prefix [0, end) */
                 const double gk = g[(o * len + k) * inner + j];
-                if (end == 0)
+                if (end == 0 || gk == 0) /* a zero adjoint contributes zero */
                     continue;
                 if (op == DC_REDUCE_MAX || op == DC_REDUCE_MIN) {
                     int64_t win = 0;
@@ -346,25 +346,28 @@ static void test_gradcheck(void **state)
 
 /* A product's gradient with no zero, one, two and only zeros, exact: the
  * values are small powers of two and integers, so every product is exact
- * in any order. */
+ * in any order. With an infinity, the outputs whose adjoint is zero add
+ * nothing (no 0 * inf). */
 static void test_prod_zeros(void **state)
 {
     (void)state;
     dc_ctx *ctx = test_cpu_ctx();
     const int64_t shape[1] = {6};
-    const double rows[4][6] = {
-        {2, -0.5, 3, 4, -1, 0.25}, /* no zero */
-        {2, -0.5, 0, 4, -1, 0.25}, /* one */
-        {0, -0.5, 3, 0, -1, 0.25}, /* two */
-        {0, 0, 0, 0, 0, 0},        /* only zeros */
+    const double rows[5][6] = {
+        {2, -0.5, 3, 4, -1, 0.25},     /* no zero */
+        {2, -0.5, 0, 4, -1, 0.25},     /* one */
+        {0, -0.5, 3, 0, -1, 0.25},     /* two */
+        {0, 0, 0, 0, 0, 0},            /* only zeros */
+        {2, INFINITY, 0, 3, -1, 0.25}, /* an infinity, then a zero: with zero adjoints there */
     };
-    const double gv[6] = {1, -2, 3, 0.5, -1, 2};
-    for (int r = 0; r < 4; ++r)
+    const double adjoints[2][6] = {{1, -2, 3, 0.5, -1, 2}, {1, 0.5, 0, 0, 0, 0}};
+    for (int r = 0; r < 5; ++r)
         for (int e = 0; e < 2; ++e)
             for (int dt = 0; dt < 2; ++dt) {
                 const scan_case c = {DC_REDUCE_PROD, e == 1, 0, false};
                 double want_y[6], want_g[6], *y, *gx;
                 ref_scan(c.op, c.exclusive, 1, shape, 0, rows[r], want_y);
+                const double *gv = adjoints[r == 4];
                 ref_grad(c.op, c.exclusive, 1, shape, 0, rows[r], gv, want_g);
                 run_scan(ctx, dt ? DC_F32 : DC_F64, &c, 1, shape, rows[r], gv, &y, &gx);
                 char what[64];

@@ -166,8 +166,9 @@ __global__ void adjoint_rows(int op, bool exclusive, const T *x, const T *y, con
  * `chunk` elements; neighbouring threads take neighbouring columns. */
 template <typename T>
 __global__ void scan_lines(int op, bool exclusive, const T *x, T *y, int64_t outer, int64_t len, int64_t inner,
-                           int64_t chunk, int64_t chunks, double *parts, int mode)
+                           int64_t chunks, double *parts, int mode)
 {
+    const int64_t chunk = chunks > 1 ? DC_CUDA_SCAN_LINE_CHUNK : len;
     const forward_op f = {op};
     const int64_t items = outer * chunks * inner;
     for (int64_t it = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; it < items;
@@ -192,9 +193,9 @@ __global__ void scan_lines(int op, bool exclusive, const T *x, T *y, int64_t out
 /* The adjoint of scan_lines. */
 template <typename T>
 __global__ void adjoint_lines(int op, bool exclusive, const T *x, const T *y, const T *g, T *gx, int64_t outer,
-                              int64_t len, int64_t inner, int64_t chunk, int64_t chunks, dc_scan_affine *parts,
-                              int mode)
+                              int64_t len, int64_t inner, int64_t chunks, dc_scan_affine *parts, int mode)
 {
+    const int64_t chunk = chunks > 1 ? DC_CUDA_SCAN_LINE_CHUNK : len;
     const adjoint_op f;
     const int64_t items = outer * chunks * inner;
     for (int64_t it = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; it < items;
@@ -257,12 +258,11 @@ void forward_pass(const dc_ctx *ctx, int mode, int op, bool exclusive, const T *
 {
     cudaStream_t st = ctx->cuda->stream;
     if (by_rows(len, inner)) {
-        scan_rows<T>
-            <<<blocks_for(ctx, outer * chunks), kBlock, 0, st>>>(op, exclusive, x, y, outer, len, chunks, parts, mode);
+        const unsigned grid = blocks_for(ctx, outer * chunks);
+        scan_rows<T><<<grid, kBlock, 0, st>>>(op, exclusive, x, y, outer, len, chunks, parts, mode);
     } else {
-        const int64_t chunk = chunks > 1 ? DC_CUDA_SCAN_LINE_CHUNK : len;
-        scan_lines<T><<<grid_for(ctx, outer * chunks * inner), kBlock, 0, st>>>(op, exclusive, x, y, outer, len, inner,
-                                                                                chunk, chunks, parts, mode);
+        const unsigned grid = grid_for(ctx, outer * chunks * inner);
+        scan_lines<T><<<grid, kBlock, 0, st>>>(op, exclusive, x, y, outer, len, inner, chunks, parts, mode);
     }
 }
 
@@ -272,12 +272,11 @@ void adjoint_pass(const dc_ctx *ctx, int mode, int op, bool exclusive, const T *
 {
     cudaStream_t st = ctx->cuda->stream;
     if (by_rows(len, inner)) {
-        adjoint_rows<T><<<blocks_for(ctx, outer * chunks), kBlock, 0, st>>>(op, exclusive, x, y, g, gx, outer, len,
-                                                                            chunks, parts, mode);
+        const unsigned grid = blocks_for(ctx, outer * chunks);
+        adjoint_rows<T><<<grid, kBlock, 0, st>>>(op, exclusive, x, y, g, gx, outer, len, chunks, parts, mode);
     } else {
-        const int64_t chunk = chunks > 1 ? DC_CUDA_SCAN_LINE_CHUNK : len;
-        adjoint_lines<T><<<grid_for(ctx, outer * chunks * inner), kBlock, 0, st>>>(
-            op, exclusive, x, y, g, gx, outer, len, inner, chunk, chunks, parts, mode);
+        const unsigned grid = grid_for(ctx, outer * chunks * inner);
+        adjoint_lines<T><<<grid, kBlock, 0, st>>>(op, exclusive, x, y, g, gx, outer, len, inner, chunks, parts, mode);
     }
 }
 
@@ -291,9 +290,9 @@ int scan_typed(const dc_ctx *ctx, int op, bool exclusive, const T *x, T *y, int6
         return 1;
     }
     const forward_op f = {op};
+    const unsigned lines = blocks_for(ctx, outer * inner);
     forward_pass<T>(ctx, SUMMARIZE, op, exclusive, x, y, outer, len, inner, chunks, parts);
-    chain_parts<forward_op>
-        <<<blocks_for(ctx, outer * inner), kBlock, 0, ctx->cuda->stream>>>(f, parts, outer * inner, chunks, false);
+    chain_parts<forward_op><<<lines, kBlock, 0, ctx->cuda->stream>>>(f, parts, outer * inner, chunks, false);
     forward_pass<T>(ctx, APPLY, op, exclusive, x, y, outer, len, inner, chunks, parts);
     return 3;
 }
@@ -308,9 +307,9 @@ int adjoint_typed(const dc_ctx *ctx, int op, bool exclusive, const T *x, const T
         return 1;
     }
     const adjoint_op f;
+    const unsigned lines = blocks_for(ctx, outer * inner);
     adjoint_pass<T>(ctx, SUMMARIZE, op, exclusive, x, y, g, gx, outer, len, inner, chunks, parts);
-    chain_parts<adjoint_op>
-        <<<blocks_for(ctx, outer * inner), kBlock, 0, ctx->cuda->stream>>>(f, parts, outer * inner, chunks, true);
+    chain_parts<adjoint_op><<<lines, kBlock, 0, ctx->cuda->stream>>>(f, parts, outer * inner, chunks, true);
     adjoint_pass<T>(ctx, APPLY, op, exclusive, x, y, g, gx, outer, len, inner, chunks, parts);
     return 3;
 }
