@@ -344,6 +344,52 @@ static void test_gradcheck(void **state)
     dc_ctx_free(ctx);
 }
 
+/* The same across chunks: a long row and a few long columns, every op and
+ * mode, 24 elements of each checked (spread over the chunks). */
+static void test_gradcheck_long(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t shapes[2][2] = {{1, 9001}, {4500, 2}};
+    const int axes[2] = {1, 0};
+    double *xv = malloc(9001 * sizeof *xv), *wv = malloc(9001 * sizeof *wv);
+    assert_non_null(xv);
+    assert_non_null(wv);
+    for (int l = 0; l < 2; ++l)
+        for (int o = 0; o < 4; ++o)
+            for (int e = 0; e < 2; ++e) {
+                gc_case k = {{ops[o], e == 1, axes[l], false}, NULL, false, axes[l]};
+                int64_t ys[2] = {shapes[l][0], shapes[l][1]};
+                k.drop_first = k.c.exclusive && k.c.op != DC_REDUCE_SUM && k.c.op != DC_REDUCE_PROD;
+                ys[k.axis] -= k.drop_first;
+                const int64_t n = shapes[l][0] * shapes[l][1];
+                fill(xv, n, k.c.op == DC_REDUCE_PROD ? 0.999 : -1.0, k.c.op == DC_REDUCE_PROD ? 1.001 : 1.0,
+                     (uint64_t)(200 + o));
+                fill(wv, n, -1, 1, 8);
+                dc_tensor *x = tensor_of(ctx, DC_F64, 2, shapes[l], xv);
+                k.w = tensor_of(ctx, DC_F64, 2, ys, wv);
+                TEST_OK(ctx, dc_tensor_set_requires_grad(x, true));
+                dc_gradcheck_options opt = dc_gradcheck_options_default();
+                opt.max_per_input = 24;
+                opt.atol = 1e-6; /* the loss sums thousands of terms */
+                opt.rtol = 1e-5;
+                dc_gradcheck_report rep;
+                const dc_status st = dc_gradcheck(ctx, scan_loss, &k, 1, &x, &opt, &rep);
+                if (st != DC_OK)
+                    fail_msg("%s %s along %d of %lld x %lld: gradcheck %s, element %lld: backprop %.17g, numeric "
+                             "%.17g",
+                             dc_reduction_name(k.c.op), k.c.exclusive ? "exclusive" : "inclusive", k.axis,
+                             (long long)shapes[l][0], (long long)shapes[l][1], dc_status_name(st),
+                             (long long)rep.worst_index, rep.worst_backprop, rep.worst_numeric);
+                assert_int_equal(rep.checked, 24);
+                dc_tensor_free(x);
+                dc_tensor_free(k.w);
+            }
+    free(xv);
+    free(wv);
+    dc_ctx_free(ctx);
+}
+
 /* A product's gradient with no zero, one, two and only zeros, exact: the
  * values are small powers of two and integers, so every product is exact
  * in any order. With an infinity, the outputs whose adjoint is zero add
@@ -781,11 +827,11 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_reference), cmocka_unit_test(test_gradcheck),
-        cmocka_unit_test(test_prod_zeros),        cmocka_unit_test(test_max_min_winners),
-        cmocka_unit_test(test_empty_and_single),  cmocka_unit_test(test_threads_same_bits),
-        cmocka_unit_test(test_long_gradients),    cmocka_unit_test(test_bad_arguments),
-        cmocka_unit_test(test_cuda_matches_cpu),  cmocka_unit_test(test_cuda_edges),
-        cmocka_unit_test(test_cuda_launches),
+        cmocka_unit_test(test_gradcheck_long),    cmocka_unit_test(test_prod_zeros),
+        cmocka_unit_test(test_max_min_winners),   cmocka_unit_test(test_empty_and_single),
+        cmocka_unit_test(test_threads_same_bits), cmocka_unit_test(test_long_gradients),
+        cmocka_unit_test(test_bad_arguments),     cmocka_unit_test(test_cuda_matches_cpu),
+        cmocka_unit_test(test_cuda_edges),        cmocka_unit_test(test_cuda_launches),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     dc_ctx_free(gpu);
