@@ -808,6 +808,66 @@ static void test_cuda_launches(void **state)
     }
 }
 
+typedef struct scan_step_data {
+    dc_tape *tape;
+    dc_tensor *x, *g, *y;
+} scan_step_data;
+
+/* A step: the product scan of x along its rows, its adjoint into x's
+ * gradient. */
+static dc_status scan_step(void *user)
+{
+    scan_step_data *s = user;
+    dc_tape_reset(s->tape);
+    dc_tensor_zero_grad(s->x);
+    s->y = dc_op_scan(s->tape, s->x, DC_REDUCE_PROD, 1, false);
+    return s->y ? dc_backward_with(s->tape, s->y, s->g) : DC_ERR_ARG;
+}
+
+/* A step with a scan of rows of several chunks is captured as a CUDA graph
+ * and replayed on new values: the replay's values and gradient are the
+ * CPU's on those values. */
+static void test_cuda_graph_replay(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    dc_ctx *cpu = test_cpu_ctx();
+    const int64_t shape[2] = {3, 9000}, n = 27000;
+    double *v = malloc((size_t)n * sizeof *v), *gv = malloc((size_t)n * sizeof *gv);
+    float *raw = malloc((size_t)n * sizeof *raw);
+    assert_non_null(v);
+    assert_non_null(gv);
+    assert_non_null(raw);
+    fill(v, n, 0.99, 1.01, 51);
+    fill(gv, n, -1, 1, 52);
+    scan_step_data s = {dc_tape_new(gpu), tensor_of(gpu, DC_F32, 2, shape, v), tensor_of(gpu, DC_F32, 2, shape, gv),
+                        NULL};
+    TEST_OK(gpu, dc_tensor_set_requires_grad(s.x, true));
+    dc_status st = DC_OK;
+    dc_graph *graph = dc_graph_capture(gpu, scan_step, &s, &st);
+    TEST_NONNULL(gpu, graph);
+    if (dc_graph_fallback(graph))
+        fail_msg("the step was not captured: %s", dc_graph_fallback(graph));
+    fill(v, n, 0.99, 1.01, 53); /* new values, written before the replay */
+    for (int64_t i = 0; i < n; ++i)
+        raw[i] = (float)v[i];
+    TEST_OK(gpu, dc_tensor_from_host_copy(s.x, raw, (size_t)n * sizeof *raw));
+    TEST_OK(gpu, dc_graph_replay(graph));
+    assert_int_equal(dc_graph_replays(graph), 1);
+    double *y = values_of(s.y), *gx = values_of(dc_tensor_grad(s.x)), *yc, *gc;
+    const scan_case c = {DC_REDUCE_PROD, false, 1, false};
+    run_scan(cpu, DC_F32, &c, 2, shape, v, gv, &yc, &gc);
+    const double ey = nmse(yc, y, n, "replay, values"), eg = nmse(gc, gx, n, "replay, gradients");
+    if (!(ey <= 1e-12 && eg <= 1e-12))
+        fail_msg("replayed scan: NMSE %g (values), %g (gradients) against the CPU", ey, eg);
+    free(y), free(gx), free(yc), free(gc), free(v), free(gv), free(raw);
+    dc_graph_free(graph);
+    dc_tape_free(s.tape);
+    dc_tensor_free(s.x);
+    dc_tensor_free(s.g);
+    dc_ctx_free(cpu);
+}
+
 int main(void)
 {
     dc_ctx_options o = dc_ctx_options_default();
@@ -832,6 +892,7 @@ int main(void)
         cmocka_unit_test(test_threads_same_bits), cmocka_unit_test(test_long_gradients),
         cmocka_unit_test(test_bad_arguments),     cmocka_unit_test(test_cuda_matches_cpu),
         cmocka_unit_test(test_cuda_edges),        cmocka_unit_test(test_cuda_launches),
+        cmocka_unit_test(test_cuda_graph_replay),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     dc_ctx_free(gpu);
