@@ -7,6 +7,7 @@
 #include "ops/op_list.h"
 
 struct dc_index_groups;
+struct dc_axes;
 
 typedef struct dc_node dc_node;
 
@@ -52,6 +53,12 @@ typedef struct dc_node_cross_entropy {
     const int64_t *targets; /* the target class of each row */
     const dc_tensor *logits;
 } dc_node_cross_entropy;
+typedef struct dc_node_scan {
+    const dc_tensor *block;      /* the input as its [outer, len, inner] block (src/ops/axes.h) */
+    const struct dc_axes *axes;  /* the axis, and the block's sizes */
+    dc_reduction op;
+    bool exclusive;
+} dc_node_scan;
 typedef struct dc_node_broadcast_fn {
     const dc_bfn *fn;
     dc_partials_policy policy;
@@ -75,6 +82,7 @@ struct dc_node {
         dc_node_embedding embedding;
         dc_node_cross_entropy cross_entropy;
         dc_node_broadcast_fn broadcast_fn;
+        dc_node_scan scan;
     } as;
 };
 

@@ -62,11 +62,21 @@ dc_tensor *dc_op_logsumexp(dc_tape *tape, dc_tensor *x, int n_axes, const int *a
 dc_tensor *dc_op_reduce(dc_tape *tape, dc_tensor *x, dc_reduction op, int n_axes, const int *axes, bool keepdims);
 
 /* The prefix scan of x along `axis` (negative counts from the end), of x's
- * shape: element i is x[0] op x[1] op ... op x[i] (inclusive), or the same
- * up to x[i - 1] (exclusive; the first element is op's neutral element: 0,
- * 1, -inf, +inf). The gradients follow the rules above, prefix by prefix:
- * a product's partials zero-safe, a maximum's adjoint to each prefix's
- * winner. */
+ * shape and dtype: element i is x[0] op x[1] op ... op x[i] (inclusive), or
+ * the same up to x[i - 1] (exclusive; the first element is op's neutral
+ * element: 0, 1, -inf, +inf). x may be any view (a transpose, a slice).
+ * Computed in double, float32 rounded once per element. Along an empty axis
+ * the result is empty; along an axis of one element it is x (inclusive) or
+ * the neutral element (exclusive).
+ * The gradients follow the rules above, prefix by prefix: element j's
+ * partial of output i is that of prefix i's result. A product's partials
+ * are zero-safe (exact with zeros, no division); a maximum's or minimum's
+ * adjoint goes whole to each prefix's winner (from the first NaN on, that
+ * NaN). The exclusive scan's neutral first element gets no gradient. A zero
+ * adjoint contributes zero, even through an infinite or NaN partial.
+ * NULL on error: NULL tape or x, an axis out of range (a scalar has none)
+ * or an unknown op (DC_ERR_ARG, the message naming dc_op_scan, the argument
+ * and x's shape). */
 dc_tensor *dc_op_scan(dc_tape *tape, dc_tensor *x, dc_reduction op, int axis, bool exclusive);
 
 /* A reduction by index (a histogram, a segment reduction): values of shape

@@ -1,6 +1,7 @@
 /* The CUDA entry points of a build without CUDA: every request for a device
  * is answered with DC_ERR_UNSUPPORTED, and nothing else is ever called. */
 #include "nn_cuda.h"
+#include "scan_cuda.h"
 
 dc_status dc_cuda_init(dc_ctx *ctx)
 {
@@ -170,6 +171,21 @@ dc_status dc_cuda_adam(dc_ctx *ctx, dc_dtype dtype, int n, const dc_cuda_update 
 dc_status dc_cuda_sgd(dc_ctx *ctx, dc_dtype dtype, int n, const dc_cuda_update *u, const double *lr, double mu)
 {
     (void)dtype, (void)n, (void)u, (void)lr, (void)mu;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cuda_scan(dc_ctx *ctx, dc_dtype dtype, int op, bool exclusive, const void *x, void *y, int64_t outer,
+                       int64_t len, int64_t inner, void *parts)
+{
+    (void)dtype, (void)op, (void)exclusive, (void)x, (void)y, (void)outer, (void)len, (void)inner, (void)parts;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cuda_scan_adjoint(dc_ctx *ctx, dc_dtype dtype, int op, bool exclusive, const void *x, const void *y,
+                               const void *gy, void *gx, int64_t outer, int64_t len, int64_t inner, void *parts)
+{
+    (void)dtype, (void)op, (void)exclusive, (void)x, (void)y, (void)gy, (void)gx, (void)outer, (void)len, (void)inner,
+        (void)parts;
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
 

@@ -1,0 +1,349 @@
+/* Device kernels of the prefix scans (dc_op_scan) and their adjoints, the
+ * formulas of src/ops/scan_formulas.h. A contiguous [outer, len, inner]
+ * block is scanned along len (scan_cuda.h says how it is split):
+ * - rows (inner 1, len > DC_CUDA_SCAN_ROW_MIN): a block per row and chunk of
+ *   DC_CUDA_SCAN_ROW_CHUNK elements, each thread walking 16 neighbouring
+ *   elements, the threads' results chained by a block scan;
+ * - columns and short rows: a thread per line and chunk, neighbouring
+ *   threads on neighbouring columns (coalesced).
+ * A line of several chunks takes three launches: each chunk summarized
+ * alone (its total, or its adjoint's affine map), the summaries of each
+ * line chained by a block per line, each chunk scanned again from its
+ * carry. Every combination runs in an order fixed by the shape (no atomics),
+ * and nothing waits for the host. */
+#include "block_reduce.cuh"
+#include "scan_cuda.h"
+
+#include "../../broadcast/pp.h"
+#include "../../dual/scalar_math.h"
+
+#define DC_S float
+#define DC_SFX f32
+#include "../ops/scan_formulas.h"
+#undef DC_S
+#undef DC_SFX
+#define DC_S double
+#define DC_SFX f64
+#include "../ops/scan_formulas.h"
+#undef DC_S
+#undef DC_SFX
+
+using dc_cuda::grid_for;
+using dc_cuda::kBlock;
+
+namespace
+{
+
+constexpr int kItems = DC_CUDA_SCAN_ROW_CHUNK / kBlock;
+static_assert(kItems * kBlock == DC_CUDA_SCAN_ROW_CHUNK, "a row chunk is kItems per thread of a block");
+
+/* ONE_PASS: lines of one chunk; SUMMARIZE: each chunk's summary into parts;
+ * APPLY: each chunk from the carry in parts. */
+enum { ONE_PASS, SUMMARIZE, APPLY };
+
+/* The scan's combination, as the block scans below take it. */
+struct forward_op {
+    typedef double value;
+    int op;
+    __device__ value identity() const { return dc_scan_neutral(op); }
+    __device__ value operator()(value earlier, value later) const { return dc_scan_combine(op, earlier, later); }
+};
+
+/* The adjoint's: affine maps, in the adjoint's order (right to left). */
+struct adjoint_op {
+    typedef dc_scan_affine value;
+    __device__ value identity() const { return dc_scan_affine_identity(); }
+    __device__ value operator()(value earlier, value later) const { return dc_scan_affine_then(earlier, later); }
+};
+
+/* the terms of the adjoint's recurrence, by overloading */
+__device__ __forceinline__ dc_scan_terms terms_of(int op, bool exclusive, const float *x, const float *y,
+                                                  const float *g, int64_t i, int64_t len, int64_t stride)
+{
+    return dc_scan_terms_f32(op, exclusive, x, y, g, i, len, stride);
+}
+__device__ __forceinline__ dc_scan_terms terms_of(int op, bool exclusive, const double *x, const double *y,
+                                                  const double *g, int64_t i, int64_t len, int64_t stride)
+{
+    return dc_scan_terms_f64(op, exclusive, x, y, g, i, len, stride);
+}
+
+__device__ __forceinline__ int64_t smaller(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* The exclusive scan of one value per thread, the threads taken in the
+ * order of `rank` (a permutation of the block's threads), combined in a
+ * fixed order (Hillis and Steele); *total gets the whole block's. */
+template <class Op>
+__device__ typename Op::value block_exclusive_scan(Op f, typename Op::value v, int rank, typename Op::value *scratch,
+                                                   typename Op::value *total)
+{
+    typedef typename Op::value value;
+    scratch[rank] = v;
+    __syncthreads();
+    for (int w = 1; w < (int)blockDim.x; w *= 2) {
+        const value before = rank >= w ? scratch[rank - w] : f.identity();
+        __syncthreads();
+        if (rank >= w)
+            scratch[rank] = f(before, scratch[rank]);
+        __syncthreads();
+    }
+    *total = scratch[blockDim.x - 1];
+    const value ex = rank > 0 ? scratch[rank - 1] : f.identity();
+    __syncthreads();
+    return ex;
+}
+
+/* Rows of len elements, a block per row and chunk (pieces shared out over
+ * the blocks). */
+template <typename T>
+__global__ void scan_rows(int op, bool exclusive, const T *x, T *y, int64_t rows, int64_t len, int64_t chunks,
+                          double *parts, int mode)
+{
+    __shared__ double scratch[kBlock];
+    const forward_op f = {op};
+    for (int64_t p = blockIdx.x; p < rows * chunks; p += gridDim.x) { /* uniform over the block */
+        const int64_t r = p / chunks, b = (p % chunks) * DC_CUDA_SCAN_ROW_CHUNK;
+        const int64_t e = smaller(b + DC_CUDA_SCAN_ROW_CHUNK, len);
+        const int64_t i0 = smaller(b + (int64_t)threadIdx.x * kItems, e), i1 = smaller(i0 + kItems, e);
+        const T *xr = x + r * len;
+        T *yr = y + r * len;
+        double acc = f.identity();
+        for (int64_t i = i0; i < i1; ++i)
+            acc = f(acc, (double)xr[i]);
+        double total;
+        const double before = block_exclusive_scan(f, acc, (int)threadIdx.x, scratch, &total);
+        if (mode == SUMMARIZE) {
+            if (threadIdx.x == 0)
+                parts[p] = total;
+            continue;
+        }
+        double run = f(mode == APPLY ? parts[p] : f.identity(), before);
+        for (int64_t i = i0; i < i1; ++i) {
+            const double next = f(run, (double)xr[i]);
+            yr[i] = (T)(exclusive ? run : next);
+            run = next;
+        }
+    }
+}
+
+/* The adjoint of scan_rows: the threads chained from the right. */
+template <typename T>
+__global__ void adjoint_rows(int op, bool exclusive, const T *x, const T *y, const T *g, T *gx, int64_t rows,
+                             int64_t len, int64_t chunks, dc_scan_affine *parts, int mode)
+{
+    __shared__ dc_scan_affine scratch[kBlock];
+    const adjoint_op f;
+    const int rank = (int)(blockDim.x - 1 - threadIdx.x);
+    for (int64_t p = blockIdx.x; p < rows * chunks; p += gridDim.x) { /* uniform over the block */
+        const int64_t r = p / chunks, b = (p % chunks) * DC_CUDA_SCAN_ROW_CHUNK;
+        const int64_t e = smaller(b + DC_CUDA_SCAN_ROW_CHUNK, len);
+        const int64_t i0 = smaller(b + (int64_t)threadIdx.x * kItems, e), i1 = smaller(i0 + kItems, e);
+        const T *xr = x + r * len, *yr = y + r * len, *gr = g + r * len;
+        T *gxr = gx + r * len;
+        dc_scan_affine acc = f.identity();
+        for (int64_t i = i1; i-- > i0;) {
+            const dc_scan_terms t = terms_of(op, exclusive, xr, yr, gr, i, len, 1);
+            const dc_scan_affine here = {t.c, t.k};
+            acc = f(acc, here);
+        }
+        dc_scan_affine total;
+        const dc_scan_affine after = block_exclusive_scan(f, acc, rank, scratch, &total);
+        if (mode == SUMMARIZE) {
+            if (threadIdx.x == 0)
+                parts[p] = total;
+            continue;
+        }
+        double lambda = after.c + dc_scan_mul(after.m, mode == APPLY ? parts[p].c : 0.0);
+        for (int64_t i = i1; i-- > i0;) {
+            const dc_scan_terms t = terms_of(op, exclusive, xr, yr, gr, i, len, 1);
+            lambda = t.c + dc_scan_mul(t.k, lambda);
+            gxr[i] = (T)dc_scan_mul(t.s, lambda);
+        }
+    }
+}
+
+/* Lines of len elements at stride inner, a thread per line and chunk of
+ * `chunk` elements; neighbouring threads take neighbouring columns. */
+template <typename T>
+__global__ void scan_lines(int op, bool exclusive, const T *x, T *y, int64_t outer, int64_t len, int64_t inner,
+                           int64_t chunks, double *parts, int mode)
+{
+    const int64_t chunk = chunks > 1 ? DC_CUDA_SCAN_LINE_CHUNK : len;
+    const forward_op f = {op};
+    const int64_t items = outer * chunks * inner;
+    for (int64_t it = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; it < items;
+         it += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t j = it % inner, c = it / inner % chunks, o = it / inner / chunks;
+        const int64_t part = (o * inner + j) * chunks + c;
+        const int64_t b = c * chunk, e = smaller(b + chunk, len);
+        const T *xl = x + o * len * inner + j;
+        T *yl = y + o * len * inner + j;
+        double acc = mode == APPLY ? parts[part] : f.identity();
+        for (int64_t i = b; i < e; ++i) {
+            const double next = f(acc, (double)xl[i * inner]);
+            if (mode != SUMMARIZE)
+                yl[i * inner] = (T)(exclusive ? acc : next);
+            acc = next;
+        }
+        if (mode == SUMMARIZE)
+            parts[part] = acc;
+    }
+}
+
+/* The adjoint of scan_lines. */
+template <typename T>
+__global__ void adjoint_lines(int op, bool exclusive, const T *x, const T *y, const T *g, T *gx, int64_t outer,
+                              int64_t len, int64_t inner, int64_t chunks, dc_scan_affine *parts, int mode)
+{
+    const int64_t chunk = chunks > 1 ? DC_CUDA_SCAN_LINE_CHUNK : len;
+    const adjoint_op f;
+    const int64_t items = outer * chunks * inner;
+    for (int64_t it = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; it < items;
+         it += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t j = it % inner, c = it / inner % chunks, o = it / inner / chunks;
+        const int64_t part = (o * inner + j) * chunks + c;
+        const int64_t b = c * chunk, e = smaller(b + chunk, len), at = o * len * inner + j;
+        dc_scan_affine acc = f.identity();
+        double lambda = mode == APPLY ? parts[part].c : 0.0;
+        for (int64_t i = e; i-- > b;) {
+            const dc_scan_terms t = terms_of(op, exclusive, x + at, y + at, g + at, i, len, inner);
+            if (mode == SUMMARIZE) {
+                const dc_scan_affine here = {t.c, t.k};
+                acc = f(acc, here);
+            } else {
+                lambda = t.c + dc_scan_mul(t.k, lambda);
+                gx[at + i * inner] = (T)dc_scan_mul(t.s, lambda);
+            }
+        }
+        if (mode == SUMMARIZE)
+            parts[part] = acc;
+    }
+}
+
+/* Each line's chunk summaries (parts[line * chunks + c]) replaced by the
+ * combination of the chunks before it in the scan's order (reverse: of
+ * those after it), a block per line, kBlock summaries at a time. */
+template <class Op>
+__global__ void chain_parts(Op f, typename Op::value *parts, int64_t lines, int64_t chunks, bool reverse)
+{
+    typedef typename Op::value value;
+    __shared__ value scratch[kBlock];
+    for (int64_t line = blockIdx.x; line < lines; line += gridDim.x) { /* uniform over the block */
+        value *pl = parts + line * chunks;
+        value carry = f.identity();
+        for (int64_t t0 = 0; t0 < chunks; t0 += blockDim.x) {
+            const int64_t k = t0 + threadIdx.x, c = reverse ? chunks - 1 - k : k;
+            const value own = k < chunks ? pl[c] : f.identity();
+            value total;
+            const value before = block_exclusive_scan(f, own, (int)threadIdx.x, scratch, &total);
+            if (k < chunks)
+                pl[c] = f(carry, before);
+            carry = f(carry, total);
+        }
+    }
+}
+
+/* Blocks for n pieces of a block each, capped for the pieces' loop. */
+unsigned blocks_for(const dc_ctx *ctx, int64_t n)
+{
+    const int64_t cap = ctx->cuda->max_blocks;
+    return (unsigned)(n < 1 ? 1 : n < cap ? n : cap);
+}
+
+bool by_rows(int64_t len, int64_t inner) { return inner == 1 && len > DC_CUDA_SCAN_ROW_MIN; }
+
+template <typename T>
+void forward_pass(const dc_ctx *ctx, int mode, int op, bool exclusive, const T *x, T *y, int64_t outer, int64_t len,
+                  int64_t inner, int64_t chunks, double *parts)
+{
+    cudaStream_t st = ctx->cuda->stream;
+    if (by_rows(len, inner)) {
+        const unsigned grid = blocks_for(ctx, outer * chunks);
+        scan_rows<T><<<grid, kBlock, 0, st>>>(op, exclusive, x, y, outer, len, chunks, parts, mode);
+    } else {
+        const unsigned grid = grid_for(ctx, outer * chunks * inner);
+        scan_lines<T><<<grid, kBlock, 0, st>>>(op, exclusive, x, y, outer, len, inner, chunks, parts, mode);
+    }
+}
+
+template <typename T>
+void adjoint_pass(const dc_ctx *ctx, int mode, int op, bool exclusive, const T *x, const T *y, const T *g, T *gx,
+                  int64_t outer, int64_t len, int64_t inner, int64_t chunks, dc_scan_affine *parts)
+{
+    cudaStream_t st = ctx->cuda->stream;
+    if (by_rows(len, inner)) {
+        const unsigned grid = blocks_for(ctx, outer * chunks);
+        adjoint_rows<T><<<grid, kBlock, 0, st>>>(op, exclusive, x, y, g, gx, outer, len, chunks, parts, mode);
+    } else {
+        const unsigned grid = grid_for(ctx, outer * chunks * inner);
+        adjoint_lines<T><<<grid, kBlock, 0, st>>>(op, exclusive, x, y, g, gx, outer, len, inner, chunks, parts, mode);
+    }
+}
+
+template <typename T>
+int scan_typed(const dc_ctx *ctx, int op, bool exclusive, const T *x, T *y, int64_t outer, int64_t len, int64_t inner,
+               double *parts)
+{
+    const int64_t chunks = dc_cuda_scan_chunks(outer, len, inner);
+    if (chunks == 1) {
+        forward_pass<T>(ctx, ONE_PASS, op, exclusive, x, y, outer, len, inner, 1, NULL);
+        return 1;
+    }
+    const forward_op f = {op};
+    const unsigned lines = blocks_for(ctx, outer * inner);
+    forward_pass<T>(ctx, SUMMARIZE, op, exclusive, x, y, outer, len, inner, chunks, parts);
+    chain_parts<forward_op><<<lines, kBlock, 0, ctx->cuda->stream>>>(f, parts, outer * inner, chunks, false);
+    forward_pass<T>(ctx, APPLY, op, exclusive, x, y, outer, len, inner, chunks, parts);
+    return 3;
+}
+
+template <typename T>
+int adjoint_typed(const dc_ctx *ctx, int op, bool exclusive, const T *x, const T *y, const T *g, T *gx, int64_t outer,
+                  int64_t len, int64_t inner, dc_scan_affine *parts)
+{
+    const int64_t chunks = dc_cuda_scan_chunks(outer, len, inner);
+    if (chunks == 1) {
+        adjoint_pass<T>(ctx, ONE_PASS, op, exclusive, x, y, g, gx, outer, len, inner, 1, NULL);
+        return 1;
+    }
+    const adjoint_op f;
+    const unsigned lines = blocks_for(ctx, outer * inner);
+    adjoint_pass<T>(ctx, SUMMARIZE, op, exclusive, x, y, g, gx, outer, len, inner, chunks, parts);
+    chain_parts<adjoint_op><<<lines, kBlock, 0, ctx->cuda->stream>>>(f, parts, outer * inner, chunks, true);
+    adjoint_pass<T>(ctx, APPLY, op, exclusive, x, y, g, gx, outer, len, inner, chunks, parts);
+    return 3;
+}
+
+} // namespace
+
+extern "C" {
+
+dc_status dc_cuda_scan(dc_ctx *ctx, dc_dtype dtype, int op, bool exclusive, const void *x, void *y, int64_t outer,
+                       int64_t len, int64_t inner, void *parts)
+{
+    DC_CUDA_ENTER(ctx);
+    if (outer == 0 || len == 0 || inner == 0)
+        return DC_OK;
+    const int launched = dtype == DC_F32 ? scan_typed<float>(ctx, op, exclusive, (const float *)x, (float *)y, outer,
+                                                             len, inner, (double *)parts)
+                                         : scan_typed<double>(ctx, op, exclusive, (const double *)x, (double *)y, outer,
+                                                              len, inner, (double *)parts);
+    return dc_cuda_launched(ctx, launched, "scan");
+}
+
+dc_status dc_cuda_scan_adjoint(dc_ctx *ctx, dc_dtype dtype, int op, bool exclusive, const void *x, const void *y,
+                               const void *gy, void *gx, int64_t outer, int64_t len, int64_t inner, void *parts)
+{
+    DC_CUDA_ENTER(ctx);
+    if (outer == 0 || len == 0 || inner == 0)
+        return DC_OK;
+    const int launched =
+        dtype == DC_F32
+            ? adjoint_typed<float>(ctx, op, exclusive, (const float *)x, (const float *)y, (const float *)gy,
+                                   (float *)gx, outer, len, inner, (dc_scan_affine *)parts)
+            : adjoint_typed<double>(ctx, op, exclusive, (const double *)x, (const double *)y, (const double *)gy,
+                                    (double *)gx, outer, len, inner, (dc_scan_affine *)parts);
+    return dc_cuda_launched(ctx, launched, "scan adjoint");
+}
+
+} /* extern "C" */

@@ -1,0 +1,118 @@
+/* The formulas of the prefix scans (dc_op_scan), written once for the CPU
+ * (src/ops/scan.c) and CUDA (src/cuda/scan.cu). Every scan computes in
+ * double (a float32 input converted exactly), whatever its dtype.
+ *
+ * Forward: y_i = y_{i-1} (op) a_i from op's neutral element. Adjoint, the
+ * reverse linear recurrence of the scan:
+ *     lambda_i = c_i + k_i * lambda_{i+1},   abar_i = s_i * lambda_i,
+ * with c_i the output's adjoint at i (exclusive scans: at i + 1, the output
+ * shifted), k_i = d y_{i+1} / d y_i (0 at the last position) and
+ * s_i = d y_i / d a_i:
+ *     sum:      k = 1,        s = 1;
+ *     prod:     k = a_{i+1},  s = y_{i-1} (the product before i; 1 at i = 0);
+ *     max, min: k = 0 where a_{i+1} takes over from y_i, else 1;
+ *               s = 1 where a_i takes over (i = 0 always), else 0.
+ * a_i takes over (becomes the prefix's winner) where the prefix before it is
+ * not NaN and a_i is NaN or strictly beyond it, so the winner is the first
+ * element equal to the result, or the first NaN. Every product of the
+ * adjoint is zero-safe (dc_scan_mul): no division, and a zero factor gives
+ * zero even against an infinite or NaN one. A run of positions composes to
+ * one affine map lambda_start = C + M * lambda_end (dc_scan_affine), which
+ * is associative: chunks of a line are summarized alone and chained after.
+ *
+ * Included after dual/hd.h; the part that reads elements is included once
+ * per scalar type with DC_S (float or double) and DC_SFX (f32 or f64)
+ * defined, as model_formulas.h is. */
+
+#ifndef DC_OPS_SCAN_FORMULAS_COMMON
+#define DC_OPS_SCAN_FORMULAS_COMMON
+
+#include <dualcast/reduce.h>
+
+/* op's neutral element: 0, 1, -inf, +inf */
+DC_INLINE DC_HD double dc_scan_neutral(int op)
+{
+    return op == DC_REDUCE_SUM ? 0.0 : op == DC_REDUCE_PROD ? 1.0 : op == DC_REDUCE_MAX ? -INFINITY : INFINITY;
+}
+
+/* Whether v, coming after a prefix whose result is prev, becomes the
+ * prefix's winner (max and min). */
+DC_INLINE DC_HD bool dc_scan_takes_over(int op, double prev, double v)
+{
+    return prev == prev && (v != v || (op == DC_REDUCE_MAX ? v > prev : v < prev));
+}
+
+/* The result of an earlier part (acc) followed by a later one (v). */
+DC_INLINE DC_HD double dc_scan_combine(int op, double acc, double v)
+{
+    switch (op) {
+    case DC_REDUCE_SUM:
+        return acc + v;
+    case DC_REDUCE_PROD:
+        return acc * v;
+    default:
+        return dc_scan_takes_over(op, acc, v) ? v : acc;
+    }
+}
+
+/* k * lambda, zero where either is zero. */
+DC_INLINE DC_HD double dc_scan_mul(double k, double lambda) { return k == 0 || lambda == 0 ? 0.0 : k * lambda; }
+
+/* lambda_start = c + m * lambda_end over a run of positions. */
+typedef struct dc_scan_affine {
+    double c, m;
+} dc_scan_affine;
+
+/* The map that does nothing (an empty run). */
+DC_INLINE DC_HD dc_scan_affine dc_scan_affine_identity(void)
+{
+    dc_scan_affine a = {0.0, 1.0};
+    return a;
+}
+
+/* The run `left` followed by the run `right` (the adjoint goes from right to
+ * left: right's map applies first). */
+DC_INLINE DC_HD dc_scan_affine dc_scan_affine_then(dc_scan_affine right, dc_scan_affine left)
+{
+    dc_scan_affine a = {left.c + dc_scan_mul(left.m, right.c), dc_scan_mul(left.m, right.m)};
+    return a;
+}
+
+/* The terms of one position of the adjoint's recurrence. */
+typedef struct dc_scan_terms {
+    double c, k, s;
+} dc_scan_terms;
+
+#endif /* DC_OPS_SCAN_FORMULAS_COMMON */
+
+#define DC_SCF(name) DC_PP_CAT(DC_PP_CAT(dc_scan_, name), DC_PP_CAT(_, DC_SFX))
+
+/* The terms of position i of a line of len elements: x, y (the scan's
+ * output) and g (its adjoint) read at element i * stride. */
+DC_INLINE DC_HD dc_scan_terms DC_SCF(terms)(int op, bool exclusive, const DC_S *x, const DC_S *y, const DC_S *g,
+                                            int64_t i, int64_t len, int64_t stride)
+{
+    const bool last = i + 1 == len;
+    dc_scan_terms t;
+    /* the output's adjoint at this position of the inclusive scan */
+    t.c = exclusive ? (last ? 0.0 : (double)g[(i + 1) * stride]) : (double)g[i * stride];
+    if (op == DC_REDUCE_SUM) {
+        t.k = last ? 0.0 : 1.0;
+        t.s = 1.0;
+        return t;
+    }
+    /* the inclusive result before position i, and before i + 1 */
+    const double prev = i == 0 ? dc_scan_neutral(op) : (double)y[(exclusive ? i : i - 1) * stride];
+    const double next_a = last ? 0.0 : (double)x[(i + 1) * stride];
+    if (op == DC_REDUCE_PROD) {
+        t.k = next_a;
+        t.s = prev;
+        return t;
+    }
+    const double next_prev = last ? 0.0 : (double)y[(exclusive ? i + 1 : i) * stride];
+    t.k = last || dc_scan_takes_over(op, next_prev, next_a) ? 0.0 : 1.0;
+    t.s = i == 0 || dc_scan_takes_over(op, prev, (double)x[i * stride]) ? 1.0 : 0.0;
+    return t;
+}
+
+#undef DC_SCF

@@ -1,0 +1,900 @@
+/* Prefix scans (dc_op_scan): values against a sequential reference written
+ * here, gradients against central differences (float64) and against brute
+ * force (a product's gradient as sums of products of the others, a
+ * maximum's to each prefix's winner) on zeros, ties, NaN and infinities;
+ * axes first, middle, last and negative, transposed views, empty and
+ * size-1 axes, float32; the same bits on 1 and 2 threads across many chunks;
+ * refused arguments. The CUDA tests compare the CUDA backend with the CPU on
+ * rows and columns beyond one chunk, and check that two runs give the same
+ * bits; without a CUDA device they are skipped (failed with
+ * DC_REQUIRE_CUDA=1). tests/cuda_emulation runs them on the CPU emulation. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support/test_support.h"
+
+static dc_ctx *gpu;
+static char no_gpu_reason[512];
+
+static const dc_reduction ops[4] = {DC_REDUCE_SUM, DC_REDUCE_PROD, DC_REDUCE_MAX, DC_REDUCE_MIN};
+
+/* ---- the reference, sequential, in double ---- */
+
+static double ref_neutral(dc_reduction op)
+{
+    return op == DC_REDUCE_SUM ? 0.0 : op == DC_REDUCE_PROD ? 1.0 : op == DC_REDUCE_MAX ? -INFINITY : INFINITY;
+}
+
+static double ref_combine(dc_reduction op, double acc, double v)
+{
+    if (op == DC_REDUCE_SUM)
+        return acc + v;
+    if (op == DC_REDUCE_PROD)
+        return acc * v;
+    if (isnan(acc))
+        return acc;
+    if (isnan(v))
+        return v;
+    return (op == DC_REDUCE_MAX ? v > acc : v < acc) ? v : acc;
+}
+
+/* The block sizes of a scan of `shape` along `axis` (already >= 0). */
+static void block_of(int ndim, const int64_t *shape, int axis, int64_t *outer, int64_t *len, int64_t *inner)
+{
+    *outer = *inner = 1;
+    for (int d = 0; d < axis; ++d)
+        *outer *= shape[d];
+    for (int d = axis + 1; d < ndim; ++d)
+        *inner *= shape[d];
+    *len = shape[axis];
+}
+
+static int64_t numel_of(int ndim, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int d = 0; d < ndim; ++d)
+        n *= shape[d];
+    return n;
+}
+
+/* y: the scan of x (row-major, `shape`) along axis. */
+static void ref_scan(dc_reduction op, bool exclusive, int ndim, const int64_t *shape, int axis, const double *x,
+                     double *y)
+{
+    int64_t outer, len, inner;
+    block_of(ndim, shape, axis, &outer, &len, &inner);
+    for (int64_t o = 0; o < outer; ++o)
+        for (int64_t j = 0; j < inner; ++j) {
+            double acc = ref_neutral(op);
+            for (int64_t i = 0; i < len; ++i) {
+                const int64_t at = (o * len + i) * inner + j;
+                const double next = ref_combine(op, acc, x[at]);
+                y[at] = exclusive ? acc : next;
+                acc = next;
+            }
+        }
+}
+
+/* gx: the gradient of sum(g * scan(x)) by brute force: every output's
+ * adjoint given to the elements of its prefix, as the partial of the
+ * prefix's result (the product of the other elements; 1 for the winner of
+ * a maximum or minimum, the first element equal to it or the first NaN). */
+static void ref_grad(dc_reduction op, bool exclusive, int ndim, const int64_t *shape, int axis, const double *x,
+                     const double *g, double *gx)
+{
+    int64_t outer, len, inner;
+    block_of(ndim, shape, axis, &outer, &len, &inner);
+    memset(gx, 0, (size_t)numel_of(ndim, shape) * sizeof *gx);
+    for (int64_t o = 0; o < outer; ++o)
+        for (int64_t j = 0; j < inner; ++j)
+            for (int64_t k = 0; k < len; ++k) {
+                const int64_t end = exclusive ? k : k + 1; /* the prefix [0, end) */
+                const double gk = g[(o * len + k) * inner + j];
+                if (end == 0 || gk == 0) /* a zero adjoint contributes zero */
+                    continue;
+                if (op == DC_REDUCE_MAX || op == DC_REDUCE_MIN) {
+                    int64_t win = 0;
+                    for (int64_t i = 1; i < end; ++i) {
+                        const double a = x[(o * len + i) * inner + j], w = x[(o * len + win) * inner + j];
+                        if (!isnan(w) && (isnan(a) || (op == DC_REDUCE_MAX ? a > w : a < w)))
+                            win = i;
+                    }
+                    gx[(o * len + win) * inner + j] += gk;
+                    continue;
+                }
+                for (int64_t i = 0; i < end; ++i) {
+                    double partial = 1.0;
+                    for (int64_t m = 0; op == DC_REDUCE_PROD && m < end; ++m)
+                        if (m != i)
+                            partial *= x[(o * len + m) * inner + j];
+                    gx[(o * len + i) * inner + j] += gk * partial;
+                }
+            }
+}
+
+/* ---- running the op ---- */
+
+/* Host values of a tensor, whatever its backend (contiguous tensors). */
+static double *values_of(const dc_tensor *t)
+{
+    const int64_t n = dc_tensor_numel(t);
+    const dc_dtype dtype = dc_tensor_dtype(t);
+    void *raw = malloc((size_t)(n ? n : 1) * dc_dtype_size(dtype));
+    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    assert_non_null(raw);
+    assert_non_null(v);
+    TEST_OK(dc_tensor_ctx(t), dc_tensor_to_host(t, raw, (size_t)n * dc_dtype_size(dtype)));
+    for (int64_t i = 0; i < n; ++i)
+        v[i] = dtype == DC_F64 ? ((double *)raw)[i] : (double)((float *)raw)[i];
+    free(raw);
+    return v;
+}
+
+/* A persistent tensor of values (doubles) in dtype, from host memory. */
+static dc_tensor *tensor_of(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *shape, const double *v)
+{
+    const int64_t n = numel_of(ndim, shape);
+    void *raw = malloc((size_t)(n ? n : 1) * dc_dtype_size(dtype));
+    assert_non_null(raw);
+    for (int64_t i = 0; i < n; ++i) {
+        if (dtype == DC_F64)
+            ((double *)raw)[i] = v[i];
+        else
+            ((float *)raw)[i] = (float)v[i];
+    }
+    dc_tensor *t = dc_tensor_from_host(ctx, dtype, ndim, shape, raw);
+    free(raw);
+    TEST_NONNULL(ctx, t);
+    return t;
+}
+
+typedef struct scan_case {
+    dc_reduction op;
+    bool exclusive;
+    int axis;       /* as given to dc_op_scan */
+    bool transpose; /* x is the transpose of a [shape[1], shape[0]] tensor (2-D) */
+} scan_case;
+
+/* Runs the scan of x (values xv, `shape`) and a backward pass seeded with
+ * g: *y and *gx get the output and x's gradient (malloc'd, row-major in
+ * `shape`). */
+static void run_scan(dc_ctx *ctx, dc_dtype dtype, const scan_case *c, int ndim, const int64_t *shape, const double *xv,
+                     const double *gv, double **y, double **gx)
+{
+    const int64_t n = numel_of(ndim, shape);
+    dc_tensor *base;
+    if (c->transpose) {
+        const int64_t tshape[2] = {shape[1], shape[0]};
+        double *tv = malloc((size_t)(n ? n : 1) * sizeof *tv);
+        for (int64_t i = 0; i < shape[0]; ++i)
+            for (int64_t j = 0; j < shape[1]; ++j)
+                tv[j * shape[0] + i] = xv[i * shape[1] + j];
+        base = tensor_of(ctx, dtype, 2, tshape, tv);
+        free(tv);
+    } else {
+        base = tensor_of(ctx, dtype, ndim, shape, xv);
+    }
+    TEST_OK(ctx, dc_tensor_set_requires_grad(base, true));
+    dc_tensor *g = tensor_of(ctx, dtype, ndim, shape, gv);
+    dc_tape *tape = dc_tape_new(ctx);
+    TEST_NONNULL(ctx, tape);
+    dc_tensor *x = c->transpose ? dc_op_transpose(tape, base, 0, 1) : base;
+    TEST_NONNULL(ctx, x);
+    dc_tensor *out = dc_op_scan(tape, x, c->op, c->axis, c->exclusive);
+    TEST_NONNULL(ctx, out);
+    assert_int_equal(dc_tensor_ndim(out), ndim);
+    for (int d = 0; d < ndim; ++d)
+        assert_int_equal(dc_tensor_shape(out)[d], shape[d]);
+    *y = values_of(out);
+    TEST_OK(ctx, dc_backward_with(tape, out, g));
+    const dc_tensor *grad = dc_tensor_grad(base);
+    TEST_NONNULL(ctx, grad);
+    double *bg = values_of(grad);
+    if (c->transpose) {
+        *gx = malloc((size_t)(n ? n : 1) * sizeof **gx);
+        for (int64_t i = 0; i < shape[0]; ++i)
+            for (int64_t j = 0; j < shape[1]; ++j)
+                (*gx)[i * shape[1] + j] = bg[j * shape[0] + i];
+        free(bg);
+    } else {
+        *gx = bg;
+    }
+    dc_tape_free(tape);
+    dc_tensor_free(g);
+    dc_tensor_free(base);
+}
+
+/* Deterministic values: uniform in [lo, hi) from a simple generator. */
+static void fill(double *v, int64_t n, double lo, double hi, uint64_t seed)
+{
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int64_t i = 0; i < n; ++i) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        v[i] = lo + (hi - lo) * (double)(s >> 11) / 9007199254740992.0;
+    }
+}
+
+/* Values where each op's scan stays in range: products of numbers near 1
+ * (signs mixed), sums, maxima and minima of any. */
+static void fill_for(dc_reduction op, double *v, int64_t n, uint64_t seed)
+{
+    fill(v, n, op == DC_REDUCE_PROD ? 0.8 : -2.0, op == DC_REDUCE_PROD ? 1.2 : 2.0, seed);
+    if (op == DC_REDUCE_PROD)
+        for (int64_t i = 0; i < n; i += 3)
+            v[i] = -v[i];
+}
+
+/* test_assert_close, with equal values (infinities) passing. */
+static void assert_close(const double *a, const double *b, int64_t n, double atol, double rtol, const char *what)
+{
+    for (int64_t i = 0; i < n; ++i)
+        if (a[i] != b[i])
+            test_assert_close(&a[i], &b[i], 1, atol, rtol, what);
+}
+
+static void assert_same_bits(const double *a, const double *b, int64_t n, const char *what)
+{
+    for (int64_t i = 0; i < n; ++i)
+        if (memcmp(&a[i], &b[i], sizeof a[i]) != 0 && !(isnan(a[i]) && isnan(b[i])))
+            fail_msg("%s: element %lld: %.17g vs %.17g", what, (long long)i, a[i], b[i]);
+}
+
+/* ---- CPU ---- */
+
+/* Values and gradients against the reference, for every op, inclusive and
+ * exclusive, along every axis of a 3-D shape (negative too) and of a
+ * transposed view, in float64 and float32. */
+static void test_matches_reference(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t shape[3] = {3, 5, 4}, shape2[2] = {6, 7};
+    const int axes[4] = {0, 1, 2, -1};
+    for (int dt = 0; dt < 2; ++dt) {
+        const dc_dtype dtype = dt ? DC_F32 : DC_F64;
+        const double tol = dtype == DC_F64 ? 1e-12 : 1e-5;
+        for (int o = 0; o < 4; ++o)
+            for (int e = 0; e < 2; ++e)
+                for (int a = 0; a < 6; ++a) {
+                    const bool transposed = a >= 4;
+                    const scan_case c = {ops[o], e == 1, transposed ? a - 4 : axes[a], transposed};
+                    const int ndim = transposed ? 2 : 3;
+                    const int64_t *sh = transposed ? shape2 : shape;
+                    const int64_t n = numel_of(ndim, sh);
+                    double xv[60], gv[60], want_y[60], want_g[60], *y, *gx;
+                    fill_for(c.op, xv, n, (uint64_t)(o * 10 + a));
+                    fill(gv, n, -1, 1, 99);
+                    if (dtype == DC_F32) /* the reference on the values float32 holds */
+                        for (int64_t i = 0; i < n; ++i)
+                            xv[i] = (float)xv[i], gv[i] = (float)gv[i];
+                    const int axis = c.axis < 0 ? c.axis + ndim : c.axis;
+                    ref_scan(c.op, c.exclusive, ndim, sh, axis, xv, want_y);
+                    ref_grad(c.op, c.exclusive, ndim, sh, axis, xv, gv, want_g);
+                    run_scan(ctx, dtype, &c, ndim, sh, xv, gv, &y, &gx);
+                    char what[128];
+                    snprintf(what, sizeof what, "%s %s %s axis %d%s", dc_dtype_name(dtype), dc_reduction_name(c.op),
+                             c.exclusive ? "exclusive" : "inclusive", c.axis, transposed ? " (transposed)" : "");
+                    assert_close(y, want_y, n, tol, tol, what);
+                    assert_close(gx, want_g, n, tol, tol, what);
+                    free(y);
+                    free(gx);
+                }
+    }
+    dc_ctx_free(ctx);
+}
+
+typedef struct gc_case {
+    scan_case c;
+    dc_tensor *w;    /* weights of the loss: sum(w * scan(x)) */
+    bool drop_first; /* ... without the first element along the axis */
+    int axis;        /* the axis, >= 0 */
+} gc_case;
+
+static dc_tensor *scan_loss(dc_tape *tape, dc_tensor *const *in, void *user)
+{
+    const gc_case *k = user;
+    dc_tensor *x = k->c.transpose ? dc_op_transpose(tape, in[0], 0, 1) : in[0];
+    dc_tensor *y = dc_op_scan(tape, x, k->c.op, k->c.axis, k->c.exclusive);
+    if (k->drop_first) /* the infinite neutral element would make the loss infinite */
+        y = dc_op_slice(tape, y, k->c.axis, 1, dc_tensor_shape(x)[k->axis] - 1);
+    return dc_op_sum(tape, dc_op_mul(tape, y, k->w), 0, NULL, false);
+}
+
+/* Backprop against central differences in float64, every op and mode,
+ * along each axis and through a transposed view. */
+static void test_gradcheck(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t shape[3] = {3, 4, 5}, tshape[2] = {5, 6}, tview[3] = {6, 5, 0};
+    const int axes[5] = {0, 1, 2, -1, -3};
+    for (int o = 0; o < 4; ++o)
+        for (int e = 0; e < 2; ++e)
+            for (int a = 0; a < 7; ++a) {
+                const bool transposed = a >= 5;
+                gc_case k = {{ops[o], e == 1, transposed ? a - 5 : axes[a], transposed}, NULL, false, 0};
+                const int ndim = transposed ? 2 : 3;
+                const int64_t *xs = transposed ? tshape : shape;
+                int64_t ys[3];
+                memcpy(ys, transposed ? tview : shape, sizeof ys);
+                k.axis = k.c.axis < 0 ? k.c.axis + ndim : k.c.axis;
+                k.drop_first = k.c.exclusive && k.c.op != DC_REDUCE_SUM && k.c.op != DC_REDUCE_PROD;
+                ys[k.axis] -= k.drop_first;
+                double xv[60], wv[60];
+                fill_for(k.c.op, xv, 60, (uint64_t)(100 + o * 10 + a));
+                fill(wv, 60, -1, 1, 7);
+                dc_tensor *x = tensor_of(ctx, DC_F64, ndim, xs, xv);
+                k.w = tensor_of(ctx, DC_F64, ndim, ys, wv);
+                TEST_OK(ctx, dc_tensor_set_requires_grad(x, true));
+                dc_gradcheck_options opt = dc_gradcheck_options_default();
+                opt.max_per_input = 0; /* every element */
+                dc_gradcheck_report rep;
+                const dc_status st = dc_gradcheck(ctx, scan_loss, &k, 1, &x, &opt, &rep);
+                if (st != DC_OK)
+                    fail_msg("%s %s axis %d%s: gradcheck %s, element %lld: backprop %.17g, numeric %.17g: %s",
+                             dc_reduction_name(k.c.op), k.c.exclusive ? "exclusive" : "inclusive", k.c.axis,
+                             transposed ? " (transposed)" : "", dc_status_name(st), (long long)rep.worst_index,
+                             rep.worst_backprop, rep.worst_numeric, dc_last_error(ctx));
+                assert_int_equal(rep.checked, numel_of(ndim, xs));
+                dc_tensor_free(x);
+                dc_tensor_free(k.w);
+            }
+    dc_ctx_free(ctx);
+}
+
+/* The same across chunks: a long row and a few long columns, every op and
+ * mode, 24 elements of each checked (spread over the chunks). */
+static void test_gradcheck_long(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t shapes[2][2] = {{1, 9001}, {4500, 2}};
+    const int axes[2] = {1, 0};
+    double *xv = malloc(9001 * sizeof *xv), *wv = malloc(9001 * sizeof *wv);
+    assert_non_null(xv);
+    assert_non_null(wv);
+    for (int l = 0; l < 2; ++l)
+        for (int o = 0; o < 4; ++o)
+            for (int e = 0; e < 2; ++e) {
+                gc_case k = {{ops[o], e == 1, axes[l], false}, NULL, false, axes[l]};
+                int64_t ys[2] = {shapes[l][0], shapes[l][1]};
+                k.drop_first = k.c.exclusive && k.c.op != DC_REDUCE_SUM && k.c.op != DC_REDUCE_PROD;
+                ys[k.axis] -= k.drop_first;
+                const int64_t n = shapes[l][0] * shapes[l][1];
+                fill(xv, n, k.c.op == DC_REDUCE_PROD ? 0.999 : -1.0, k.c.op == DC_REDUCE_PROD ? 1.001 : 1.0,
+                     (uint64_t)(200 + o));
+                fill(wv, n, -1, 1, 8);
+                dc_tensor *x = tensor_of(ctx, DC_F64, 2, shapes[l], xv);
+                k.w = tensor_of(ctx, DC_F64, 2, ys, wv);
+                TEST_OK(ctx, dc_tensor_set_requires_grad(x, true));
+                dc_gradcheck_options opt = dc_gradcheck_options_default();
+                opt.max_per_input = 24;
+                opt.atol = 1e-6; /* the loss sums thousands of terms */
+                opt.rtol = 1e-5;
+                dc_gradcheck_report rep;
+                const dc_status st = dc_gradcheck(ctx, scan_loss, &k, 1, &x, &opt, &rep);
+                if (st != DC_OK)
+                    fail_msg("%s %s along %d of %lld x %lld: gradcheck %s, element %lld: backprop %.17g, numeric "
+                             "%.17g",
+                             dc_reduction_name(k.c.op), k.c.exclusive ? "exclusive" : "inclusive", k.axis,
+                             (long long)shapes[l][0], (long long)shapes[l][1], dc_status_name(st),
+                             (long long)rep.worst_index, rep.worst_backprop, rep.worst_numeric);
+                assert_int_equal(rep.checked, 24);
+                dc_tensor_free(x);
+                dc_tensor_free(k.w);
+            }
+    free(xv);
+    free(wv);
+    dc_ctx_free(ctx);
+}
+
+/* A product's gradient with no zero, one, two and only zeros, exact: the
+ * values are small powers of two and integers, so every product is exact
+ * in any order. With an infinity, the outputs whose adjoint is zero add
+ * nothing (no 0 * inf). */
+static void test_prod_zeros(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t shape[1] = {6};
+    const double rows[5][6] = {
+        {2, -0.5, 3, 4, -1, 0.25},     /* no zero */
+        {2, -0.5, 0, 4, -1, 0.25},     /* one */
+        {0, -0.5, 3, 0, -1, 0.25},     /* two */
+        {0, 0, 0, 0, 0, 0},            /* only zeros */
+        {2, INFINITY, 0, 3, -1, 0.25}, /* an infinity, then a zero: with zero adjoints there */
+    };
+    const double adjoints[2][6] = {{1, -2, 3, 0.5, -1, 2}, {1, 0.5, 0, 0, 0, 0}};
+    for (int r = 0; r < 5; ++r)
+        for (int e = 0; e < 2; ++e)
+            for (int dt = 0; dt < 2; ++dt) {
+                const scan_case c = {DC_REDUCE_PROD, e == 1, 0, false};
+                double want_y[6], want_g[6], *y, *gx;
+                ref_scan(c.op, c.exclusive, 1, shape, 0, rows[r], want_y);
+                const double *gv = adjoints[r == 4];
+                ref_grad(c.op, c.exclusive, 1, shape, 0, rows[r], gv, want_g);
+                run_scan(ctx, dt ? DC_F32 : DC_F64, &c, 1, shape, rows[r], gv, &y, &gx);
+                char what[64];
+                snprintf(what, sizeof what, "prod row %d %s", r, c.exclusive ? "exclusive" : "inclusive");
+                assert_same_bits(y, want_y, 6, what);
+                assert_same_bits(gx, want_g, 6, what);
+                free(y);
+                free(gx);
+            }
+    dc_ctx_free(ctx);
+}
+
+/* Maxima and minima with ties, NaN and infinities: the values exact, each
+ * prefix's adjoint whole to its winner (the first element equal to the
+ * result, or the first NaN). */
+static void test_max_min_winners(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t shape[1] = {8};
+    const double rows[5][8] = {
+        {1, 3, 3, 2, 3, 5, 5, 0},                                  /* ties */
+        {-INFINITY, -INFINITY, 1, INFINITY, INFINITY, 2, 0, 1},    /* infinities */
+        {1, 2, NAN, 3, NAN, 5, 0, 1},                              /* NaN from the third on */
+        {NAN, 1, 2, 3, 4, 5, 6, 7},                                /* NaN first */
+        {INFINITY, -INFINITY, INFINITY, -INFINITY, 0, -0.0, 0, 1}, /* both infinities, signed zeros */
+    };
+    const double gv[8] = {1, 2, 4, 8, 16, 32, 64, 128}; /* each sum of adjoints names its terms */
+    for (int r = 0; r < 5; ++r)
+        for (int o = 2; o < 4; ++o)
+            for (int e = 0; e < 2; ++e)
+                for (int dt = 0; dt < 2; ++dt) {
+                    const scan_case c = {ops[o], e == 1, -1, false};
+                    double want_y[8], want_g[8], *y, *gx;
+                    ref_scan(c.op, c.exclusive, 1, shape, 0, rows[r], want_y);
+                    ref_grad(c.op, c.exclusive, 1, shape, 0, rows[r], gv, want_g);
+                    run_scan(ctx, dt ? DC_F32 : DC_F64, &c, 1, shape, rows[r], gv, &y, &gx);
+                    char what[64];
+                    snprintf(what, sizeof what, "%s row %d %s", dc_reduction_name(c.op), r,
+                             c.exclusive ? "exclusive" : "inclusive");
+                    assert_same_bits(y, want_y, 8, what);
+                    assert_same_bits(gx, want_g, 8, what);
+                    free(y);
+                    free(gx);
+                }
+    dc_ctx_free(ctx);
+}
+
+/* Along an empty axis, and along an axis of one element (inclusive: y = x
+ * and the adjoint passed through; exclusive: the neutral element and no
+ * gradient); tensors without elements along another axis. */
+static void test_empty_and_single(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t shapes[4][2] = {{0, 3}, {3, 0}, {3, 1}, {1, 3}};
+    const int axes[4] = {0, 0, 1, 0};
+    const double xv[3] = {2, -1, 0.5}, gv[3] = {1, 2, 3};
+    for (int s = 0; s < 4; ++s)
+        for (int o = 0; o < 4; ++o)
+            for (int e = 0; e < 2; ++e) {
+                const scan_case c = {ops[o], e == 1, axes[s], false};
+                double *y, *gx;
+                run_scan(ctx, DC_F64, &c, 2, shapes[s], xv, gv, &y, &gx);
+                const int64_t n = numel_of(2, shapes[s]);
+                for (int64_t i = 0; i < n; ++i) {
+                    const double want = c.exclusive ? ref_neutral(c.op) : xv[i];
+                    if (y[i] != want || gx[i] != (c.exclusive ? 0.0 : gv[i]))
+                        fail_msg("%s %s along %d of %lld x %lld: element %lld is %g (gradient %g)",
+                                 dc_reduction_name(c.op), c.exclusive ? "exclusive" : "inclusive", c.axis,
+                                 (long long)shapes[s][0], (long long)shapes[s][1], (long long)i, y[i], gx[i]);
+                }
+                free(y);
+                free(gx);
+            }
+    dc_ctx_free(ctx);
+}
+
+/* A long scan across many chunks: the same bits on 1 and 2 threads, values
+ * and gradients, for one long row and for a few long columns; and close to
+ * the sequential reference. */
+static void test_threads_same_bits(void **state)
+{
+    (void)state;
+    dc_ctx *one = test_cpu_ctx_threads(1, 1), *two = test_cpu_ctx_threads(2, 1);
+    const int64_t row[1] = {100003}, cols[2] = {30001, 3};
+    double *xv = malloc(100003 * sizeof *xv), *gv = malloc(100003 * sizeof *gv);
+    double *want = malloc(100003 * sizeof *want);
+    assert_non_null(xv);
+    assert_non_null(gv);
+    assert_non_null(want);
+    fill(gv, 100003, -1, 1, 5);
+    for (int s = 0; s < 2; ++s)
+        for (int o = 0; o < 4; ++o)
+            for (int dt = 0; dt < 2; ++dt) {
+                const dc_dtype dtype = dt ? DC_F32 : DC_F64;
+                const int ndim = s ? 2 : 1;
+                const int64_t *shape = s ? cols : row;
+                const int64_t n = numel_of(ndim, shape);
+                /* products of values very near 1 stay in range this long */
+                fill(xv, n, ops[o] == DC_REDUCE_PROD ? 0.999 : -1.0, ops[o] == DC_REDUCE_PROD ? 1.001 : 1.0, 11);
+                if (dtype == DC_F32)
+                    for (int64_t i = 0; i < n; ++i)
+                        xv[i] = (float)xv[i];
+                const scan_case c = {ops[o], (o + dt) % 2 == 1, 0, false};
+                double *y1, *g1, *y2, *g2;
+                run_scan(one, dtype, &c, ndim, shape, xv, gv, &y1, &g1);
+                run_scan(two, dtype, &c, ndim, shape, xv, gv, &y2, &g2);
+                char what[64];
+                snprintf(what, sizeof what, "%s %s on %lld elements", dc_dtype_name(dtype), dc_reduction_name(c.op),
+                         (long long)n);
+                assert_same_bits(y1, y2, n, what);
+                assert_same_bits(g1, g2, n, what);
+                ref_scan(c.op, c.exclusive, ndim, shape, 0, xv, want);
+                assert_close(y1, want, n, dtype == DC_F64 ? 1e-9 : 1e-4, dtype == DC_F64 ? 1e-9 : 1e-5, what);
+                free(y1);
+                free(g1);
+                free(y2);
+                free(g2);
+            }
+    free(xv);
+    free(gv);
+    free(want);
+    dc_ctx_free(one);
+    dc_ctx_free(two);
+}
+
+/* The gradient of a long sum scan is the reverse cumulative sum of the
+ * adjoint, and a long maximum's goes to the winners: both across chunks. */
+static void test_long_gradients(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t shape[1] = {20000};
+    double *xv = malloc(20000 * sizeof *xv), *gv = malloc(20000 * sizeof *gv), *want = malloc(20000 * sizeof *want);
+    assert_non_null(xv);
+    assert_non_null(gv);
+    assert_non_null(want);
+    fill(xv, 20000, -1, 1, 3);
+    for (int64_t i = 0; i < 20000; ++i)
+        gv[i] = (double)((i * 7) % 5) - 2; /* integers: every sum exact */
+    for (int o = 0; o < 4; o += 2) {
+        const scan_case c = {ops[o], false, 0, false};
+        double *y, *gx;
+        run_scan(ctx, DC_F64, &c, 1, shape, xv, gv, &y, &gx);
+        if (o == 0) {
+            double acc = 0;
+            for (int64_t i = 20000; i-- > 0;)
+                want[i] = acc += gv[i];
+        } else {
+            memset(want, 0, 20000 * sizeof *want);
+            int64_t win = 0;
+            for (int64_t i = 0; i < 20000; ++i) {
+                win = xv[i] > xv[win] ? i : win;
+                want[win] += gv[i];
+            }
+        }
+        assert_same_bits(gx, want, 20000, dc_reduction_name(c.op));
+        free(y);
+        free(gx);
+    }
+    free(xv);
+    free(gv);
+    free(want);
+    dc_ctx_free(ctx);
+}
+
+/* Bad arguments are refused with a message naming the function and the
+ * argument. */
+static void test_bad_arguments(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t shape[2] = {2, 3};
+    const double v[6] = {1, 2, 3, 4, 5, 6};
+    dc_tensor *x = tensor_of(ctx, DC_F64, 2, shape, v);
+    dc_tape *tape = dc_tape_new(ctx);
+    assert_null(dc_op_scan(NULL, x, DC_REDUCE_SUM, 0, false));
+    assert_null(dc_op_scan(tape, NULL, DC_REDUCE_SUM, 0, false));
+    assert_non_null(strstr(dc_last_error(ctx), "dc_op_scan"));
+    const int bad_axes[3] = {2, -3, 100};
+    for (int i = 0; i < 3; ++i) {
+        assert_null(dc_op_scan(tape, x, DC_REDUCE_MAX, bad_axes[i], true));
+        const char *msg = dc_last_error(ctx);
+        if (!strstr(msg, "dc_op_scan") || !strstr(msg, "axis") || !strstr(msg, "[2, 3]"))
+            fail_msg("axis %d: message \"%s\"", bad_axes[i], msg);
+    }
+    assert_null(dc_op_scan(tape, x, (dc_reduction)7, 0, false));
+    if (!strstr(dc_last_error(ctx), "dc_op_scan") || !strstr(dc_last_error(ctx), "op 7"))
+        fail_msg("unknown op: message \"%s\"", dc_last_error(ctx));
+    assert_null(dc_op_scan(tape, x, (dc_reduction)-1, 0, false));
+    /* a scalar has no axis */
+    dc_tensor *s = dc_tape_scalar(tape, DC_F64, 1.0);
+    assert_null(dc_op_scan(tape, s, DC_REDUCE_SUM, 0, false));
+    assert_non_null(strstr(dc_last_error(ctx), "out of range"));
+    /* an input that needs no gradient records no node */
+    assert_non_null(dc_op_scan(tape, x, DC_REDUCE_SUM, 1, false));
+    assert_int_equal(dc_tape_node_count(tape), 0);
+    dc_tape_free(tape);
+    dc_tensor_free(x);
+    dc_ctx_free(ctx);
+}
+
+/* ---- CUDA against the CPU ---- */
+
+#define NEED_GPU()                                                                                                     \
+    do {                                                                                                               \
+        if (!gpu) {                                                                                                    \
+            print_message("skipped: no usable CUDA device: %s\n", no_gpu_reason);                                      \
+            skip();                                                                                                    \
+        }                                                                                                              \
+    } while (0)
+
+/* Normalized mean squared error of b against a, NaN and Inf in the same
+ * places. */
+static double nmse(const double *a, const double *b, int64_t n, const char *what)
+{
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        if (isnan(a[i]) != isnan(b[i]) || isinf(a[i]) != isinf(b[i]) || (isinf(a[i]) && a[i] != b[i]))
+            fail_msg("%s: element %lld is %g on the CPU and %g on CUDA", what, (long long)i, a[i], b[i]);
+        if (isfinite(a[i])) {
+            num += (a[i] - b[i]) * (a[i] - b[i]);
+            den += a[i] * a[i];
+        }
+    }
+    return den > 0 ? num / den : num;
+}
+
+/* Every op and mode on rows (one block's chunk and several), columns (one
+ * chunk and several), short rows and a transposed view, float32 and
+ * float64: CUDA's values and gradients against the CPU's (the values of
+ * maxima and minima equal), and a second CUDA run with the same bits. */
+static void test_cuda_matches_cpu(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    dc_ctx *cpu = test_cpu_ctx();
+    typedef struct {
+        int ndim;
+        int64_t shape[3];
+        int axis;
+        bool transpose;
+    } layout;
+    const layout layouts[] = {
+        {2, {3, 9000}, 1, false},                         /* rows of three chunks, the last partial */
+        {2, {5, 300}, -1, false},                         /* rows of one chunk */
+        {2, {2500, 3}, 0, false},                         /* few columns of three chunks */
+        {3, {4, 37, 9}, 1, false},                        /* columns of one chunk */
+        {2, {40, 50}, 1, false},                          /* short rows, a thread each */
+        {2, {70, 90}, 0, true},                           /* a transposed view: rows after the copy */
+        {1, {1}, 0, false},        {2, {4, 0}, 1, false}, /* an empty axis */
+        {2, {0, 6}, 1, false},                            /* no lines */
+    };
+    for (size_t l = 0; l < sizeof layouts / sizeof *layouts; ++l) {
+        const layout *lo = &layouts[l];
+        const int64_t n = numel_of(lo->ndim, lo->shape);
+        double *xv = malloc((size_t)(n ? n : 1) * sizeof *xv), *gv = malloc((size_t)(n ? n : 1) * sizeof *gv);
+        assert_non_null(xv);
+        assert_non_null(gv);
+        fill(gv, n, -1, 1, 17);
+        for (int o = 0; o < 4; ++o) {
+            fill(xv, n, ops[o] == DC_REDUCE_PROD ? 0.99 : -1.0, ops[o] == DC_REDUCE_PROD ? 1.01 : 1.0, 23 + l);
+            if (ops[o] >= DC_REDUCE_MAX) /* ties, across chunks too */
+                for (int64_t i = 0; i < n; i += 7)
+                    xv[i] = 0.5;
+            for (int e = 0; e < 2; ++e)
+                for (int dt = 0; dt < 2; ++dt) {
+                    const dc_dtype dtype = dt ? DC_F32 : DC_F64;
+                    const scan_case c = {ops[o], e == 1, lo->axis, lo->transpose};
+                    double *yc, *gc, *yg, *gg, *yg2, *gg2;
+                    run_scan(cpu, dtype, &c, lo->ndim, lo->shape, xv, gv, &yc, &gc);
+                    run_scan(gpu, dtype, &c, lo->ndim, lo->shape, xv, gv, &yg, &gg);
+                    run_scan(gpu, dtype, &c, lo->ndim, lo->shape, xv, gv, &yg2, &gg2);
+                    char what[128];
+                    snprintf(what, sizeof what, "layout %zu, %s %s %s", l, dc_dtype_name(dtype),
+                             dc_reduction_name(c.op), c.exclusive ? "exclusive" : "inclusive");
+                    assert_same_bits(yg, yg2, n, what);
+                    assert_same_bits(gg, gg2, n, what);
+                    const double limit = dtype == DC_F64 ? 1e-24 : 1e-12;
+                    /* a maximum is one of the elements; its gradient sums
+                     * adjoints, in another order on either backend */
+                    if (c.op == DC_REDUCE_MAX || c.op == DC_REDUCE_MIN)
+                        assert_same_bits(yc, yg, n, what);
+                    const double ey = nmse(yc, yg, n, what), eg = nmse(gc, gg, n, what);
+                    if (!(ey <= limit && eg <= limit))
+                        fail_msg("%s: NMSE %g (values), %g (gradients), limit %g", what, ey, eg, limit);
+                    free(yc), free(gc), free(yg), free(gg), free(yg2), free(gg2);
+                }
+        }
+        free(xv);
+        free(gv);
+    }
+    dc_ctx_free(cpu);
+}
+
+/* Products with zeros and maxima with NaN on CUDA, across chunks: the same
+ * values and gradients as the CPU. */
+static void test_cuda_edges(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    dc_ctx *cpu = test_cpu_ctx();
+    const int64_t shape[2] = {2, 5000};
+    const int64_t n = 10000;
+    double *xv = malloc((size_t)n * sizeof *xv), *gv = malloc((size_t)n * sizeof *gv);
+    assert_non_null(xv);
+    assert_non_null(gv);
+    fill(gv, n, -1, 1, 29);
+    for (int o = 1; o < 3; ++o)
+        for (int e = 0; e < 2; ++e) {
+            fill(xv, n, 0.99, 1.01, 31);
+            if (o == 1) { /* a zero in the first chunk of row 0, two in row 1's second */
+                xv[100] = 0;
+                xv[5000 + 4500] = xv[5000 + 4600] = 0;
+            } else { /* a NaN in row 0's second chunk, +inf in row 1's first */
+                xv[4500] = NAN;
+                xv[5000 + 10] = INFINITY;
+            }
+            const scan_case c = {ops[o], e == 1, 1, false};
+            double *yc, *gc, *yg, *gg;
+            run_scan(cpu, DC_F64, &c, 2, shape, xv, gv, &yc, &gc);
+            run_scan(gpu, DC_F64, &c, 2, shape, xv, gv, &yg, &gg);
+            const double ey = nmse(yc, yg, n, "edges, values"), eg = nmse(gc, gg, n, "edges, gradients");
+            if (!(ey <= 1e-24 && eg <= 1e-24))
+                fail_msg("%s %s: NMSE %g (values), %g (gradients)", dc_reduction_name(c.op),
+                         c.exclusive ? "exclusive" : "inclusive", ey, eg);
+            free(yc), free(gc), free(yg), free(gg);
+        }
+    free(xv);
+    free(gv);
+    dc_ctx_free(cpu);
+}
+
+/* The kernels each path launches, in a warm step: one for lines of one
+ * chunk, three for longer ones (summaries, their chain, the rescan), forward
+ * and adjoint (plus the copy of the adjoint into the gradient); no wait for
+ * the host and no cudaMalloc, so a step with scans can be captured. */
+static void test_cuda_launches(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    typedef struct {
+        int ndim;
+        int64_t shape[3];
+        int axis;
+        uint64_t forward;
+    } layout;
+    const layout layouts[] = {
+        {2, {3, 9000}, 1, 3},  /* rows of several chunks */
+        {2, {5, 300}, 1, 1},   /* rows of one */
+        {2, {2500, 3}, 0, 3},  /* few long columns */
+        {3, {4, 37, 9}, 1, 1}, /* columns of one chunk */
+        {2, {40, 50}, 1, 1},   /* short rows */
+    };
+    for (size_t l = 0; l < sizeof layouts / sizeof *layouts; ++l) {
+        const layout *lo = &layouts[l];
+        const int64_t n = numel_of(lo->ndim, lo->shape);
+        double *v = malloc((size_t)n * sizeof *v);
+        assert_non_null(v);
+        fill(v, n, -1, 1, 41);
+        dc_tensor *x = tensor_of(gpu, DC_F32, lo->ndim, lo->shape, v),
+                  *g = tensor_of(gpu, DC_F32, lo->ndim, lo->shape, v);
+        TEST_OK(gpu, dc_tensor_set_requires_grad(x, true));
+        dc_tape *tape = dc_tape_new(gpu);
+        for (int step = 0; step < 2; ++step) {
+            dc_tape_reset(tape);
+            TEST_OK(gpu, dc_ctx_synchronize(gpu));
+            const dc_device_counters a = dc_ctx_device_counters(gpu);
+            dc_tensor *y = dc_op_scan(tape, x, DC_REDUCE_PROD, lo->axis, false);
+            TEST_NONNULL(gpu, y);
+            const dc_device_counters b = dc_ctx_device_counters(gpu);
+            TEST_OK(gpu, dc_backward_with(tape, y, g));
+            const dc_device_counters c = dc_ctx_device_counters(gpu);
+            if (step == 0)
+                continue;
+            if (b.kernel_launches - a.kernel_launches != lo->forward ||
+                c.kernel_launches - b.kernel_launches != lo->forward + 1)
+                fail_msg("layout %zu: %llu kernels forward and %llu in the adjoint, want %llu and %llu", l,
+                         (unsigned long long)(b.kernel_launches - a.kernel_launches),
+                         (unsigned long long)(c.kernel_launches - b.kernel_launches), (unsigned long long)lo->forward,
+                         (unsigned long long)lo->forward + 1);
+            if (c.host_waits != a.host_waits || c.malloc_calls != a.malloc_calls)
+                fail_msg("layout %zu: %llu host waits and %llu cudaMalloc calls in a warm step", l,
+                         (unsigned long long)(c.host_waits - a.host_waits),
+                         (unsigned long long)(c.malloc_calls - a.malloc_calls));
+        }
+        dc_tape_free(tape);
+        dc_tensor_free(x);
+        dc_tensor_free(g);
+        free(v);
+    }
+}
+
+typedef struct scan_step_data {
+    dc_tape *tape;
+    dc_tensor *x, *g, *y;
+} scan_step_data;
+
+/* A step: the product scan of x along its rows, its adjoint into x's
+ * gradient. */
+static dc_status scan_step(void *user)
+{
+    scan_step_data *s = user;
+    dc_tape_reset(s->tape);
+    dc_tensor_zero_grad(s->x);
+    s->y = dc_op_scan(s->tape, s->x, DC_REDUCE_PROD, 1, false);
+    return s->y ? dc_backward_with(s->tape, s->y, s->g) : DC_ERR_ARG;
+}
+
+/* A step with a scan of rows of several chunks is captured as a CUDA graph
+ * and replayed on new values: the replay's values and gradient are the
+ * CPU's on those values. */
+static void test_cuda_graph_replay(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    dc_ctx *cpu = test_cpu_ctx();
+    const int64_t shape[2] = {3, 9000}, n = 27000;
+    double *v = malloc((size_t)n * sizeof *v), *gv = malloc((size_t)n * sizeof *gv);
+    float *raw = malloc((size_t)n * sizeof *raw);
+    assert_non_null(v);
+    assert_non_null(gv);
+    assert_non_null(raw);
+    fill(v, n, 0.99, 1.01, 51);
+    fill(gv, n, -1, 1, 52);
+    scan_step_data s = {dc_tape_new(gpu), tensor_of(gpu, DC_F32, 2, shape, v), tensor_of(gpu, DC_F32, 2, shape, gv),
+                        NULL};
+    TEST_OK(gpu, dc_tensor_set_requires_grad(s.x, true));
+    dc_status st = DC_OK;
+    dc_graph *graph = dc_graph_capture(gpu, scan_step, &s, &st);
+    TEST_NONNULL(gpu, graph);
+    if (dc_graph_fallback(graph))
+        fail_msg("the step was not captured: %s", dc_graph_fallback(graph));
+    fill(v, n, 0.99, 1.01, 53); /* new values, written before the replay */
+    for (int64_t i = 0; i < n; ++i)
+        raw[i] = (float)v[i];
+    TEST_OK(gpu, dc_tensor_from_host_copy(s.x, raw, (size_t)n * sizeof *raw));
+    TEST_OK(gpu, dc_graph_replay(graph));
+    assert_int_equal(dc_graph_replays(graph), 1);
+    double *y = values_of(s.y), *gx = values_of(dc_tensor_grad(s.x)), *yc, *gc;
+    const scan_case c = {DC_REDUCE_PROD, false, 1, false};
+    run_scan(cpu, DC_F32, &c, 2, shape, v, gv, &yc, &gc);
+    const double ey = nmse(yc, y, n, "replay, values"), eg = nmse(gc, gx, n, "replay, gradients");
+    if (!(ey <= 1e-12 && eg <= 1e-12))
+        fail_msg("replayed scan: NMSE %g (values), %g (gradients) against the CPU", ey, eg);
+    free(y), free(gx), free(yc), free(gc), free(v), free(gv), free(raw);
+    dc_graph_free(graph);
+    dc_tape_free(s.tape);
+    dc_tensor_free(s.x);
+    dc_tensor_free(s.g);
+    dc_ctx_free(cpu);
+}
+
+int main(void)
+{
+    dc_ctx_options o = dc_ctx_options_default();
+    o.seed = 1;
+    const char *device = getenv("DC_DEVICE");
+    o.backend = device && strncmp(device, "cuda", 4) == 0 ? DC_BACKEND_AUTO : DC_BACKEND_CUDA;
+    dc_status st = DC_OK;
+    gpu = dc_ctx_new(&o, &st);
+    if (!gpu) {
+        snprintf(no_gpu_reason, sizeof no_gpu_reason, "%s", dc_last_error(NULL));
+        const char *require = getenv("DC_REQUIRE_CUDA");
+        if (st == DC_ERR_ARG || (require && strcmp(require, "1") == 0)) {
+            printf("test_scan: failed: no usable CUDA device: %s\n", no_gpu_reason);
+            return 1;
+        }
+        printf("test_scan: the CUDA tests are skipped: no usable CUDA device: %s\n", no_gpu_reason);
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matches_reference), cmocka_unit_test(test_gradcheck),
+        cmocka_unit_test(test_gradcheck_long),    cmocka_unit_test(test_prod_zeros),
+        cmocka_unit_test(test_max_min_winners),   cmocka_unit_test(test_empty_and_single),
+        cmocka_unit_test(test_threads_same_bits), cmocka_unit_test(test_long_gradients),
+        cmocka_unit_test(test_bad_arguments),     cmocka_unit_test(test_cuda_matches_cpu),
+        cmocka_unit_test(test_cuda_edges),        cmocka_unit_test(test_cuda_launches),
+        cmocka_unit_test(test_cuda_graph_replay),
+    };
+    const int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    dc_ctx_free(gpu);
+    return failed;
+}
