@@ -40,7 +40,14 @@
     OP(CONCAT, concat, dc_concat_backward)                                                         \
     OP(EMBEDDING, embedding, dc_embedding_backward)                                                \
     OP(CROSS_ENTROPY, cross_entropy, dc_cross_entropy_backward)                                    \
-    OP(BROADCAST_FN, broadcast_fn, dc_broadcast_fn_backward)
+    OP(BROADCAST_FN, broadcast_fn, dc_broadcast_fn_backward)                                      \
+    OP(SPMM, spmm, dc_spmm_backward)                                                               \
+    OP(SDDMM, sddmm, dc_sddmm_backward)                                                            \
+    OP(CSR_SUM, csr_sum, dc_csr_sum_backward)                                                      \
+    OP(CSR_EXPAND, csr_expand, dc_csr_expand_backward)                                             \
+    OP(CSR_TO_DENSE, csr_to_dense, dc_csr_to_dense_backward)                                       \
+    OP(CSR_SAMPLE, csr_sample, dc_csr_sample_backward)                                             \
+    OP(CSR_PERMUTE, csr_permute, dc_csr_permute_backward)
 
 #define DC_OP_ENUM_EW(ID, name, n_in, fwd, bwd, reads, n_targets, t0, t1) DC_OP_##ID,
 #define DC_OP_ENUM_OP(ID, name, backward) DC_OP_##ID,
