@@ -33,9 +33,12 @@
  * the pattern built with the matrix (CSC order with the permutation to CSR
  * order), never scatter-adds.
  *
- * The CPU backend runs every op; on a CUDA context the patterns are built
- * and held on the device, and the ops return DC_ERR_UNSUPPORTED (their
- * CUDA kernels are not written yet). */
+ * Both backends run every op. On CUDA each output element is one sum in
+ * the pattern's order by one thread (no atomics), the same bits on every
+ * run (not necessarily the CPU's bits: the device may fuse multiply-adds).
+ * No op waits for the device or allocates outside the tape, so a training
+ * step with sparse ops can be captured as a CUDA graph. The library's own
+ * kernels do the work; cuSPARSE is not used. */
 #ifndef DUALCAST_SPARSE_H
 #define DUALCAST_SPARSE_H
 

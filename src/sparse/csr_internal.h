@@ -50,7 +50,7 @@ typedef struct dc_vec_view {
  * the column (CSR) or row (CSC) of each in idx, and for CSC the CSR entry
  * of each in perm (NULL for CSR). */
 typedef struct dc_csr_side {
-    int64_t out_rows;
+    int64_t out_rows, nnz;
     const void *ptr, *idx, *perm;
     bool wide;
 } dc_csr_side;
@@ -92,9 +92,6 @@ dc_status dc_csr_check(dc_tape *tape, const char *op, const dc_csr *a, const dc_
  * (a negative size: any). */
 dc_status dc_csr_check_operand(dc_tape *tape, const char *op, const char *label, const dc_tensor *t,
                                dc_dtype dtype, int ndim, int64_t d0, int64_t d1);
-
-/* DC_ERR_UNSUPPORTED on a CUDA context (no kernels yet). */
-dc_status dc_csr_check_backend(dc_tape *tape, const char *op);
 
 /* Views of a tensor: a matrix (a vector is [len, 1]) and a vector. */
 dc_dense_view dc_csr_dense_of(const dc_tensor *t);

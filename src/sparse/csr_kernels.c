@@ -1,6 +1,8 @@
-/* The sparse ops' kernels on the CPU. Each output element is one sum, in
- * the pattern's order, computed by one thread: threads split the output's
- * rows, so the bits do not depend on their number. */
+/* The sparse ops' kernels: on the CPU here, on CUDA in src/cuda/sparse.cu.
+ * Each output element is one sum, in the pattern's order, computed by one
+ * thread: CPU threads split the output's rows, so the bits do not depend
+ * on their number. */
+#include "../cuda/sparse_cuda.h"
 #include "csr_internal.h"
 
 /* Worth a team of threads from about this many multiply-adds. */
@@ -77,13 +79,13 @@ DEFINE_KERNELS(double)
 
 dc_csr_side dc_csr_rows_side(const dc_csr *a)
 {
-    dc_csr_side s = {a->rows, a->row_ptr, a->col_idx, NULL, a->wide};
+    dc_csr_side s = {a->rows, a->nnz, a->row_ptr, a->col_idx, NULL, a->wide};
     return s;
 }
 
 dc_csr_side dc_csr_cols_side(const dc_csr *a)
 {
-    dc_csr_side s = {a->cols, a->col_ptr, a->csc_row, a->csc_perm, a->wide};
+    dc_csr_side s = {a->cols, a->nnz, a->col_ptr, a->csc_row, a->csc_perm, a->wide};
     return s;
 }
 
@@ -91,8 +93,10 @@ dc_status dc_csr_kernel_mm(dc_ctx *ctx, dc_dtype dtype, dc_csr_side side, dc_vec
                            int64_t n, dc_dense_view out, dc_write_mode mode)
 {
     const bool add = mode == DC_WRITE_ACCUMULATE;
-    const int64_t nnz = dc_csr_ix(side.ptr, side.wide, side.out_rows);
-    const int threads = team(ctx, nnz * n);
+    if (ctx->cuda)
+        return dc_cuda_csr_mm(ctx, dtype, side.wide, side.out_rows, side.ptr, side.idx, side.perm, vals.ptr, vals.s,
+                              x.ptr, x.rs, x.cs, n, out.ptr, out.rs, out.cs, add);
+    const int threads = team(ctx, side.nnz * n);
     if (dtype == DC_F32)
         mm_float(side, vals.ptr, vals.s, x.ptr, x.rs, x.cs, n, out.ptr, out.rs, out.cs, add, threads);
     else
@@ -104,6 +108,9 @@ dc_status dc_csr_kernel_sddmm(dc_ctx *ctx, dc_dtype dtype, const dc_csr *a, dc_d
                               int64_t n, dc_vec_view out, dc_write_mode mode)
 {
     const bool add = mode == DC_WRITE_ACCUMULATE;
+    if (ctx->cuda)
+        return dc_cuda_csr_sddmm(ctx, dtype, a->wide, a->rows, a->nnz, a->row_ptr, a->col_idx, u.ptr, u.rs, u.cs,
+                                 v.ptr, v.rs, v.cs, n, out.ptr, out.s, add);
     const int threads = team(ctx, a->nnz * n);
     if (dtype == DC_F32)
         sddmm_float(a, u.ptr, u.rs, u.cs, v.ptr, v.rs, v.cs, n, out.ptr, out.s, add, threads);
@@ -116,6 +123,9 @@ dc_status dc_csr_kernel_permute(dc_ctx *ctx, dc_dtype dtype, const dc_csr *a, bo
                                 dc_vec_view out, dc_write_mode mode)
 {
     const bool add = mode == DC_WRITE_ACCUMULATE;
+    if (ctx->cuda)
+        return dc_cuda_csr_permute(ctx, dtype, a->wide, a->nnz, a->csc_perm, scatter, in.ptr, in.s, out.ptr, out.s,
+                                   add);
     const int threads = team(ctx, a->nnz);
     if (dtype == DC_F32)
         permute_float(a, scatter, in.ptr, in.s, out.ptr, out.s, add, threads);
@@ -128,6 +138,9 @@ dc_status dc_csr_kernel_to_dense(dc_ctx *ctx, dc_dtype dtype, const dc_csr *a, d
                                  dc_write_mode mode)
 {
     const bool add = mode == DC_WRITE_ACCUMULATE;
+    if (ctx->cuda)
+        return dc_cuda_csr_dense(ctx, dtype, a->wide, true, a->rows, a->cols, a->nnz, a->row_ptr, a->col_idx, vals.ptr,
+                                 vals.s, d.ptr, d.rs, d.cs, add);
     const int threads = team(ctx, a->rows * a->cols);
     if (dtype == DC_F32)
         dense_float(a, true, vals.ptr, vals.s, d.ptr, d.rs, d.cs, add, threads);
@@ -140,6 +153,9 @@ dc_status dc_csr_kernel_sample(dc_ctx *ctx, dc_dtype dtype, const dc_csr *a, dc_
                                dc_write_mode mode)
 {
     const bool add = mode == DC_WRITE_ACCUMULATE;
+    if (ctx->cuda)
+        return dc_cuda_csr_dense(ctx, dtype, a->wide, false, a->rows, a->cols, a->nnz, a->row_ptr, a->col_idx,
+                                 vals.ptr, vals.s, d.ptr, d.rs, d.cs, add);
     const int threads = team(ctx, a->nnz);
     if (dtype == DC_F32)
         dense_float(a, false, vals.ptr, vals.s, d.ptr, d.rs, d.cs, add, threads);

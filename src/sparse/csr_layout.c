@@ -48,7 +48,6 @@ dc_tensor *dc_op_csr_sample(dc_tape *tape, const dc_csr *a, dc_tensor *dense)
     const char *op = "dc_op_csr_sample";
     const char *const labels[] = {"dense"};
     if (dc_op_check_args(tape, op, 1, &dense, labels) != DC_OK || dc_csr_check(tape, op, a, NULL) != DC_OK ||
-        dc_csr_check_backend(tape, op) != DC_OK ||
         dc_csr_check_operand(tape, op, "dense", dense, dense->dtype, 2, a->rows, a->cols) != DC_OK)
         return NULL;
     const int64_t shape[1] = {a->nnz};

@@ -16,7 +16,7 @@ dc_status dc_csr_check(dc_tape *tape, const char *op, const dc_csr *a, const dc_
     if (values->ndim != 1 || values->shape[0] != a->nnz)
         return dc_error(ctx, DC_ERR_SHAPE, "%s: values %s do not match the matrix's %lld entries ([%lld])", op,
                         dc_tensor_shape_str(values, s, sizeof s), (long long)a->nnz, (long long)a->nnz);
-    return dc_csr_check_backend(tape, op);
+    return DC_OK;
 }
 
 dc_status dc_csr_check_operand(dc_tape *tape, const char *op, const char *label, const dc_tensor *t,
@@ -40,13 +40,6 @@ dc_status dc_csr_check_operand(dc_tape *tape, const char *op, const char *label,
         snprintf(want, sizeof want, "[%lld, %lld]", (long long)d0, (long long)d1);
     return dc_error(tape->ctx, DC_ERR_SHAPE, "%s: %s is %s, the matrix needs %s", op, label,
                     dc_tensor_shape_str(t, s, sizeof s), want);
-}
-
-dc_status dc_csr_check_backend(dc_tape *tape, const char *op)
-{
-    if (tape->ctx->cuda)
-        return dc_error(tape->ctx, DC_ERR_UNSUPPORTED, "%s: the sparse ops have no CUDA kernels yet", op);
-    return DC_OK;
 }
 
 dc_dense_view dc_csr_dense_of(const dc_tensor *t)

@@ -111,9 +111,6 @@ dc_status dc_op_csr_broadcast(dc_tape *tape, const dc_bfn *fn, const dc_csr *a, 
         return dc_error(ctx, DC_ERR_ARG, "%s: %d inputs, at most %d", op, n_inputs, DC_BFN_MAX_INPUTS);
     if (n_inputs > 0 && (!inputs || !kinds))
         return dc_error(ctx, DC_ERR_ARG, "%s: the %s array is NULL", op, inputs ? "kinds" : "inputs");
-    st = dc_csr_check_backend(tape, op);
-    if (st != DC_OK)
-        return st;
     dc_tensor *along[DC_BFN_MAX_INPUTS];
     bool entries = false;
     for (int m = 0; m < n_inputs; ++m) {

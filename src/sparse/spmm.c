@@ -81,8 +81,7 @@ dc_tensor *dc_op_sddmm(dc_tape *tape, const dc_csr *a, dc_tensor *u, dc_tensor *
     const char *op = "dc_op_sddmm";
     const char *const labels[] = {"u", "v"};
     dc_tensor *in[2] = {u, v};
-    if (dc_op_check_args(tape, op, 2, in, labels) != DC_OK || dc_csr_check(tape, op, a, NULL) != DC_OK ||
-        dc_csr_check_backend(tape, op) != DC_OK)
+    if (dc_op_check_args(tape, op, 2, in, labels) != DC_OK || dc_csr_check(tape, op, a, NULL) != DC_OK)
         return NULL;
     if (dc_csr_check_operand(tape, op, "u", u, u->dtype, 2, a->rows, -1) != DC_OK)
         return NULL;
