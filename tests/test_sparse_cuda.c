@@ -284,6 +284,63 @@ static void test_same_bits_every_run(void **state)
             free(runs[run][k]);
 }
 
+/* A training step through every kind of sparse op: once warm, it makes
+ * the host wait for nothing and calls neither cudaMalloc nor cudaFree (it
+ * can be captured as a CUDA graph). */
+static void test_training_step_never_waits(void **state)
+{
+    (void)state;
+    const coo_case *c = &cases[0];
+    dc_csr *a = dc_csr_from_coo(gpu, DC_F32, c->rows, c->cols, c->nnz, c->row, c->col, c->val, DC_COO_SUM);
+    TEST_NONNULL(gpu, a);
+    const int64_t sx[2] = {7, 4}, su[1] = {5}, sv[1] = {7};
+    dc_tensor *x = dc_tensor_new(gpu, DC_F32, 2, sx), *u = dc_tensor_new(gpu, DC_F32, 1, su);
+    dc_tensor *v = dc_tensor_new(gpu, DC_F32, 1, sv);
+    dc_tensor *params[4] = {dc_csr_values(a), x, u, v};
+    for (int m = 1; m < 4; ++m)
+        TEST_OK(gpu, dc_tensor_fill_uniform(params[m], -1, 1));
+    for (int m = 0; m < 4; ++m)
+        TEST_OK(gpu, dc_tensor_set_requires_grad(params[m], true));
+    dc_optimizer *adam = dc_optimizer_adam(gpu, 4, params, NULL);
+    TEST_NONNULL(gpu, adam);
+    dc_tape *tape = dc_tape_new(gpu);
+    TEST_OK(gpu, dc_ctx_synchronize(gpu));
+    dc_device_counters warm = {0, 0, 0, 0, 0};
+    for (int step = 0; step < 6; ++step) {
+        const dc_device_counters at_start = dc_ctx_device_counters(gpu);
+        if (step == 3)
+            warm = at_start;
+        dc_tape_reset(tape);
+        const dc_csr_operand kinds[3] = {DC_CSR_ENTRY, DC_CSR_ROW, DC_CSR_COL};
+        dc_tensor *in[3] = {params[0], u, v}, *w = NULL;
+        TEST_OK(gpu, dc_op_csr_broadcast(tape, DC_BFN_REF(csr_edge), a, 3, in, kinds, 1, &w));
+        dc_tensor *h = dc_op_spmm(tape, a, w, x, false);                 /* [5, 4] */
+        dc_tensor *s = dc_op_sddmm(tape, a, h, x);                       /* [9] */
+        dc_tensor *t = dc_op_csr_transpose_values(tape, a, s);
+        dc_tensor *r = dc_op_add(tape, dc_op_csr_row_sum(tape, a, t), dc_op_csr_row_sum(tape, a, s)); /* [5] */
+        dc_tensor *d = dc_op_csr_sample(tape, a, dc_op_csr_to_dense(tape, a, s));
+        dc_tensor *y = dc_op_add(tape, dc_op_spmv(tape, a, d, r, true), dc_op_csr_col_sum(tape, a, s)); /* [7] */
+        dc_tensor *loss = dc_op_sum(tape, dc_op_mul(tape, y, y), 0, NULL, false);
+        TEST_NONNULL(gpu, loss);
+        TEST_OK(gpu, dc_backward(tape, loss));
+        TEST_OK(gpu, dc_optimizer_step(adam));
+        dc_optimizer_zero_grad(adam);
+        const dc_device_counters now = dc_ctx_device_counters(gpu);
+        if (step >= 3 && (now.host_waits != at_start.host_waits || now.malloc_calls != warm.malloc_calls ||
+                          now.free_calls != warm.free_calls))
+            fail_msg("step %d: %llu host waits, %llu cudaMalloc and %llu cudaFree calls in a warm step", step,
+                     (unsigned long long)(now.host_waits - at_start.host_waits),
+                     (unsigned long long)(now.malloc_calls - warm.malloc_calls),
+                     (unsigned long long)(now.free_calls - warm.free_calls));
+    }
+    dc_tape_free(tape);
+    dc_optimizer_free(adam);
+    dc_tensor_free(x);
+    dc_tensor_free(u);
+    dc_tensor_free(v);
+    dc_csr_free(a);
+}
+
 int main(void)
 {
     dc_ctx_options o = dc_ctx_options_default();
@@ -310,6 +367,7 @@ int main(void)
         cmocka_unit_test(test_ops_match_cpu),
         cmocka_unit_test(test_patterns_on_the_device),
         cmocka_unit_test(test_same_bits_every_run),
+        cmocka_unit_test(test_training_step_never_waits),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     dc_ctx_free(cpu);
