@@ -620,6 +620,60 @@ static void test_values_from_the_tape(void **state)
     dc_ctx_free(ctx);
 }
 
+/* Products wider than the CPU kernel's column chunk (130 columns: three
+ * chunks), forward and gradients, against the dense product through
+ * dc_op_csr_to_dense and dc_op_matmul. */
+static void test_wide_products_match_matmul(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    dc_csr *a = case_csr(ctx, DC_F64, &cases[0]);
+    dc_tensor *vals = dc_csr_values(a), *x = random_tensor(ctx, 2, 7, 130), *xt = random_tensor(ctx, 2, 5, 130);
+    dc_tensor *params[3] = {vals, x, xt};
+    double *grads[2][3], *outs[2][2];
+    for (int dense = 0; dense < 2; ++dense) {
+        for (int m = 0; m < 3; ++m) {
+            TEST_OK(ctx, dc_tensor_set_requires_grad(params[m], true));
+            dc_tensor_zero_grad(params[m]);
+        }
+        dc_tape *tape = dc_tape_new(ctx);
+        dc_tensor *y, *yt;
+        if (dense) {
+            dc_tensor *d = dc_op_csr_to_dense(tape, a, vals);
+            y = dc_op_matmul(tape, d, x);
+            yt = dc_op_matmul(tape, dc_op_transpose(tape, d, 0, 1), xt);
+        } else {
+            y = dc_op_spmm(tape, a, vals, x, false);
+            yt = dc_op_spmm(tape, a, vals, xt, true);
+        }
+        dc_tensor *loss = dc_op_add(tape, dc_op_sum(tape, dc_op_mul(tape, y, weights(tape, y, 1.0)), 0, NULL, false),
+                                    dc_op_sum(tape, dc_op_mul(tape, yt, weights(tape, yt, 3.0)), 0, NULL, false));
+        TEST_NONNULL(ctx, loss);
+        TEST_OK(ctx, dc_backward(tape, loss));
+        outs[dense][0] = test_values(y);
+        outs[dense][1] = test_values(yt);
+        for (int m = 0; m < 3; ++m)
+            grads[dense][m] = test_values(dc_tensor_grad(params[m]));
+        dc_tape_free(tape);
+    }
+    test_assert_close(outs[0][0], outs[1][0], 5 * 130, 1e-13, 1e-12, "A X, 130 columns");
+    test_assert_close(outs[0][1], outs[1][1], 7 * 130, 1e-13, 1e-12, "A^T X, 130 columns");
+    const int64_t sizes[3] = {9, 7 * 130, 5 * 130};
+    for (int m = 0; m < 3; ++m)
+        test_assert_close(grads[0][m], grads[1][m], sizes[m], 1e-12, 1e-12, "gradient, 130 columns");
+    for (int d = 0; d < 2; ++d) {
+        free(outs[d][0]);
+        free(outs[d][1]);
+        for (int m = 0; m < 3; ++m)
+            free(grads[d][m]);
+    }
+    TEST_OK(ctx, dc_tensor_set_requires_grad(vals, false));
+    dc_tensor_free(x);
+    dc_tensor_free(xt);
+    dc_csr_free(a);
+    dc_ctx_free(ctx);
+}
+
 /* ---- the broadcast over entries ---- */
 
 static dc_tensor *gated_loss(dc_tape *tape, dc_tensor *const *in, void *user)
@@ -866,6 +920,7 @@ int main(void)
         cmocka_unit_test(test_transpose),
         cmocka_unit_test(test_ops_against_dense_and_differences),
         cmocka_unit_test(test_values_from_the_tape),
+        cmocka_unit_test(test_wide_products_match_matmul),
         cmocka_unit_test(test_broadcast_over_entries),
         cmocka_unit_test(test_f32_matches_f64),
         cmocka_unit_test(test_same_bits_on_any_thread_count),

@@ -8,6 +8,10 @@
 /* Worth a team of threads from about this many multiply-adds. */
 #define PARALLEL_MIN 32768
 
+/* Columns of a product's row summed together: each element still sums its
+ * entries in the pattern's order, while a row of x is read contiguously. */
+#define MM_CHUNK 64
+
 static int team(dc_ctx *ctx, int64_t work) { return dc_pool_team(&ctx->cpu, work > PARALLEL_MIN); }
 
 #define DEFINE_KERNELS(T)                                                                          \
@@ -17,15 +21,19 @@ static int team(dc_ctx *ctx, int64_t work) { return dc_pool_team(&ctx->cpu, work
         _Pragma("omp parallel for num_threads(threads) schedule(static)")                          \
         for (int64_t i = 0; i < s.out_rows; ++i) {                                                 \
             const int64_t p0 = dc_csr_ix(s.ptr, s.wide, i), p1 = dc_csr_ix(s.ptr, s.wide, i + 1);  \
-            for (int64_t c = 0; c < n; ++c) {                                                      \
-                T acc = 0;                                                                         \
+            for (int64_t c0 = 0; c0 < n; c0 += MM_CHUNK) {                                         \
+                const int64_t cn = n - c0 < MM_CHUNK ? n - c0 : MM_CHUNK;                          \
+                T acc[MM_CHUNK] = {0};                                                             \
                 for (int64_t p = p0; p < p1; ++p) {                                                \
-                    const int64_t e = s.perm ? dc_csr_ix(s.perm, s.wide, p) : p;                   \
-                    const T xv = x ? x[dc_csr_ix(s.idx, s.wide, p) * xr + c * xc] : (T)1;          \
-                    acc += vals[e * vs] * xv;                                                      \
+                    const T v = vals[(s.perm ? dc_csr_ix(s.perm, s.wide, p) : p) * vs];            \
+                    const T *xp = x ? x + dc_csr_ix(s.idx, s.wide, p) * xr + c0 * xc : NULL;       \
+                    for (int64_t c = 0; c < cn; ++c)                                               \
+                        acc[c] += v * (xp ? xp[c * xc] : (T)1);                                    \
                 }                                                                                  \
-                T *o = out + i * orow + c * ocol;                                                  \
-                *o = add ? *o + acc : acc;                                                         \
+                for (int64_t c = 0; c < cn; ++c) {                                                 \
+                    T *o = out + i * orow + (c0 + c) * ocol;                                       \
+                    *o = add ? *o + acc[c] : acc[c];                                               \
+                }                                                                                  \
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
