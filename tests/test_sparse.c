@@ -25,8 +25,13 @@ typedef struct coo_case {
 
 static const coo_case cases[] = {
     /* row 2 and column 3 empty; (1, 5) and (4, 6) given twice */
-    {"rectangular, unsorted, duplicates", 5, 7, 11, {4, 0, 3, 1, 0, 4, 3, 1, 0, 4, 1},
-     {6, 2, 0, 5, 0, 1, 4, 5, 6, 6, 1}, {0.5, -1.25, 2.0, 0.75, 1.5, -0.5, 0.25, -2.0, 1.0, 0.125, 3.0}},
+    {"rectangular, unsorted, duplicates",
+     5,
+     7,
+     11,
+     {4, 0, 3, 1, 0, 4, 3, 1, 0, 4, 1},
+     {6, 2, 0, 5, 0, 1, 4, 5, 6, 6, 1},
+     {0.5, -1.25, 2.0, 0.75, 1.5, -0.5, 0.25, -2.0, 1.0, 0.125, 3.0}},
     {"no entries", 3, 4, 0, {0}, {0}, {0}},
     {"no rows", 0, 3, 0, {0}, {0}, {0}},
     {"no columns", 2, 0, 0, {0}, {0}, {0}},
@@ -163,8 +168,7 @@ static void test_coo_refusals(void **state)
                  "must not be negative");
     expect_error(ctx, dc_csr_from_coo(ctx, DC_F64, 5, 7, 2, NULL, ok, NULL, DC_COO_SUM), DC_ERR_ARG,
                  "dc_csr_from_coo: row is NULL with nnz 2");
-    expect_error(ctx, dc_csr_from_coo(ctx, DC_F64, 5, 7, 2, ok, NULL, NULL, DC_COO_SUM), DC_ERR_ARG,
-                 "col is NULL");
+    expect_error(ctx, dc_csr_from_coo(ctx, DC_F64, 5, 7, 2, ok, NULL, NULL, DC_COO_SUM), DC_ERR_ARG, "col is NULL");
     expect_error(ctx, dc_csr_from_coo(ctx, (dc_dtype)7, 5, 7, 0, NULL, NULL, NULL, DC_COO_SUM), DC_ERR_DTYPE,
                  "unknown dtype 7");
     expect_error(ctx, dc_csr_from_coo(ctx, DC_F64, 5, 7, 0, NULL, NULL, NULL, (dc_coo_duplicates)3), DC_ERR_ARG,
@@ -327,9 +331,9 @@ typedef enum op_kind {
     OP_COUNT
 } op_kind;
 
-static const char *const op_names[OP_COUNT] = {"spmv",    "spmv^T",  "spmm",     "spmm^T",   "spmm(view)",
-                                               "sddmm",   "row_sum", "col_sum",  "to_dense", "sample",
-                                               "transpose_values", "broadcast"};
+static const char *const op_names[OP_COUNT] = {
+    "spmv",    "spmv^T",  "spmm",     "spmm^T", "spmm(view)",       "sddmm",
+    "row_sum", "col_sum", "to_dense", "sample", "transpose_values", "broadcast"};
 
 typedef struct op_call {
     const dc_csr *a;
@@ -679,8 +683,7 @@ static void test_wide_products_match_matmul(void **state)
 static dc_tensor *gated_loss(dc_tape *tape, dc_tensor *const *in, void *user)
 {
     const dc_csr *a = user;
-    dc_tensor *gate = dc_tape_tensor_new(tape, DC_F64, 1, (const int64_t[]){7},
-                                         (const double[]){0, 1, 0, 2, 0, 1, -1});
+    dc_tensor *gate = dc_tape_tensor_new(tape, DC_F64, 1, (const int64_t[]){7}, (const double[]){0, 1, 0, 2, 0, 1, -1});
     dc_tensor *args[3] = {in[0], gate, in[1]};
     const dc_csr_operand kinds[3] = {DC_CSR_ENTRY, DC_CSR_COL, DC_CSR_ROW};
     dc_tensor *out = NULL;
@@ -723,7 +726,8 @@ static void test_broadcast_over_entries(void **state)
 
     /* refusals */
     const dc_csr_operand bad_kind[3] = {DC_CSR_ENTRY, (dc_csr_operand)9, DC_CSR_COL};
-    expect_error(ctx, dc_op_csr_broadcast(tape, DC_BFN_REF(csr_edge), a, 3, in, bad_kind, 1, &out) == DC_OK ? out : NULL,
+    expect_error(ctx,
+                 dc_op_csr_broadcast(tape, DC_BFN_REF(csr_edge), a, 3, in, bad_kind, 1, &out) == DC_OK ? out : NULL,
                  DC_ERR_ARG, "dc_op_csr_broadcast: input 1 (u) has unknown kind 9");
     const dc_csr_operand swapped[3] = {DC_CSR_ENTRY, DC_CSR_COL, DC_CSR_ROW};
     expect_error(ctx, dc_op_csr_broadcast(tape, DC_BFN_REF(csr_edge), a, 3, in, swapped, 1, &out) == DC_OK ? out : NULL,
@@ -734,11 +738,13 @@ static void test_broadcast_over_entries(void **state)
                  DC_ERR_SHAPE, "input 0 (a) is [4], not [9] (the matrix's entries) or one value");
     dc_tensor *in4[3] = {half, half, half};
     const dc_csr_operand all_entries[3] = {DC_CSR_ENTRY, DC_CSR_ENTRY, DC_CSR_ENTRY};
-    expect_error(ctx, dc_op_csr_broadcast(tape, DC_BFN_REF(csr_edge), a, 3, in4, all_entries, 1, &out) == DC_OK ? out : NULL,
+    expect_error(ctx,
+                 dc_op_csr_broadcast(tape, DC_BFN_REF(csr_edge), a, 3, in4, all_entries, 1, &out) == DC_OK ? out : NULL,
                  DC_ERR_SHAPE, "no input runs along the matrix's entries");
     expect_error(ctx, dc_op_csr_broadcast(tape, NULL, a, 3, in, kinds, 1, &out) == DC_OK ? out : NULL, DC_ERR_ARG,
                  "the function is NULL");
-    expect_error(ctx, dc_op_csr_broadcast(tape, DC_BFN_REF(csr_edge), NULL, 3, in, kinds, 1, &out) == DC_OK ? out : NULL,
+    expect_error(ctx,
+                 dc_op_csr_broadcast(tape, DC_BFN_REF(csr_edge), NULL, 3, in, kinds, 1, &out) == DC_OK ? out : NULL,
                  DC_ERR_ARG, "dc_op_csr_broadcast: the matrix is NULL");
     expect_error(ctx, dc_op_csr_broadcast(tape, DC_BFN_REF(csr_edge), a, 3, in, NULL, 1, &out) == DC_OK ? out : NULL,
                  DC_ERR_ARG, "the kinds array is NULL");
@@ -746,6 +752,8 @@ static void test_broadcast_over_entries(void **state)
                  DC_ERR_ARG, "99 inputs");
     expect_error(ctx, dc_op_csr_broadcast(tape, DC_BFN_REF(csr_edge), a, 2, in, kinds, 1, &out) == DC_OK ? out : NULL,
                  DC_ERR_ARG, "expects 3 inputs");
+    expect_error(ctx, dc_op_csr_broadcast(tape, DC_BFN_REF(csr_edge), a, 3, in, kinds, 1, NULL) == DC_OK ? out : NULL,
+                 DC_ERR_ARG, "the outputs array is NULL");
     dc_tensor *in5[3] = {vals, NULL, v};
     expect_error(ctx, dc_op_csr_broadcast(tape, DC_BFN_REF(csr_edge), a, 3, in5, kinds, 1, &out) == DC_OK ? out : NULL,
                  DC_ERR_ARG, "is NULL");
@@ -757,6 +765,44 @@ static void test_broadcast_over_entries(void **state)
     TEST_OK(ctx, dc_tensor_set_requires_grad(vals, false));
     dc_tensor_free(u);
     dc_tensor_free(v);
+    dc_csr_free(a);
+    dc_ctx_free(ctx);
+}
+
+/* An inner size of 0: products with no columns, a sampled product of
+ * empty rows (zeros), and their gradients (zeros). */
+static void test_empty_inner_size(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    dc_csr *a = case_csr(ctx, DC_F64, &cases[0]);
+    dc_tensor *vals = dc_csr_values(a), *u = random_tensor(ctx, 2, 5, 0), *v = random_tensor(ctx, 2, 7, 0);
+    dc_tensor *x = random_tensor(ctx, 2, 7, 0);
+    dc_tensor *all[4] = {vals, u, v, x};
+    for (int m = 0; m < 4; ++m)
+        TEST_OK(ctx, dc_tensor_set_requires_grad(all[m], true));
+    dc_tape *tape = dc_tape_new(ctx);
+    dc_tensor *s = dc_op_sddmm(tape, a, u, v), *y = dc_op_spmm(tape, a, vals, x, false);
+    TEST_NONNULL(ctx, s);
+    TEST_NONNULL(ctx, y);
+    assert_int_equal(dc_tensor_dim(y, 0), 5);
+    assert_int_equal(dc_tensor_dim(y, 1), 0);
+    double *sv = test_values(s);
+    for (int k = 0; k < 9; ++k)
+        assert_true(sv[k] == 0.0);
+    free(sv);
+    dc_tensor *loss = dc_op_add(tape, dc_op_sum(tape, dc_op_mul(tape, s, vals), 0, NULL, false),
+                                dc_op_sum(tape, y, 0, NULL, false));
+    TEST_OK(ctx, dc_backward(tape, loss));
+    double *g = test_values(dc_tensor_grad(vals));
+    for (int k = 0; k < 9; ++k)
+        assert_true(g[k] == 0.0); /* s is 0, and y has no elements */
+    free(g);
+    dc_tape_free(tape);
+    for (int m = 0; m < 4; ++m)
+        TEST_OK(ctx, dc_tensor_set_requires_grad(all[m], false));
+    for (int m = 1; m < 4; ++m)
+        dc_tensor_free(all[m]);
     dc_csr_free(a);
     dc_ctx_free(ctx);
 }
@@ -871,8 +917,7 @@ static void test_op_errors(void **state)
     dc_tape *tape = dc_tape_new(ctx);
     dc_tensor *vals = dc_csr_values(a);
     dc_tensor *x7 = random_tensor(ctx, 1, 7, 0), *x5 = random_tensor(ctx, 1, 5, 0), *m = random_tensor(ctx, 2, 5, 3);
-    expect_error(ctx, dc_op_spmv(tape, a, vals, x5, false), DC_ERR_SHAPE,
-                 "dc_op_spmv: x is [5], the matrix needs [7]");
+    expect_error(ctx, dc_op_spmv(tape, a, vals, x5, false), DC_ERR_SHAPE, "dc_op_spmv: x is [5], the matrix needs [7]");
     expect_error(ctx, dc_op_spmv(tape, a, vals, x7, true), DC_ERR_SHAPE, "x is [7], the matrix needs [5]");
     expect_error(ctx, dc_op_spmm(tape, a, vals, m, false), DC_ERR_SHAPE,
                  "dc_op_spmm: x is [5, 3], the matrix needs [7, n]");
@@ -889,7 +934,8 @@ static void test_op_errors(void **state)
     expect_error(ctx, dc_op_csr_row_sum(tape, a, x7), DC_ERR_SHAPE, "dc_op_csr_row_sum: values [7]");
     expect_error(ctx, dc_op_csr_col_sum(tape, NULL, vals), DC_ERR_ARG, "dc_op_csr_col_sum: the matrix is NULL");
     expect_error(ctx, dc_op_csr_to_dense(tape, a, x5), DC_ERR_SHAPE, "dc_op_csr_to_dense: values [5]");
-    expect_error(ctx, dc_op_csr_transpose_values(tape, a, m), DC_ERR_SHAPE, "dc_op_csr_transpose_values: values [5, 3]");
+    expect_error(ctx, dc_op_csr_transpose_values(tape, a, m), DC_ERR_SHAPE,
+                 "dc_op_csr_transpose_values: values [5, 3]");
     assert_null(dc_op_spmv(NULL, a, vals, x7, false));
     /* sizes and the pattern of a NULL matrix */
     assert_int_equal(dc_csr_rows(NULL), 0);
@@ -922,6 +968,7 @@ int main(void)
         cmocka_unit_test(test_values_from_the_tape),
         cmocka_unit_test(test_wide_products_match_matmul),
         cmocka_unit_test(test_broadcast_over_entries),
+        cmocka_unit_test(test_empty_inner_size),
         cmocka_unit_test(test_f32_matches_f64),
         cmocka_unit_test(test_same_bits_on_any_thread_count),
         cmocka_unit_test(test_op_errors),

@@ -25,8 +25,13 @@ typedef struct coo_case {
 } coo_case;
 
 static const coo_case cases[] = {
-    {"rectangular, unsorted, duplicates", 5, 7, 11, {4, 0, 3, 1, 0, 4, 3, 1, 0, 4, 1},
-     {6, 2, 0, 5, 0, 1, 4, 5, 6, 6, 1}, {0.5, -1.25, 2.0, 0.75, 1.5, -0.5, 0.25, -2.0, 1.0, 0.125, 3.0}},
+    {"rectangular, unsorted, duplicates",
+     5,
+     7,
+     11,
+     {4, 0, 3, 1, 0, 4, 3, 1, 0, 4, 1},
+     {6, 2, 0, 5, 0, 1, 4, 5, 6, 6, 1},
+     {0.5, -1.25, 2.0, 0.75, 1.5, -0.5, 0.25, -2.0, 1.0, 0.125, 3.0}},
     {"no entries", 3, 4, 0, {0}, {0}, {0}},
     {"no rows", 0, 3, 0, {0}, {0}, {0}},
     {"one entry, tall", 4, 2, 1, {3}, {0}, {-0.5}},
@@ -50,9 +55,9 @@ typedef enum op_kind {
     OP_COUNT
 } op_kind;
 
-static const char *const op_names[OP_COUNT] = {"spmv",    "spmv^T",  "spmm",     "spmm^T",   "spmm(view)",
-                                               "sddmm",   "row_sum", "col_sum",  "to_dense", "sample",
-                                               "transpose_values", "broadcast"};
+static const char *const op_names[OP_COUNT] = {
+    "spmv",    "spmv^T",  "spmm",     "spmm^T", "spmm(view)",       "sddmm",
+    "row_sum", "col_sum", "to_dense", "sample", "transpose_values", "broadcast"};
 
 /* Shapes of the op's dense operands (ndim 0: none); operand 0 is the
  * values unless the op takes two dense ones. */
@@ -137,8 +142,8 @@ static dc_tensor *apply(dc_tape *tape, const dc_csr *a, op_kind op, dc_tensor *c
 /* The op applied twice (so every adjoint writes and then adds), its
  * outputs weighted and summed; backward; the output and the operands'
  * gradients as doubles, in `got` (malloc'd each). */
-static void run_op(dc_ctx *ctx, dc_dtype dtype, const coo_case *c, op_kind op, const double *const *data,
-                   double **got, int64_t *sizes, int *n_got)
+static void run_op(dc_ctx *ctx, dc_dtype dtype, const coo_case *c, op_kind op, const double *const *data, double **got,
+                   int64_t *sizes, int *n_got)
 {
     dc_csr *a = dc_csr_from_coo(ctx, dtype, c->rows, c->cols, c->nnz, c->row, c->col, c->val, DC_COO_SUM);
     TEST_NONNULL(ctx, a);
@@ -314,8 +319,8 @@ static void test_training_step_never_waits(void **state)
         const dc_csr_operand kinds[3] = {DC_CSR_ENTRY, DC_CSR_ROW, DC_CSR_COL};
         dc_tensor *in[3] = {params[0], u, v}, *w = NULL;
         TEST_OK(gpu, dc_op_csr_broadcast(tape, DC_BFN_REF(csr_edge), a, 3, in, kinds, 1, &w));
-        dc_tensor *h = dc_op_spmm(tape, a, w, x, false);                 /* [5, 4] */
-        dc_tensor *s = dc_op_sddmm(tape, a, h, x);                       /* [9] */
+        dc_tensor *h = dc_op_spmm(tape, a, w, x, false); /* [5, 4] */
+        dc_tensor *s = dc_op_sddmm(tape, a, h, x);       /* [9] */
         dc_tensor *t = dc_op_csr_transpose_values(tape, a, s);
         dc_tensor *r = dc_op_add(tape, dc_op_csr_row_sum(tape, a, t), dc_op_csr_row_sum(tape, a, s)); /* [5] */
         dc_tensor *d = dc_op_csr_sample(tape, a, dc_op_csr_to_dense(tape, a, s));
@@ -356,8 +361,8 @@ int main(void)
     if (!gpu) {
         const char *require = getenv("DC_REQUIRE_CUDA");
         const bool required = require && strcmp(require, "1") == 0;
-        printf("test_sparse_cuda: %s: no usable CUDA device: %s\n",
-               required ? "failed (DC_REQUIRE_CUDA=1)" : "skipped", dc_last_error(NULL));
+        printf("test_sparse_cuda: %s: no usable CUDA device: %s\n", required ? "failed (DC_REQUIRE_CUDA=1)" : "skipped",
+               dc_last_error(NULL));
         return required ? 1 : 77; /* 77: CTest's skip code */
     }
     o.backend = DC_BACKEND_CPU;

@@ -108,7 +108,8 @@ static dc_csr *make_graph(dc_ctx *ctx, const options *o, int64_t *edges)
                 continue;
             if (nnz + 2 > cap) {
                 cap *= 2;
-                int64_t *r2 = realloc(row, (size_t)cap * sizeof *row), *c2 = r2 ? realloc(col, (size_t)cap * sizeof *col) : NULL;
+                int64_t *r2 = realloc(row, (size_t)cap * sizeof *row),
+                        *c2 = r2 ? realloc(col, (size_t)cap * sizeof *col) : NULL;
                 if (!r2 || !c2) {
                     free(r2 ? r2 : row);
                     free(col);
@@ -214,7 +215,8 @@ int main(int argc, char **argv)
     dc_adam_options ao = dc_adam_options_default();
     ao.lr = o.lr;
     dc_optimizer *adam = NULL;
-    if (x && ids && labels && w1 && w2 && dc_tensor_fill_uniform(w1, -sqrt(6.0 / (f + h)), sqrt(6.0 / (f + h))) == DC_OK &&
+    if (x && ids && labels && w1 && w2 &&
+        dc_tensor_fill_uniform(w1, -sqrt(6.0 / (f + h)), sqrt(6.0 / (f + h))) == DC_OK &&
         dc_tensor_fill_uniform(w2, -sqrt(6.0 / (h + k)), sqrt(6.0 / (h + k))) == DC_OK &&
         dc_tensor_set_requires_grad(w1, true) == DC_OK && dc_tensor_set_requires_grad(w2, true) == DC_OK)
         adam = dc_optimizer_adam(ctx, 2, params, &ao);

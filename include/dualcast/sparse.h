@@ -83,8 +83,8 @@ dc_csr *dc_csr_from_coo(dc_ctx *ctx, dc_dtype dtype, int64_t rows, int64_t cols,
  * message naming the array, the index and the values at fault (for example
  * "col_idx[4] = 2 is not above col_idx[3] = 2 in row 1"). Other errors as
  * dc_csr_from_coo. The caller owns the result. */
-dc_csr *dc_csr_from_csr(dc_ctx *ctx, dc_dtype dtype, int64_t rows, int64_t cols, int64_t nnz,
-                        const int64_t *row_ptr, const int64_t *col_idx, const double *val);
+dc_csr *dc_csr_from_csr(dc_ctx *ctx, dc_dtype dtype, int64_t rows, int64_t cols, int64_t nnz, const int64_t *row_ptr,
+                        const int64_t *col_idx, const double *val);
 
 /* A matrix holding the entries of a 2-D tensor that are not zero (NaN
  * counts as not zero), with their values, in the tensor's dtype and
@@ -187,9 +187,8 @@ typedef enum dc_csr_operand {
  * Errors as dc_broadcast's, plus a NULL matrix or kinds (DC_ERR_ARG), an
  * unknown kind (DC_ERR_ARG), a row or column vector of the wrong size
  * (DC_ERR_SHAPE). On error outputs[] holds no usable result. */
-dc_status dc_op_csr_broadcast(dc_tape *tape, const dc_bfn *fn, const dc_csr *a, int n_inputs,
-                              dc_tensor *const *inputs, const dc_csr_operand *kinds, int n_outputs,
-                              dc_tensor **outputs);
+dc_status dc_op_csr_broadcast(dc_tape *tape, const dc_bfn *fn, const dc_csr *a, int n_inputs, dc_tensor *const *inputs,
+                              const dc_csr_operand *kinds, int n_outputs, dc_tensor **outputs);
 
 #ifdef __cplusplus
 }

@@ -9,11 +9,11 @@
 using dc_cuda::grid_for;
 using dc_cuda::kBlock;
 
-namespace {
+namespace
+{
 
 /* The row of entry p: the last i < rows with ptr[i] <= p. */
-template <typename I>
-__device__ int64_t row_of(const I *ptr, int64_t rows, int64_t p)
+template <typename I> __device__ int64_t row_of(const I *ptr, int64_t rows, int64_t p)
 {
     int64_t lo = 0, hi = rows;
     while (hi - lo > 1) {
@@ -68,8 +68,7 @@ __global__ void csr_permute(int64_t nnz, const I *perm, bool scatter, const T *i
     }
 }
 
-template <typename T>
-__global__ void zero_matrix(int64_t rows, int64_t cols, T *d, int64_t dr, int64_t dc)
+template <typename T> __global__ void zero_matrix(int64_t rows, int64_t cols, T *d, int64_t dr, int64_t dc)
 {
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < rows * cols;
          t += (int64_t)gridDim.x * blockDim.x)
@@ -105,9 +104,9 @@ void launch_sddmm(dc_ctx *ctx, int64_t rows, int64_t nnz, const void *row_ptr, c
                   int64_t ur, int64_t uc, const void *v, int64_t vr, int64_t vc, int64_t n, void *out, int64_t os,
                   bool add)
 {
-    csr_sddmm<T, I><<<grid_for(ctx, nnz), kBlock, 0, ctx->cuda->stream>>>(
-        rows, nnz, (const I *)row_ptr, (const I *)col_idx, (const T *)u, ur, uc, (const T *)v, vr, vc, n, (T *)out,
-        os, add);
+    csr_sddmm<T, I><<<grid_for(ctx, nnz), kBlock, 0, ctx->cuda->stream>>>(rows, nnz, (const I *)row_ptr,
+                                                                          (const I *)col_idx, (const T *)u, ur, uc,
+                                                                          (const T *)v, vr, vc, n, (T *)out, os, add);
 }
 
 template <typename T, typename I>
@@ -115,7 +114,7 @@ void launch_permute(dc_ctx *ctx, int64_t nnz, const void *perm, bool scatter, co
                     int64_t os, bool add)
 {
     csr_permute<T, I><<<grid_for(ctx, nnz), kBlock, 0, ctx->cuda->stream>>>(nnz, (const I *)perm, scatter,
-                                                                             (const T *)in, is, (T *)out, os, add);
+                                                                            (const T *)in, is, (T *)out, os, add);
 }
 
 template <typename T, typename I>

@@ -233,8 +233,8 @@ done:
     return a;
 }
 
-dc_csr *dc_csr_from_csr(dc_ctx *ctx, dc_dtype dtype, int64_t rows, int64_t cols, int64_t nnz,
-                        const int64_t *row_ptr, const int64_t *col_idx, const double *val)
+dc_csr *dc_csr_from_csr(dc_ctx *ctx, dc_dtype dtype, int64_t rows, int64_t cols, int64_t nnz, const int64_t *row_ptr,
+                        const int64_t *col_idx, const double *val)
 {
     const char *fn = "dc_csr_from_csr";
     if (!ctx)
@@ -251,8 +251,10 @@ dc_csr *dc_csr_from_csr(dc_ctx *ctx, dc_dtype dtype, int64_t rows, int64_t cols,
     }
     for (int64_t i = 0; i < rows; ++i) {
         if (row_ptr[i + 1] < row_ptr[i]) {
-            dc_error(ctx, DC_ERR_ARG, "%s: row_ptr[%lld] = %lld is below row_ptr[%lld] = %lld (row pointers must not "
-                     "decrease)", fn, (long long)(i + 1), (long long)row_ptr[i + 1], (long long)i, (long long)row_ptr[i]);
+            dc_error(ctx, DC_ERR_ARG,
+                     "%s: row_ptr[%lld] = %lld is below row_ptr[%lld] = %lld (row pointers must not "
+                     "decrease)",
+                     fn, (long long)(i + 1), (long long)row_ptr[i + 1], (long long)i, (long long)row_ptr[i]);
             return NULL;
         }
         if (row_ptr[i + 1] > nnz) {
@@ -274,7 +276,8 @@ dc_csr *dc_csr_from_csr(dc_ctx *ctx, dc_dtype dtype, int64_t rows, int64_t cols,
                 return NULL;
             }
             if (k > row_ptr[i] && col_idx[k] <= col_idx[k - 1]) {
-                dc_error(ctx, DC_ERR_ARG, "%s: col_idx[%lld] = %lld is not above col_idx[%lld] = %lld in row %lld "
+                dc_error(ctx, DC_ERR_ARG,
+                         "%s: col_idx[%lld] = %lld is not above col_idx[%lld] = %lld in row %lld "
                          "(columns must increase within a row: sorted, no duplicates)",
                          fn, (long long)k, (long long)col_idx[k], (long long)(k - 1), (long long)col_idx[k - 1],
                          (long long)i);
@@ -321,7 +324,10 @@ dc_csr *dc_csr_from_dense(const dc_tensor *dense)
     }
     const int64_t rows = dense->shape[0], cols = dense->shape[1];
     double *d = malloc((size_t)(dense->numel ? dense->numel : 1) * sizeof *d);
-    host_pattern h = {rows, cols, 0, calloc((size_t)rows + 1, sizeof(int64_t)),
+    host_pattern h = {rows,
+                      cols,
+                      0,
+                      calloc((size_t)rows + 1, sizeof(int64_t)),
                       malloc((size_t)(dense->numel ? dense->numel : 1) * sizeof(int64_t)),
                       malloc((size_t)(dense->numel ? dense->numel : 1) * sizeof(double))};
     dc_csr *a = NULL;

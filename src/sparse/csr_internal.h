@@ -61,13 +61,13 @@ dc_csr_side dc_csr_cols_side(const dc_csr *a);
 /* out[i, c] (= or +=) sum over the side's entries p of row i of
  * vals[perm ? perm[p] : p] * x[idx[p], c], for c < n. The CSR side gives
  * A x, the CSC side A^T x. */
-dc_status dc_csr_kernel_mm(dc_ctx *ctx, dc_dtype dtype, dc_csr_side side, dc_vec_view vals, dc_dense_view x,
-                           int64_t n, dc_dense_view out, dc_write_mode mode);
+dc_status dc_csr_kernel_mm(dc_ctx *ctx, dc_dtype dtype, dc_csr_side side, dc_vec_view vals, dc_dense_view x, int64_t n,
+                           dc_dense_view out, dc_write_mode mode);
 
 /* out[k] (= or +=) sum over c < n of u[i, c] * v[j, c], for entry k at
  * (i, j). */
-dc_status dc_csr_kernel_sddmm(dc_ctx *ctx, dc_dtype dtype, const dc_csr *a, dc_dense_view u, dc_dense_view v,
-                              int64_t n, dc_vec_view out, dc_write_mode mode);
+dc_status dc_csr_kernel_sddmm(dc_ctx *ctx, dc_dtype dtype, const dc_csr *a, dc_dense_view u, dc_dense_view v, int64_t n,
+                              dc_vec_view out, dc_write_mode mode);
 
 /* Gather (out[p] = in[perm[p]]) or scatter (out[perm[p]] = in[p]) by the
  * column-order permutation, = or +=. */
@@ -90,8 +90,8 @@ dc_status dc_csr_check(dc_tape *tape, const char *op, const dc_csr *a, const dc_
 
 /* Checks that t has the dtype of the values and the given rank and sizes
  * (a negative size: any). */
-dc_status dc_csr_check_operand(dc_tape *tape, const char *op, const char *label, const dc_tensor *t,
-                               dc_dtype dtype, int ndim, int64_t d0, int64_t d1);
+dc_status dc_csr_check_operand(dc_tape *tape, const char *op, const char *label, const dc_tensor *t, dc_dtype dtype,
+                               int ndim, int64_t d0, int64_t d1);
 
 /* Views of a tensor: a matrix (a vector is [len, 1]) and a vector. */
 dc_dense_view dc_csr_dense_of(const dc_tensor *t);

@@ -91,8 +91,8 @@ dc_status dc_csr_permute_backward(dc_tape *tape, dc_node *node)
     dc_write_mode mode;
     dc_status st = dc_grad_prepare(tape, values, &mode);
     if (st == DC_OK)
-        st = dc_csr_kernel_permute(tape->ctx, values->dtype, node->as.csr.a, true,
-                                   dc_csr_vec_of(node->out[0]->grad), dc_csr_vec_of(values->grad), mode);
+        st = dc_csr_kernel_permute(tape->ctx, values->dtype, node->as.csr.a, true, dc_csr_vec_of(node->out[0]->grad),
+                                   dc_csr_vec_of(values->grad), mode);
     if (st == DC_OK)
         dc_grad_done(values);
     return st;

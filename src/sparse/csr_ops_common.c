@@ -19,8 +19,8 @@ dc_status dc_csr_check(dc_tape *tape, const char *op, const dc_csr *a, const dc_
     return DC_OK;
 }
 
-dc_status dc_csr_check_operand(dc_tape *tape, const char *op, const char *label, const dc_tensor *t,
-                               dc_dtype dtype, int ndim, int64_t d0, int64_t d1)
+dc_status dc_csr_check_operand(dc_tape *tape, const char *op, const char *label, const dc_tensor *t, dc_dtype dtype,
+                               int ndim, int64_t d0, int64_t d1)
 {
     char s[128], want[96];
     if (t->dtype != dtype)

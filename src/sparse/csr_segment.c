@@ -92,9 +92,8 @@ dc_status dc_csr_expand_backward(dc_tape *tape, dc_node *node)
     return st;
 }
 
-dc_status dc_op_csr_broadcast(dc_tape *tape, const dc_bfn *fn, const dc_csr *a, int n_inputs,
-                              dc_tensor *const *inputs, const dc_csr_operand *kinds, int n_outputs,
-                              dc_tensor **outputs)
+dc_status dc_op_csr_broadcast(dc_tape *tape, const dc_bfn *fn, const dc_csr *a, int n_inputs, dc_tensor *const *inputs,
+                              const dc_csr_operand *kinds, int n_outputs, dc_tensor **outputs)
 {
     const char *op = "dc_op_csr_broadcast";
     if (!tape)
@@ -107,6 +106,8 @@ dc_status dc_op_csr_broadcast(dc_tape *tape, const dc_bfn *fn, const dc_csr *a, 
         return st;
     if (!fn)
         return dc_error(ctx, DC_ERR_ARG, "%s: the function is NULL", op);
+    if (!outputs) /* before any gather is recorded */
+        return dc_error(ctx, DC_ERR_ARG, "%s: the outputs array is NULL", op);
     if (n_inputs < 0 || n_inputs > DC_BFN_MAX_INPUTS)
         return dc_error(ctx, DC_ERR_ARG, "%s: %d inputs, at most %d", op, n_inputs, DC_BFN_MAX_INPUTS);
     if (n_inputs > 0 && (!inputs || !kinds))
@@ -136,7 +137,6 @@ dc_status dc_op_csr_broadcast(dc_tape *tape, const dc_bfn *fn, const dc_csr *a, 
         entries = entries || along[m]->ndim == 1;
     }
     if (!entries)
-        return dc_error(ctx, DC_ERR_SHAPE, "%s: no input runs along the matrix's entries (all are single values)",
-                        op);
+        return dc_error(ctx, DC_ERR_SHAPE, "%s: no input runs along the matrix's entries (all are single values)", op);
     return dc_broadcast(tape, fn, n_inputs, along, n_outputs, outputs);
 }

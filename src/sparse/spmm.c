@@ -90,8 +90,8 @@ dc_tensor *dc_op_sddmm(dc_tape *tape, const dc_csr *a, dc_tensor *u, dc_tensor *
         return NULL;
     const int64_t shape[1] = {a->nnz};
     dc_tensor *y = dc_tape_alloc_tensor(tape, u->dtype, 1, shape);
-    if (!y || dc_csr_kernel_sddmm(tape->ctx, u->dtype, a, dc_csr_dense_of(u), dc_csr_dense_of(v), d,
-                                  dc_csr_vec_of(y), DC_WRITE_ASSIGN) != DC_OK)
+    if (!y || dc_csr_kernel_sddmm(tape->ctx, u->dtype, a, dc_csr_dense_of(u), dc_csr_dense_of(v), d, dc_csr_vec_of(y),
+                                  DC_WRITE_ASSIGN) != DC_OK)
         return NULL;
     if (dc_tape_wants_node(tape, 2, in)) {
         dc_node *node = dc_tape_record(tape, DC_OP_SDDMM, 2, in, 1, &y);
