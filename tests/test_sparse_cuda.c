@@ -289,47 +289,86 @@ static void test_same_bits_every_run(void **state)
             free(runs[run][k]);
 }
 
-/* A training step through every kind of sparse op: once warm, it makes
- * the host wait for nothing and calls neither cudaMalloc nor cudaFree (it
- * can be captured as a CUDA graph). */
+/* A training step through every kind of sparse op, on float32
+ * parameters: A's values, x [7, 4], u [5], v [7]. */
+typedef struct sparse_step {
+    dc_csr *a;
+    dc_tensor *params[4];
+    dc_optimizer *adam;
+    dc_tape *tape;
+} sparse_step;
+
+static void sparse_step_init(sparse_step *s)
+{
+    const coo_case *c = &cases[0];
+    s->a = dc_csr_from_coo(gpu, DC_F32, c->rows, c->cols, c->nnz, c->row, c->col, c->val, DC_COO_SUM);
+    TEST_NONNULL(gpu, s->a);
+    const int64_t shapes[3][2] = {{7, 4}, {5, 0}, {7, 0}};
+    double init[28];
+    s->params[0] = dc_csr_values(s->a);
+    for (int m = 1; m < 4; ++m) {
+        for (int k = 0; k < 28; ++k)
+            init[k] = sin(0.7 * k + m);
+        s->params[m] = test_tensor(gpu, DC_F32, m == 1 ? 2 : 1, shapes[m - 1], init);
+    }
+    for (int m = 0; m < 4; ++m)
+        TEST_OK(gpu, dc_tensor_set_requires_grad(s->params[m], true));
+    s->adam = dc_optimizer_adam(gpu, 4, s->params, NULL);
+    TEST_NONNULL(gpu, s->adam);
+    s->tape = dc_tape_new(gpu);
+}
+
+static void sparse_step_free(sparse_step *s)
+{
+    dc_tape_free(s->tape);
+    dc_optimizer_free(s->adam);
+    for (int m = 1; m < 4; ++m)
+        dc_tensor_free(s->params[m]);
+    dc_csr_free(s->a);
+}
+
+static dc_status run_sparse_step(void *user)
+{
+    sparse_step *st = user;
+    dc_tape *tape = st->tape;
+    const dc_csr *a = st->a;
+    dc_tensor *vals = st->params[0], *x = st->params[1];
+    dc_tape_reset(tape);
+    const dc_csr_operand kinds[3] = {DC_CSR_ENTRY, DC_CSR_ROW, DC_CSR_COL};
+    dc_tensor *in[3] = {vals, st->params[2], st->params[3]}, *w = NULL;
+    dc_status status = dc_op_csr_broadcast(tape, DC_BFN_REF(csr_edge), a, 3, in, kinds, 1, &w);
+    if (status != DC_OK)
+        return status;
+    dc_tensor *h = dc_op_spmm(tape, a, w, x, false); /* [5, 4] */
+    dc_tensor *s = dc_op_sddmm(tape, a, h, x);       /* [9] */
+    dc_tensor *t = dc_op_csr_transpose_values(tape, a, s);
+    dc_tensor *r = dc_op_add(tape, dc_op_csr_row_sum(tape, a, t), dc_op_csr_row_sum(tape, a, s)); /* [5] */
+    dc_tensor *d = dc_op_csr_sample(tape, a, dc_op_csr_to_dense(tape, a, s));
+    dc_tensor *y = dc_op_add(tape, dc_op_spmv(tape, a, d, r, true), dc_op_csr_col_sum(tape, a, s)); /* [7] */
+    dc_tensor *loss = dc_op_sum(tape, dc_op_mul(tape, y, y), 0, NULL, false);
+    if (!loss)
+        return dc_last_status(gpu);
+    status = dc_backward(tape, loss);
+    if (status == DC_OK)
+        status = dc_optimizer_step(st->adam);
+    dc_optimizer_zero_grad(st->adam);
+    return status;
+}
+
+/* Once warm, the step makes the host wait for nothing and calls neither
+ * cudaMalloc nor cudaFree. */
 static void test_training_step_never_waits(void **state)
 {
     (void)state;
-    const coo_case *c = &cases[0];
-    dc_csr *a = dc_csr_from_coo(gpu, DC_F32, c->rows, c->cols, c->nnz, c->row, c->col, c->val, DC_COO_SUM);
-    TEST_NONNULL(gpu, a);
-    const int64_t sx[2] = {7, 4}, su[1] = {5}, sv[1] = {7};
-    dc_tensor *x = dc_tensor_new(gpu, DC_F32, 2, sx), *u = dc_tensor_new(gpu, DC_F32, 1, su);
-    dc_tensor *v = dc_tensor_new(gpu, DC_F32, 1, sv);
-    dc_tensor *params[4] = {dc_csr_values(a), x, u, v};
-    for (int m = 1; m < 4; ++m)
-        TEST_OK(gpu, dc_tensor_fill_uniform(params[m], -1, 1));
-    for (int m = 0; m < 4; ++m)
-        TEST_OK(gpu, dc_tensor_set_requires_grad(params[m], true));
-    dc_optimizer *adam = dc_optimizer_adam(gpu, 4, params, NULL);
-    TEST_NONNULL(gpu, adam);
-    dc_tape *tape = dc_tape_new(gpu);
+    sparse_step st;
+    sparse_step_init(&st);
     TEST_OK(gpu, dc_ctx_synchronize(gpu));
     dc_device_counters warm = {0, 0, 0, 0, 0};
     for (int step = 0; step < 6; ++step) {
         const dc_device_counters at_start = dc_ctx_device_counters(gpu);
         if (step == 3)
             warm = at_start;
-        dc_tape_reset(tape);
-        const dc_csr_operand kinds[3] = {DC_CSR_ENTRY, DC_CSR_ROW, DC_CSR_COL};
-        dc_tensor *in[3] = {params[0], u, v}, *w = NULL;
-        TEST_OK(gpu, dc_op_csr_broadcast(tape, DC_BFN_REF(csr_edge), a, 3, in, kinds, 1, &w));
-        dc_tensor *h = dc_op_spmm(tape, a, w, x, false); /* [5, 4] */
-        dc_tensor *s = dc_op_sddmm(tape, a, h, x);       /* [9] */
-        dc_tensor *t = dc_op_csr_transpose_values(tape, a, s);
-        dc_tensor *r = dc_op_add(tape, dc_op_csr_row_sum(tape, a, t), dc_op_csr_row_sum(tape, a, s)); /* [5] */
-        dc_tensor *d = dc_op_csr_sample(tape, a, dc_op_csr_to_dense(tape, a, s));
-        dc_tensor *y = dc_op_add(tape, dc_op_spmv(tape, a, d, r, true), dc_op_csr_col_sum(tape, a, s)); /* [7] */
-        dc_tensor *loss = dc_op_sum(tape, dc_op_mul(tape, y, y), 0, NULL, false);
-        TEST_NONNULL(gpu, loss);
-        TEST_OK(gpu, dc_backward(tape, loss));
-        TEST_OK(gpu, dc_optimizer_step(adam));
-        dc_optimizer_zero_grad(adam);
+        TEST_OK(gpu, run_sparse_step(&st));
         const dc_device_counters now = dc_ctx_device_counters(gpu);
         if (step >= 3 && (now.host_waits != at_start.host_waits || now.malloc_calls != warm.malloc_calls ||
                           now.free_calls != warm.free_calls))
@@ -338,12 +377,41 @@ static void test_training_step_never_waits(void **state)
                      (unsigned long long)(now.malloc_calls - warm.malloc_calls),
                      (unsigned long long)(now.free_calls - warm.free_calls));
     }
-    dc_tape_free(tape);
-    dc_optimizer_free(adam);
-    dc_tensor_free(x);
-    dc_tensor_free(u);
-    dc_tensor_free(v);
-    dc_csr_free(a);
+    sparse_step_free(&st);
+}
+
+/* The step captured as a CUDA graph and replayed gives the parameters of
+ * the same number of eager steps (seven), bit for bit. */
+static void test_captured_step_matches_eager(void **state)
+{
+    (void)state;
+    sparse_step eager, graphed;
+    sparse_step_init(&eager);
+    sparse_step_init(&graphed);
+    for (int k = 0; k < 7; ++k)
+        TEST_OK(gpu, run_sparse_step(&eager));
+    for (int k = 0; k < 2; ++k) /* a warm step is captured: its tape has its memory */
+        TEST_OK(gpu, run_sparse_step(&graphed));
+    dc_status st = DC_OK;
+    dc_graph *g = dc_graph_capture(gpu, run_sparse_step, &graphed, &st); /* one step, then the capture */
+    TEST_NONNULL(gpu, g);
+    TEST_OK(gpu, st);
+    if (dc_graph_fallback(g))
+        fail_msg("the step was not captured: %s", dc_graph_fallback(g));
+    for (int k = 0; k < 4; ++k)
+        TEST_OK(gpu, dc_graph_replay(g));
+    assert_int_equal(dc_graph_replays(g), 4);
+    for (int m = 0; m < 4; ++m) {
+        const int64_t n = dc_tensor_numel(eager.params[m]);
+        double *a = test_values(eager.params[m]), *b = test_values(graphed.params[m]);
+        if (memcmp(a, b, (size_t)n * sizeof *a) != 0)
+            fail_msg("parameter %d differs between eager and replayed steps", m);
+        free(a);
+        free(b);
+    }
+    dc_graph_free(g);
+    sparse_step_free(&eager);
+    sparse_step_free(&graphed);
 }
 
 int main(void)
@@ -373,6 +441,7 @@ int main(void)
         cmocka_unit_test(test_patterns_on_the_device),
         cmocka_unit_test(test_same_bits_every_run),
         cmocka_unit_test(test_training_step_never_waits),
+        cmocka_unit_test(test_captured_step_matches_eager),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     dc_ctx_free(cpu);
