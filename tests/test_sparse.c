@@ -607,6 +607,35 @@ static dc_tensor *tape_values_loss(dc_tape *tape, dc_tensor *const *in, void *us
     return dc_op_sum(tape, dc_op_mul(tape, h, h), 0, NULL, false);
 }
 
+/* Gradients written through strides: the operands are slices, whose
+ * gradients are views into their bases' (columns 1..3 of a [7, 5] X, and
+ * entries 2..10 of a longer values vector). */
+static dc_tensor *sliced_loss(dc_tape *tape, dc_tensor *const *in, void *user)
+{
+    const dc_csr *a = user;
+    dc_tensor *x = dc_op_slice(tape, in[0], 1, 1, 3), *vals = dc_op_slice(tape, in[1], 0, 2, 9);
+    dc_tensor *y = dc_op_spmm(tape, a, vals, x, false);
+    dc_tensor *s = dc_op_sddmm(tape, a, y, x);
+    return dc_op_sum(tape, dc_op_mul(tape, s, s), 0, NULL, false);
+}
+
+static void test_gradients_into_views(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    dc_csr *a = case_csr(ctx, DC_F64, &cases[0]);
+    dc_tensor *in[2] = {random_tensor(ctx, 2, 7, 5), random_tensor(ctx, 1, 12, 0)};
+    for (int m = 0; m < 2; ++m)
+        TEST_OK(ctx, dc_tensor_set_requires_grad(in[m], true));
+    dc_gradcheck_report r;
+    TEST_OK(ctx, dc_gradcheck(ctx, sliced_loss, a, 2, in, NULL, &r));
+    assert_int_equal(r.checked, 35 + 12);
+    for (int m = 0; m < 2; ++m)
+        dc_tensor_free(in[m]);
+    dc_csr_free(a);
+    dc_ctx_free(ctx);
+}
+
 static void test_values_from_the_tape(void **state)
 {
     (void)state;
@@ -791,8 +820,8 @@ static void test_empty_inner_size(void **state)
     for (int k = 0; k < 9; ++k)
         assert_true(sv[k] == 0.0);
     free(sv);
-    dc_tensor *loss = dc_op_add(tape, dc_op_sum(tape, dc_op_mul(tape, s, vals), 0, NULL, false),
-                                dc_op_sum(tape, y, 0, NULL, false));
+    dc_tensor *loss =
+        dc_op_add(tape, dc_op_sum(tape, dc_op_mul(tape, s, vals), 0, NULL, false), dc_op_sum(tape, y, 0, NULL, false));
     TEST_OK(ctx, dc_backward(tape, loss));
     double *g = test_values(dc_tensor_grad(vals));
     for (int k = 0; k < 9; ++k)
@@ -966,6 +995,7 @@ int main(void)
         cmocka_unit_test(test_transpose),
         cmocka_unit_test(test_ops_against_dense_and_differences),
         cmocka_unit_test(test_values_from_the_tape),
+        cmocka_unit_test(test_gradients_into_views),
         cmocka_unit_test(test_wide_products_match_matmul),
         cmocka_unit_test(test_broadcast_over_entries),
         cmocka_unit_test(test_empty_inner_size),

@@ -120,13 +120,15 @@ int dc_csr_index_bits(const dc_csr *a);
  * the device. DC_ERR_ARG for a NULL matrix. */
 dc_status dc_csr_pattern_to_host(const dc_csr *a, int64_t *row_ptr, int64_t *col_idx);
 
-/* ---- ops: one tape node each, recorded when an input requires a
- * gradient. `values` is a [nnz] tensor of the tape's context; dense
- * operands share its dtype. Errors as for the dense ops (NULL returned,
- * message naming the op, the argument and both shapes): a NULL matrix
- * (DC_ERR_ARG), a matrix of another context (DC_ERR_ARG), values that are
- * not [nnz] or an operand of the wrong size (DC_ERR_SHAPE), mixed dtypes
- * (DC_ERR_DTYPE). Dense operands may be any strided view. ---- */
+/* ---- ops: one tape node each (dc_op_csr_broadcast: see there), recorded
+ * when an input requires a gradient. `values` is a [nnz] tensor of the
+ * tape's context; dense operands share its dtype, which is the op's (the
+ * pattern has none of its own: dc_csr_dtype is its values tensor's).
+ * Errors as for the dense ops (NULL returned, message naming the op, the
+ * argument and both shapes): a NULL matrix (DC_ERR_ARG), a matrix of
+ * another context (DC_ERR_ARG), values that are not [nnz] or an operand of
+ * the wrong size (DC_ERR_SHAPE), mixed dtypes (DC_ERR_DTYPE). Dense
+ * operands may be any strided view. ---- */
 
 /* y = A x (x: [cols], y: [rows]), or with transpose_a y = A^T x (x: [rows],
  * y: [cols]). Each y_i sums its row's products in the pattern's order;
