@@ -38,8 +38,7 @@ static void store_indices(void *dst, bool wide, const int64_t *src, int64_t n)
     }
 }
 
-/* The matrix for a checked host pattern: the column order computed, the
- * arrays copied to the device, the values tensor made. */
+/* dc_csr_build (csr_internal.h) for a checked host pattern. */
 static dc_csr *finish(dc_ctx *ctx, const char *fn, dc_dtype dtype, const host_pattern *h)
 {
     return dc_csr_build(ctx, fn, dtype, h->rows, h->cols, h->nnz, h->row_ptr, h->col_idx, h->val);
