@@ -17,6 +17,7 @@
 #include "dualcast/checkpoint.h"
 #include "dualcast/blas.h"
 #include "dualcast/graph.h"
+#include "dualcast/sparse.h"
 
 #define DUALCAST_VERSION_MAJOR 0
 #define DUALCAST_VERSION_MINOR 1

@@ -65,6 +65,11 @@ typedef struct dc_node_broadcast_fn {
     void **partials; /* DC_PARTIALS_STORE: the m x D partial arrays, in tape memory */
 } dc_node_broadcast_fn;
 
+typedef struct dc_node_csr {
+    const struct dc_csr *a; /* the sparse ops' pattern (src/sparse/) */
+    bool transpose;         /* A^T for a product; along columns for a sum or gather */
+} dc_node_csr;
+
 struct dc_node {
     dc_op op;
     int region;
@@ -83,6 +88,7 @@ struct dc_node {
         dc_node_cross_entropy cross_entropy;
         dc_node_broadcast_fn broadcast_fn;
         dc_node_scan scan;
+        dc_node_csr csr;
     } as;
 };
 

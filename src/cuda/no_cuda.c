@@ -2,6 +2,7 @@
  * is answered with DC_ERR_UNSUPPORTED, and nothing else is ever called. */
 #include "nn_cuda.h"
 #include "scan_cuda.h"
+#include "sparse_cuda.h"
 
 dc_status dc_cuda_init(dc_ctx *ctx)
 {
@@ -230,4 +231,38 @@ uint64_t dc_cuda_releases(const dc_ctx *ctx)
 {
     (void)ctx;
     return 0;
+}
+
+dc_status dc_cuda_csr_mm(dc_ctx *ctx, dc_dtype dtype, bool wide, int64_t out_rows, const void *ptr, const void *idx,
+                         const void *perm, const void *vals, int64_t vs, const void *x, int64_t xr, int64_t xc,
+                         int64_t n, void *out, int64_t orow, int64_t ocol, bool add)
+{
+    (void)dtype, (void)wide, (void)out_rows, (void)ptr, (void)idx, (void)perm, (void)vals, (void)vs, (void)x, (void)xr;
+    (void)xc, (void)n, (void)out, (void)orow, (void)ocol, (void)add;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cuda_csr_sddmm(dc_ctx *ctx, dc_dtype dtype, bool wide, int64_t rows, int64_t nnz, const void *row_ptr,
+                            const void *col_idx, const void *u, int64_t ur, int64_t uc, const void *v, int64_t vr,
+                            int64_t vc, int64_t n, void *out, int64_t os, bool add)
+{
+    (void)dtype, (void)wide, (void)rows, (void)nnz, (void)row_ptr, (void)col_idx, (void)u, (void)ur, (void)uc;
+    (void)v, (void)vr, (void)vc, (void)n, (void)out, (void)os, (void)add;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cuda_csr_permute(dc_ctx *ctx, dc_dtype dtype, bool wide, int64_t nnz, const void *perm, bool scatter,
+                              const void *in, int64_t is, void *out, int64_t os, bool add)
+{
+    (void)dtype, (void)wide, (void)nnz, (void)perm, (void)scatter, (void)in, (void)is, (void)out, (void)os, (void)add;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cuda_csr_dense(dc_ctx *ctx, dc_dtype dtype, bool wide, bool to_dense, int64_t rows, int64_t cols,
+                            int64_t nnz, const void *row_ptr, const void *col_idx, void *vals, int64_t vs, void *d,
+                            int64_t dr, int64_t dc, bool add)
+{
+    (void)dtype, (void)wide, (void)to_dense, (void)rows, (void)cols, (void)nnz, (void)row_ptr, (void)col_idx;
+    (void)vals, (void)vs, (void)d, (void)dr, (void)dc, (void)add;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }

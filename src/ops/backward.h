@@ -15,5 +15,12 @@ dc_status dc_embedding_backward(dc_tape *tape, dc_node *node);   /* embedding.c 
 dc_status dc_cross_entropy_backward(dc_tape *tape, dc_node *node); /* cross_entropy.c */
 dc_status dc_broadcast_fn_backward(dc_tape *tape, dc_node *node); /* broadcast_fn.c */
 dc_status dc_scan_backward(dc_tape *tape, dc_node *node);        /* scan.c */
+dc_status dc_spmm_backward(dc_tape *tape, dc_node *node);         /* ../sparse/spmm.c */
+dc_status dc_sddmm_backward(dc_tape *tape, dc_node *node);        /* ../sparse/spmm.c */
+dc_status dc_csr_sum_backward(dc_tape *tape, dc_node *node);      /* ../sparse/csr_segment.c */
+dc_status dc_csr_expand_backward(dc_tape *tape, dc_node *node);   /* ../sparse/csr_segment.c */
+dc_status dc_csr_to_dense_backward(dc_tape *tape, dc_node *node); /* ../sparse/csr_layout.c */
+dc_status dc_csr_sample_backward(dc_tape *tape, dc_node *node);   /* ../sparse/csr_layout.c */
+dc_status dc_csr_permute_backward(dc_tape *tape, dc_node *node);  /* ../sparse/csr_layout.c */
 
 #endif /* DC_OPS_BACKWARD_H */

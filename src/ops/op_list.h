@@ -21,7 +21,7 @@
     EW(MUL, mul, 2, MUL, MUL_BWD, "g01", 2, 0, 1)                                                  \
     EW(DIV, div, 2, DIV, DIV_BWD, "g1y", 2, 0, 1)                                                  \
     EW(POW, pow, 2, POW, POW_BWD, "g01y", 2, 0, 1)                                                 \
-    EW(AFFINE, affine, 1, AFFINE, AFFINE, "g", 1, 0, 0) /* adjoint: g * s */                        \
+    EW(AFFINE, affine, 1, AFFINE, AFFINE, "g", 1, 0, 0) /* adjoint: g * s */                       \
     EW(NEG, neg, 1, NEG, NEG, "g", 1, 0, 0)                                                        \
     EW(EXP, exp, 1, EXP, EXP_BWD, "gy", 1, 0, 0)                                                   \
     EW(LOG, log, 1, LOG, LOG_BWD, "g0", 1, 0, 0)                                                   \
@@ -40,8 +40,15 @@
     OP(CONCAT, concat, dc_concat_backward)                                                         \
     OP(EMBEDDING, embedding, dc_embedding_backward)                                                \
     OP(CROSS_ENTROPY, cross_entropy, dc_cross_entropy_backward)                                    \
-    OP(BROADCAST_FN, broadcast_fn, dc_broadcast_fn_backward)                                        \
-    OP(SCAN, scan, dc_scan_backward)
+    OP(BROADCAST_FN, broadcast_fn, dc_broadcast_fn_backward)                                       \
+    OP(SCAN, scan, dc_scan_backward)                                                               \
+    OP(SPMM, spmm, dc_spmm_backward)                                                               \
+    OP(SDDMM, sddmm, dc_sddmm_backward)                                                            \
+    OP(CSR_SUM, csr_sum, dc_csr_sum_backward)                                                      \
+    OP(CSR_EXPAND, csr_expand, dc_csr_expand_backward)                                             \
+    OP(CSR_TO_DENSE, csr_to_dense, dc_csr_to_dense_backward)                                       \
+    OP(CSR_SAMPLE, csr_sample, dc_csr_sample_backward)                                             \
+    OP(CSR_PERMUTE, csr_permute, dc_csr_permute_backward)
 
 #define DC_OP_ENUM_EW(ID, name, n_in, fwd, bwd, reads, n_targets, t0, t1) DC_OP_##ID,
 #define DC_OP_ENUM_OP(ID, name, backward) DC_OP_##ID,

@@ -1,0 +1,173 @@
+/* The sparse ops' kernels: on the CPU here, on CUDA in src/cuda/sparse.cu.
+ * Each output element is one sum, in the pattern's order, computed by one
+ * thread: CPU threads split the output's rows, so the bits do not depend
+ * on their number. */
+#include "../cuda/sparse_cuda.h"
+#include "csr_internal.h"
+
+/* Worth a team of threads from about this many multiply-adds. */
+#define PARALLEL_MIN 32768
+
+/* Columns of a product's row summed together: each element still sums its
+ * entries in the pattern's order, while a row of x is read contiguously. */
+#define MM_CHUNK 64
+
+static int team(dc_ctx *ctx, int64_t work) { return dc_pool_team(&ctx->cpu, work > PARALLEL_MIN); }
+
+#define DEFINE_KERNELS(T)                                                                          \
+    static void mm_##T(dc_csr_side s, const T *vals, int64_t vs, const T *x, int64_t xr, int64_t xc,    \
+                       int64_t n, T *out, int64_t orow, int64_t ocol, bool add, int threads)        \
+    {                                                                                              \
+        _Pragma("omp parallel for num_threads(threads) schedule(static)")                          \
+        for (int64_t i = 0; i < s.out_rows; ++i) {                                                 \
+            const int64_t p0 = dc_csr_ix(s.ptr, s.wide, i), p1 = dc_csr_ix(s.ptr, s.wide, i + 1);  \
+            for (int64_t c0 = 0; c0 < n; c0 += MM_CHUNK) {                                         \
+                const int64_t cn = n - c0 < MM_CHUNK ? n - c0 : MM_CHUNK;                          \
+                T acc[MM_CHUNK] = {0};                                                             \
+                for (int64_t p = p0; p < p1; ++p) {                                                \
+                    const T v = vals[(s.perm ? dc_csr_ix(s.perm, s.wide, p) : p) * vs];            \
+                    const T *xp = x ? x + dc_csr_ix(s.idx, s.wide, p) * xr + c0 * xc : NULL;       \
+                    for (int64_t c = 0; c < cn; ++c)                                               \
+                        acc[c] += v * (xp ? xp[c * xc] : (T)1);                                    \
+                }                                                                                  \
+                for (int64_t c = 0; c < cn; ++c) {                                                 \
+                    T *o = out + i * orow + (c0 + c) * ocol;                                       \
+                    *o = add ? *o + acc[c] : acc[c];                                               \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    static void sddmm_##T(const dc_csr *a, const T *u, int64_t ur, int64_t uc, const T *v, int64_t vr,   \
+                          int64_t vc, int64_t n, T *out, int64_t os, bool add, int threads)        \
+    {                                                                                              \
+        _Pragma("omp parallel for num_threads(threads) schedule(static)")                          \
+        for (int64_t i = 0; i < a->rows; ++i) {                                                    \
+            const int64_t p1 = dc_csr_ix(a->row_ptr, a->wide, i + 1);                              \
+            for (int64_t p = dc_csr_ix(a->row_ptr, a->wide, i); p < p1; ++p) {                     \
+                const int64_t j = dc_csr_ix(a->col_idx, a->wide, p);                               \
+                T acc = 0;                                                                         \
+                for (int64_t c = 0; c < n; ++c)                                                    \
+                    acc += (u ? u[i * ur + c * uc] : (T)1) * (v ? v[j * vr + c * vc] : (T)1);       \
+                T *o = out + p * os;                                                               \
+                *o = add ? *o + acc : acc;                                                         \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    static void permute_##T(const dc_csr *a, bool scatter, const T *in, int64_t is, T *out, int64_t os,  \
+                            bool add, int threads)                                                 \
+    {                                                                                              \
+        _Pragma("omp parallel for num_threads(threads) schedule(static)")                          \
+        for (int64_t p = 0; p < a->nnz; ++p) {                                                     \
+            const int64_t e = dc_csr_ix(a->csc_perm, a->wide, p);                                  \
+            const int64_t from = scatter ? p : e, to = scatter ? e : p;                            \
+            T *o = out + to * os;                                                                  \
+            *o = add ? *o + in[from * is] : in[from * is];                                         \
+        }                                                                                          \
+    }                                                                                              \
+    static void dense_##T(const dc_csr *a, bool to_dense, T *vals, int64_t vs, T *d, int64_t dr,   \
+                          int64_t dc, bool add, int threads)                                       \
+    {                                                                                              \
+        _Pragma("omp parallel for num_threads(threads) schedule(static)")                          \
+        for (int64_t i = 0; i < a->rows; ++i) {                                                    \
+            if (to_dense && !add)                                                                  \
+                for (int64_t j = 0; j < a->cols; ++j)                                              \
+                    d[i * dr + j * dc] = 0;                                                        \
+            const int64_t p1 = dc_csr_ix(a->row_ptr, a->wide, i + 1);                              \
+            for (int64_t p = dc_csr_ix(a->row_ptr, a->wide, i); p < p1; ++p) {                     \
+                T *x = d + i * dr + dc_csr_ix(a->col_idx, a->wide, p) * dc;                        \
+                T *y = vals + p * vs;                                                              \
+                T *o = to_dense ? x : y;                                                           \
+                const T in = to_dense ? *y : *x;                                                   \
+                *o = add ? *o + in : in;                                                           \
+            }                                                                                      \
+        }                                                                                          \
+    }
+DEFINE_KERNELS(float)
+DEFINE_KERNELS(double)
+
+dc_csr_side dc_csr_rows_side(const dc_csr *a)
+{
+    dc_csr_side s = {a->rows, a->nnz, a->row_ptr, a->col_idx, NULL, a->wide};
+    return s;
+}
+
+dc_csr_side dc_csr_cols_side(const dc_csr *a)
+{
+    dc_csr_side s = {a->cols, a->nnz, a->col_ptr, a->csc_row, a->csc_perm, a->wide};
+    return s;
+}
+
+dc_status dc_csr_kernel_mm(dc_ctx *ctx, dc_dtype dtype, dc_csr_side side, dc_vec_view vals, dc_dense_view x,
+                           int64_t n, dc_dense_view out, dc_write_mode mode)
+{
+    const bool add = mode == DC_WRITE_ACCUMULATE;
+    if (ctx->cuda)
+        return dc_cuda_csr_mm(ctx, dtype, side.wide, side.out_rows, side.ptr, side.idx, side.perm, vals.ptr, vals.s,
+                              x.ptr, x.rs, x.cs, n, out.ptr, out.rs, out.cs, add);
+    const int threads = team(ctx, side.nnz * n);
+    if (dtype == DC_F32)
+        mm_float(side, vals.ptr, vals.s, x.ptr, x.rs, x.cs, n, out.ptr, out.rs, out.cs, add, threads);
+    else
+        mm_double(side, vals.ptr, vals.s, x.ptr, x.rs, x.cs, n, out.ptr, out.rs, out.cs, add, threads);
+    return DC_OK;
+}
+
+dc_status dc_csr_kernel_sddmm(dc_ctx *ctx, dc_dtype dtype, const dc_csr *a, dc_dense_view u, dc_dense_view v,
+                              int64_t n, dc_vec_view out, dc_write_mode mode)
+{
+    const bool add = mode == DC_WRITE_ACCUMULATE;
+    if (ctx->cuda)
+        return dc_cuda_csr_sddmm(ctx, dtype, a->wide, a->rows, a->nnz, a->row_ptr, a->col_idx, u.ptr, u.rs, u.cs,
+                                 v.ptr, v.rs, v.cs, n, out.ptr, out.s, add);
+    const int threads = team(ctx, a->nnz * n);
+    if (dtype == DC_F32)
+        sddmm_float(a, u.ptr, u.rs, u.cs, v.ptr, v.rs, v.cs, n, out.ptr, out.s, add, threads);
+    else
+        sddmm_double(a, u.ptr, u.rs, u.cs, v.ptr, v.rs, v.cs, n, out.ptr, out.s, add, threads);
+    return DC_OK;
+}
+
+dc_status dc_csr_kernel_permute(dc_ctx *ctx, dc_dtype dtype, const dc_csr *a, bool scatter, dc_vec_view in,
+                                dc_vec_view out, dc_write_mode mode)
+{
+    const bool add = mode == DC_WRITE_ACCUMULATE;
+    if (ctx->cuda)
+        return dc_cuda_csr_permute(ctx, dtype, a->wide, a->nnz, a->csc_perm, scatter, in.ptr, in.s, out.ptr, out.s,
+                                   add);
+    const int threads = team(ctx, a->nnz);
+    if (dtype == DC_F32)
+        permute_float(a, scatter, in.ptr, in.s, out.ptr, out.s, add, threads);
+    else
+        permute_double(a, scatter, in.ptr, in.s, out.ptr, out.s, add, threads);
+    return DC_OK;
+}
+
+dc_status dc_csr_kernel_to_dense(dc_ctx *ctx, dc_dtype dtype, const dc_csr *a, dc_vec_view vals, dc_dense_view d,
+                                 dc_write_mode mode)
+{
+    const bool add = mode == DC_WRITE_ACCUMULATE;
+    if (ctx->cuda)
+        return dc_cuda_csr_dense(ctx, dtype, a->wide, true, a->rows, a->cols, a->nnz, a->row_ptr, a->col_idx, vals.ptr,
+                                 vals.s, d.ptr, d.rs, d.cs, add);
+    const int threads = team(ctx, a->rows * a->cols);
+    if (dtype == DC_F32)
+        dense_float(a, true, vals.ptr, vals.s, d.ptr, d.rs, d.cs, add, threads);
+    else
+        dense_double(a, true, vals.ptr, vals.s, d.ptr, d.rs, d.cs, add, threads);
+    return DC_OK;
+}
+
+dc_status dc_csr_kernel_sample(dc_ctx *ctx, dc_dtype dtype, const dc_csr *a, dc_dense_view d, dc_vec_view vals,
+                               dc_write_mode mode)
+{
+    const bool add = mode == DC_WRITE_ACCUMULATE;
+    if (ctx->cuda)
+        return dc_cuda_csr_dense(ctx, dtype, a->wide, false, a->rows, a->cols, a->nnz, a->row_ptr, a->col_idx,
+                                 vals.ptr, vals.s, d.ptr, d.rs, d.cs, add);
+    const int threads = team(ctx, a->nnz);
+    if (dtype == DC_F32)
+        dense_float(a, false, vals.ptr, vals.s, d.ptr, d.rs, d.cs, add, threads);
+    else
+        dense_double(a, false, vals.ptr, vals.s, d.ptr, d.rs, d.cs, add, threads);
+    return DC_OK;
+}
