@@ -1,6 +1,7 @@
 /* The CUDA entry points of a build without CUDA: every request for a device
  * is answered with DC_ERR_UNSUPPORTED, and nothing else is ever called. */
 #include "nn_cuda.h"
+#include "reduce_cuda.h"
 
 dc_status dc_cuda_init(dc_ctx *ctx)
 {
@@ -214,4 +215,38 @@ uint64_t dc_cuda_releases(const dc_ctx *ctx)
 {
     (void)ctx;
     return 0;
+}
+
+dc_status dc_cuda_reduce_block(dc_ctx *ctx, int kind, dc_dtype dtype, const void *x, int64_t outer, int64_t len,
+                               int64_t inner, void *y, void *nz, int64_t *aux)
+{
+    (void)kind, (void)dtype, (void)x, (void)outer, (void)len, (void)inner, (void)y, (void)nz, (void)aux;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cuda_reduce_block_grad(dc_ctx *ctx, int kind, dc_dtype dtype, const void *x, int64_t outer, int64_t len,
+                                    int64_t inner, const void *y, const void *nz, const int64_t *aux, const void *gy,
+                                    void *g)
+{
+    (void)kind, (void)dtype, (void)x, (void)outer, (void)len, (void)inner, (void)y, (void)nz, (void)aux, (void)gy,
+        (void)g;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cuda_segment_reduce(dc_ctx *ctx, int kind, dc_dtype dtype, const void *values, int64_t width,
+                                 const int64_t *start, const int64_t *positions, int64_t n_segments, void *y, void *nz,
+                                 int64_t *aux)
+{
+    (void)kind, (void)dtype, (void)values, (void)width, (void)start, (void)positions, (void)n_segments, (void)y,
+        (void)nz, (void)aux;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cuda_segment_reduce_grad(dc_ctx *ctx, int kind, dc_dtype dtype, const void *values, int64_t n,
+                                      int64_t width, const int64_t *index, const void *y, const void *nz,
+                                      const int64_t *aux, const void *gy, void *g)
+{
+    (void)kind, (void)dtype, (void)values, (void)n, (void)width, (void)index, (void)y, (void)nz, (void)aux, (void)gy,
+        (void)g;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }

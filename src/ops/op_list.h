@@ -40,7 +40,12 @@
     OP(CONCAT, concat, dc_concat_backward)                                                         \
     OP(EMBEDDING, embedding, dc_embedding_backward)                                                \
     OP(CROSS_ENTROPY, cross_entropy, dc_cross_entropy_backward)                                    \
-    OP(BROADCAST_FN, broadcast_fn, dc_broadcast_fn_backward)
+    OP(BROADCAST_FN, broadcast_fn, dc_broadcast_fn_backward)                                       \
+    OP(PROD, prod, dc_reduce_backward)                                                             \
+    OP(MAX, max, dc_reduce_backward)                                                               \
+    OP(MIN, min, dc_reduce_backward)                                                               \
+    OP(LOGSUMEXP, logsumexp, dc_reduce_backward)                                                   \
+    OP(SEGMENT_REDUCE, segment_reduce, dc_segment_reduce_backward)
 
 #define DC_OP_ENUM_EW(ID, name, n_in, fwd, bwd, reads, n_targets, t0, t1) DC_OP_##ID,
 #define DC_OP_ENUM_OP(ID, name, backward) DC_OP_##ID,
