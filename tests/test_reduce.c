@@ -11,7 +11,8 @@
  * values; the same bits on 1 and 2 threads. On CUDA (when a device can be
  * used): every op against the CPU on sizes beyond one block of threads and
  * not powers of two, in float32 and float64, values and gradients; the
- * same bits on two runs; a bad index reported at the next wait. Without a
+ * same bits on two runs; a bad index reported at the next wait; a step
+ * that never waits for the device nor allocates once warm. Without a
  * device the CUDA tests are skipped (with the reason printed), or fail
  * with DC_REQUIRE_CUDA=1; tests/cuda_emulation runs them on the CPU's
  * emulation of CUDA. */
@@ -976,6 +977,58 @@ static void test_cuda_bad_index_reported_at_the_next_wait(void **state)
     dc_tensor_free(idx);
 }
 
+/* A step of every op and its backward on CUDA neither waits for the
+ * device nor, once warm, calls cudaMalloc or cudaFree: it can be captured
+ * as a CUDA graph. */
+static void test_cuda_step_never_waits(void **state)
+{
+    (void)state;
+    if (!have_gpu())
+        skip();
+    const int64_t shape[3] = {6, 300, 4}, vshape[2] = {300, 24}, ishape[1] = {300};
+    double *v = series(7200, 0.99, 1.01, 40), *index = series(300, 0, 9, 41);
+    for (int i = 0; i < 300; ++i)
+        index[i] = floor(index[i]);
+    dc_tensor *x = make(gpu, DC_F32, 3, shape, v), *values = make(gpu, DC_F32, 2, vshape, v);
+    dc_tensor *idx = make_const(gpu, DC_F32, 1, ishape, index);
+    dc_tape *tape = dc_tape_new(gpu);
+    TEST_OK(gpu, dc_ctx_synchronize(gpu));
+    dc_device_counters warm = {0, 0, 0, 0, 0};
+    const int axes[2] = {0, 2}, row[1] = {1};
+    for (int step = 0; step < 4; ++step) {
+        const dc_device_counters at_start = dc_ctx_device_counters(gpu);
+        dc_tape_reset(tape);
+        dc_tensor *loss = NULL;
+        for (int op = 0; op < N_REDUCE; ++op) {
+            dc_tensor *a = reduce_fns[op](tape, x, 2, axes, false), *b = reduce_fns[op](tape, x, 1, row, true);
+            dc_tensor *t = dc_op_add(tape, dc_op_sum(tape, a, 0, NULL, false), dc_op_sum(tape, b, 0, NULL, false));
+            loss = loss ? dc_op_add(tape, loss, t) : t;
+        }
+        for (int op = DC_REDUCE_SUM; op <= DC_REDUCE_MIN; ++op) {
+            dc_tensor *y = dc_op_segment_reduce(tape, values, idx, 9, (dc_reduction)op);
+            loss = dc_op_add(tape, loss, dc_op_sum(tape, y, 0, NULL, false));
+        }
+        TEST_NONNULL(gpu, loss);
+        TEST_OK(gpu, dc_backward(tape, loss));
+        const dc_device_counters c = dc_ctx_device_counters(gpu);
+        if (c.host_waits != at_start.host_waits)
+            fail_msg("step %d: %llu host waits", step, (unsigned long long)(c.host_waits - at_start.host_waits));
+        if (step == 1)
+            warm = c;
+        if (step > 1 && (c.malloc_calls != warm.malloc_calls || c.free_calls != warm.free_calls))
+            fail_msg("step %d: cudaMalloc or cudaFree in a warm step", step);
+        dc_tensor_zero_grad(x);
+        dc_tensor_zero_grad(values);
+    }
+    TEST_OK(gpu, dc_ctx_synchronize(gpu));
+    dc_tape_free(tape);
+    dc_tensor_free(x);
+    dc_tensor_free(values);
+    dc_tensor_free(idx);
+    free(v);
+    free(index);
+}
+
 int main(void)
 {
     dc_ctx_options o = dc_ctx_options_default();
@@ -1009,6 +1062,7 @@ int main(void)
         cmocka_unit_test(test_cuda_reductions_match_cpu),
         cmocka_unit_test(test_cuda_segments_match_cpu),
         cmocka_unit_test(test_cuda_bad_index_reported_at_the_next_wait),
+        cmocka_unit_test(test_cuda_step_never_waits),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     dc_ctx_free(gpu);
