@@ -231,7 +231,8 @@ static void test_gradients_over_axes(void **state)
     const struct {
         int n;
         int axes[3];
-    } sets[] = {{1, {0}}, {1, {1}}, {1, {-1}}, {2, {0, 1}}, {2, {1, 2}}, {2, {0, 2}}, {2, {2, 0}}, {0, {0}}, {3, {0, 1, 2}}};
+    } sets[] = {{1, {0}},    {1, {1}},    {1, {-1}}, {2, {0, 1}},   {2, {1, 2}},
+                {2, {0, 2}}, {2, {2, 0}}, {0, {0}},  {3, {0, 1, 2}}};
     for (int op = 0; op < N_REDUCE; ++op) {
         /* a product of 60 factors stays near 1 with factors near 1 */
         double *v = op == R_PROD ? series(60, 0.6, 1.4, 1) : series(60, -3, 3, 1);
@@ -332,11 +333,11 @@ static void test_prod_zeros(void **state)
  * zeros; each row's expected result and winner. */
 #define N_EDGE_ROWS 8
 static const double edge_rows[N_EDGE_ROWS][4] = {
-    {1, 3, 3, 2},            /* a tie: the first */
-    {NAN, 1, NAN, 5},        /* NaN wins, the first NaN */
-    {1, NAN, 7, NAN},        /* ... wherever it is */
+    {1, 3, 3, 2},     /* a tie: the first */
+    {NAN, 1, NAN, 5}, /* NaN wins, the first NaN */
+    {1, NAN, 7, NAN}, /* ... wherever it is */
     {-INFINITY, -INFINITY, -INFINITY, -INFINITY},
-    {-0.0, 0.0, -1, -2},     /* -0 and +0 equal: the first, its sign kept */
+    {-0.0, 0.0, -1, -2}, /* -0 and +0 equal: the first, its sign kept */
     {0.0, -0.0, -1, -2},
     {-5, INFINITY, 2, INFINITY},
     {-2, -1, -3, -1},
@@ -401,16 +402,13 @@ static void test_logsumexp_edges(void **state)
 {
     (void)state;
     dc_ctx *ctx = test_cpu_ctx();
-    const double rows[6][3] = {{1, 2, 3},
-                               {-INFINITY, -INFINITY, -INFINITY},
-                               {INFINITY, 1, INFINITY},
-                               {NAN, 1, 2},
-                               {-INFINITY, 0, -INFINITY},
-                               {1000, 1000, 1000}};
+    const double rows[6][3] = {{1, 2, 3},   {-INFINITY, -INFINITY, -INFINITY}, {INFINITY, 1, INFINITY},
+                               {NAN, 1, 2}, {-INFINITY, 0, -INFINITY},         {1000, 1000, 1000}};
     const double s = exp(1) + exp(2) + exp(3);
     const double want_y[6] = {log(s), -INFINITY, INFINITY, NAN, 0, 1000 + log(3.0)};
-    const double want_g[6][3] = {{exp(1) / s, exp(2) / s, exp(3) / s}, {0, 0, 0},       {NAN, 0, NAN},
-                                 {NAN, NAN, NAN},                      {0, 1, 0},       {1 / 3.0, 1 / 3.0, 1 / 3.0}};
+    const double want_g[6][3] = {
+        {exp(1) / s, exp(2) / s, exp(3) / s}, {0, 0, 0}, {NAN, 0, NAN}, {NAN, NAN, NAN}, {0, 1, 0},
+        {1 / 3.0, 1 / 3.0, 1 / 3.0}};
     const int64_t shape[2] = {6, 3};
     for (int dt = 0; dt < 2; ++dt) {
         const dc_dtype dtype = dt ? DC_F32 : DC_F64;
@@ -458,6 +456,17 @@ static void test_empty_and_size_one_axes(void **state)
         a.axes[0] = 0;
         r = run(ctx, x, build_axes, &a, false);
         assert_int_equal(r.ny, 0);
+        free_result(&r);
+        dc_tensor_free(x);
+    }
+    /* a scalar: itself */
+    for (int op = 0; op < N_REDUCE; ++op) {
+        const double v0 = -0.75, one_v = 1;
+        dc_tensor *x = make(ctx, DC_F64, 0, NULL, &v0);
+        axes_arg a = {op, 0, {0}, false, false};
+        run_result r = run(ctx, x, build_axes, &a, false);
+        assert_exact(r.y, &v0, 1, reduce_names[op]);
+        assert_exact(r.gx, &one_v, 1, reduce_names[op]);
         free_result(&r);
         dc_tensor_free(x);
     }
@@ -710,8 +719,10 @@ static void test_segment_shapes_and_edges(void **state)
         segment_arg a = {ei, 2, (dc_reduction)op};
         run_result r = run(ctx, ex, build_segment, &a, false);
         assert_int_equal(r.ny, 6);
-        const double neutral = op == DC_REDUCE_SUM ? 0 : op == DC_REDUCE_PROD ? 1 : op == DC_REDUCE_MAX ? -INFINITY
-                                                                                                         : INFINITY;
+        const double neutral = op == DC_REDUCE_SUM    ? 0
+                               : op == DC_REDUCE_PROD ? 1
+                               : op == DC_REDUCE_MAX  ? -INFINITY
+                                                      : INFINITY;
         for (int k = 0; k < 6; ++k)
             assert_true(r.y[k] == neutral);
         free_result(&r);
@@ -867,9 +878,9 @@ static void test_cuda_reductions_match_cpu(void **state)
         int n_axes;
         int axes[2];
         bool transpose;
-    } cases[] = {{2, {3, 1000}, 1, {1}, false}, {3, {7, 300, 5}, 1, {1}, false}, {1, {2049}, 0, {0}, false},
-                 {3, {5, 6, 70}, 2, {0, 2}, false}, {2, {37, 3}, 1, {0}, false},    {2, {9, 300}, 1, {0}, true},
-                 {2, {4, 1}, 1, {1}, false},       {2, {4, 0}, 1, {1}, false}};
+    } cases[] = {{2, {3, 1000}, 1, {1}, false},     {3, {7, 300, 5}, 1, {1}, false}, {1, {2049}, 0, {0}, false},
+                 {3, {5, 6, 70}, 2, {0, 2}, false}, {2, {37, 3}, 1, {0}, false},     {2, {9, 300}, 1, {0}, true},
+                 {2, {4, 1}, 1, {1}, false},        {2, {4, 0}, 1, {1}, false}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
         int64_t n = 1;
         for (int d = 0; d < cases[c].ndim; ++d)
@@ -936,8 +947,8 @@ static void test_cuda_segments_match_cpu(void **state)
                 snprintf(what, sizeof what, "segments case %zu, %s, %s", c, dc_reduction_name((dc_reduction)op),
                          dc_dtype_name(dtype));
                 /* the same order of the same operations: the same bits */
-                compare_backends(cpu, cases[c].ndim, cases[c].shape, op == DC_REDUCE_PROD ? pv : v, build_segment,
-                                 &ac, &ag, dtype, true, what);
+                compare_backends(cpu, cases[c].ndim, cases[c].shape, op == DC_REDUCE_PROD ? pv : v, build_segment, &ac,
+                                 &ag, dtype, true, what);
             }
             dc_tensor_free(ic);
             dc_tensor_free(ig);

@@ -35,7 +35,7 @@ template <typename T> struct rf;
         typedef dc_rf_state_##SFX state;                                                                               \
         static __device__ __forceinline__ state init(int k) { return dc_rf_init_##SFX(k); }                            \
         static __device__ __forceinline__ void step(int k, state *s, T v, int64_t p) { dc_rf_step_##SFX(k, s, v, p); } \
-        static __device__ __forceinline__ state combine(int k, state a, state b)                                      \
+        static __device__ __forceinline__ state combine(int k, state a, state b)                                       \
         {                                                                                                              \
             return dc_rf_combine_##SFX(k, a, b);                                                                       \
         }                                                                                                              \
@@ -185,7 +185,7 @@ void launch_block(dc_ctx *ctx, int kind, const void *x, int64_t outer, int64_t l
         reduce_rows<T><<<grid, kBlock, 0, st>>>(kind, (const T *)x, outer, len, (T *)y, (T *)nz, aux);
     } else {
         reduce_columns<T><<<grid_for(ctx, outer * inner), kBlock, 0, st>>>(kind, (const T *)x, outer, len, inner,
-                                                                            (T *)y, (T *)nz, aux);
+                                                                           (T *)y, (T *)nz, aux);
     }
 }
 
@@ -217,12 +217,12 @@ dc_status dc_cuda_reduce_block_grad(dc_ctx *ctx, int kind, dc_dtype dtype, const
     cudaStream_t st = ctx->cuda->stream;
     if (dtype == DC_F32)
         reduce_grad<float><<<grid_for(ctx, total), kBlock, 0, st>>>(kind, (const float *)x, total, len, inner,
-                                                                     (const float *)y, (const float *)nz, aux,
-                                                                     (const float *)gy, (float *)g);
+                                                                    (const float *)y, (const float *)nz, aux,
+                                                                    (const float *)gy, (float *)g);
     else
         reduce_grad<double><<<grid_for(ctx, total), kBlock, 0, st>>>(kind, (const double *)x, total, len, inner,
-                                                                      (const double *)y, (const double *)nz, aux,
-                                                                      (const double *)gy, (double *)g);
+                                                                     (const double *)y, (const double *)nz, aux,
+                                                                     (const double *)gy, (double *)g);
     return dc_cuda_launched(ctx, 1, "reduction gradient");
 }
 
@@ -236,13 +236,11 @@ dc_status dc_cuda_segment_reduce(dc_ctx *ctx, int kind, dc_dtype dtype, const vo
         return DC_OK;
     cudaStream_t st = ctx->cuda->stream;
     if (dtype == DC_F32)
-        segment_reduce<float><<<grid_for(ctx, items), kBlock, 0, st>>>(kind, (const float *)values, width, start,
-                                                                        positions, n_segments, (float *)y, (float *)nz,
-                                                                        aux);
+        segment_reduce<float><<<grid_for(ctx, items), kBlock, 0, st>>>(
+            kind, (const float *)values, width, start, positions, n_segments, (float *)y, (float *)nz, aux);
     else
-        segment_reduce<double><<<grid_for(ctx, items), kBlock, 0, st>>>(kind, (const double *)values, width, start,
-                                                                         positions, n_segments, (double *)y,
-                                                                         (double *)nz, aux);
+        segment_reduce<double><<<grid_for(ctx, items), kBlock, 0, st>>>(
+            kind, (const double *)values, width, start, positions, n_segments, (double *)y, (double *)nz, aux);
     return dc_cuda_launched(ctx, 1, "segment reduction");
 }
 
@@ -257,12 +255,12 @@ dc_status dc_cuda_segment_reduce_grad(dc_ctx *ctx, int kind, dc_dtype dtype, con
     cudaStream_t st = ctx->cuda->stream;
     if (dtype == DC_F32)
         segment_grad<float><<<grid_for(ctx, total), kBlock, 0, st>>>(kind, (const float *)values, total, width, index,
-                                                                      (const float *)y, (const float *)nz, aux,
-                                                                      (const float *)gy, (float *)g);
+                                                                     (const float *)y, (const float *)nz, aux,
+                                                                     (const float *)gy, (float *)g);
     else
-        segment_grad<double><<<grid_for(ctx, total), kBlock, 0, st>>>(kind, (const double *)values, total, width,
-                                                                       index, (const double *)y, (const double *)nz,
-                                                                       aux, (const double *)gy, (double *)g);
+        segment_grad<double><<<grid_for(ctx, total), kBlock, 0, st>>>(kind, (const double *)values, total, width, index,
+                                                                      (const double *)y, (const double *)nz, aux,
+                                                                      (const double *)gy, (double *)g);
     return dc_cuda_launched(ctx, 1, "segment reduction gradient");
 }
 

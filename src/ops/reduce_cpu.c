@@ -33,77 +33,74 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
     return work > kSerial && pieces > 1 ? ctx->cpu.num_threads : 1;
 }
 
-#define DEFINE_REDUCE_CPU(T, SFX)                                                                  \
-    /* output row o, columns c0..c1 of the block */                                                \
-    static void block_piece_##SFX(int kind, const T *x, int64_t o, int64_t len, int64_t inner,      \
-                                  int64_t c0, int64_t c1, T *y, T *nz, int64_t *aux)                \
-    {                                                                                              \
-        dc_rf_state_##SFX st[kColumns];                                                            \
-        const int64_t w = c1 - c0;                                                                 \
-        for (int64_t c = 0; c < w; ++c)                                                            \
-            st[c] = dc_rf_init_##SFX(kind);                                                        \
-        const T *row = x + o * len * inner + c0;                                                   \
-        for (int64_t l = 0; l < len; ++l)                                                          \
-            for (int64_t c = 0; c < w; ++c)                                                        \
-                dc_rf_step_##SFX(kind, &st[c], row[l * inner + c], l);                             \
-        if (kind == DC_RK_LSE) {                                                                   \
-            for (int64_t c = 0; c < w; ++c) {                                                      \
-                const T m = st[c].acc;                                                             \
-                T sum = 0;                                                                         \
-                for (int64_t l = 0; dc_rf_lse_sums_##SFX(m) && l < len; ++l)                        \
-                    sum += dc_rf_lse_term_##SFX(row[l * inner + c], m);                            \
-                st[c].acc = dc_rf_lse_finish_##SFX(m, sum);                                        \
-            }                                                                                      \
-        }                                                                                          \
-        for (int64_t c = 0; c < w; ++c) {                                                          \
-            const int64_t out = o * inner + c0 + c;                                                \
-            y[out] = st[c].acc;                                                                    \
-            nz[out] = st[c].nz;                                                                    \
-            aux[out] = st[c].aux;                                                                  \
-        }                                                                                          \
-    }                                                                                              \
-    /* elements e0..e1 of the block's gradient */                                                  \
-    static void block_grad_##SFX(int kind, const T *x, int64_t len, int64_t inner, const T *y,      \
-                                 const T *nz, const int64_t *aux, const T *gy, T *g, int64_t e0,    \
-                                 int64_t e1)                                                       \
-    {                                                                                              \
-        for (int64_t e = e0; e < e1; ++e) {                                                        \
-            const int64_t o = e / (len * inner), l = e / inner % len;                              \
-            const int64_t out = o * inner + e % inner;                                             \
-            g[e] = dc_rf_grad_##SFX(kind, x[e], l, y[out], nz[out], aux[out], gy[out]);            \
-        }                                                                                          \
-    }                                                                                              \
-    /* columns c0..c1 of every segment, the rows in ascending order */                             \
-    static void segment_piece_##SFX(int kind, const T *v, int64_t n, int64_t width,                \
-                                    const int64_t *index, int64_t n_segments, int64_t c0,          \
-                                    int64_t c1, T *y, T *nz, int64_t *aux)                         \
-    {                                                                                              \
-        const dc_rf_state_##SFX s0 = dc_rf_init_##SFX(kind);                                       \
-        for (int64_t s = 0; s < n_segments; ++s)                                                   \
-            for (int64_t c = c0; c < c1; ++c) {                                                    \
-                y[s * width + c] = s0.acc;                                                         \
-                nz[s * width + c] = s0.nz;                                                         \
-                aux[s * width + c] = s0.aux;                                                       \
-            }                                                                                      \
-        for (int64_t i = 0; i < n; ++i)                                                            \
-            for (int64_t c = c0; c < c1; ++c) {                                                    \
-                const int64_t out = index[i] * width + c;                                          \
-                dc_rf_state_##SFX st = {y[out], nz[out], aux[out]};                                \
-                dc_rf_step_##SFX(kind, &st, v[i * width + c], i);                                  \
-                y[out] = st.acc;                                                                   \
-                nz[out] = st.nz;                                                                   \
-                aux[out] = st.aux;                                                                 \
-            }                                                                                      \
-    }                                                                                              \
-    /* elements e0..e1 of the values' gradient */                                                  \
-    static void segment_grad_##SFX(int kind, const T *v, int64_t width, const int64_t *index,      \
-                                   const T *y, const T *nz, const int64_t *aux, const T *gy, T *g,  \
-                                   int64_t e0, int64_t e1)                                         \
-    {                                                                                              \
-        for (int64_t e = e0; e < e1; ++e) {                                                        \
-            const int64_t i = e / width, out = index[i] * width + e % width;                       \
-            g[e] = dc_rf_grad_##SFX(kind, v[e], i, y[out], nz[out], aux[out], gy[out]);            \
-        }                                                                                          \
+#define DEFINE_REDUCE_CPU(T, SFX)                                                                                      \
+    /* output row o, columns c0..c1 of the block */                                                                    \
+    static void block_piece_##SFX(int kind, const T *x, int64_t o, int64_t len, int64_t inner, int64_t c0, int64_t c1, \
+                                  T *y, T *nz, int64_t *aux)                                                           \
+    {                                                                                                                  \
+        dc_rf_state_##SFX st[kColumns];                                                                                \
+        const int64_t w = c1 - c0;                                                                                     \
+        for (int64_t c = 0; c < w; ++c)                                                                                \
+            st[c] = dc_rf_init_##SFX(kind);                                                                            \
+        const T *row = x + o * len * inner + c0;                                                                       \
+        for (int64_t l = 0; l < len; ++l)                                                                              \
+            for (int64_t c = 0; c < w; ++c)                                                                            \
+                dc_rf_step_##SFX(kind, &st[c], row[l * inner + c], l);                                                 \
+        if (kind == DC_RK_LSE) {                                                                                       \
+            for (int64_t c = 0; c < w; ++c) {                                                                          \
+                const T m = st[c].acc;                                                                                 \
+                T sum = 0;                                                                                             \
+                for (int64_t l = 0; dc_rf_lse_sums_##SFX(m) && l < len; ++l)                                           \
+                    sum += dc_rf_lse_term_##SFX(row[l * inner + c], m);                                                \
+                st[c].acc = dc_rf_lse_finish_##SFX(m, sum);                                                            \
+            }                                                                                                          \
+        }                                                                                                              \
+        for (int64_t c = 0; c < w; ++c) {                                                                              \
+            const int64_t out = o * inner + c0 + c;                                                                    \
+            y[out] = st[c].acc;                                                                                        \
+            nz[out] = st[c].nz;                                                                                        \
+            aux[out] = st[c].aux;                                                                                      \
+        }                                                                                                              \
+    }                                                                                                                  \
+    /* elements e0..e1 of the block's gradient */                                                                      \
+    static void block_grad_##SFX(int kind, const T *x, int64_t len, int64_t inner, const T *y, const T *nz,            \
+                                 const int64_t *aux, const T *gy, T *g, int64_t e0, int64_t e1)                        \
+    {                                                                                                                  \
+        for (int64_t e = e0; e < e1; ++e) {                                                                            \
+            const int64_t o = e / (len * inner), l = e / inner % len;                                                  \
+            const int64_t out = o * inner + e % inner;                                                                 \
+            g[e] = dc_rf_grad_##SFX(kind, x[e], l, y[out], nz[out], aux[out], gy[out]);                                \
+        }                                                                                                              \
+    }                                                                                                                  \
+    /* columns c0..c1 of every segment, the rows in ascending order */                                                 \
+    static void segment_piece_##SFX(int kind, const T *v, int64_t n, int64_t width, const int64_t *index,              \
+                                    int64_t n_segments, int64_t c0, int64_t c1, T *y, T *nz, int64_t *aux)             \
+    {                                                                                                                  \
+        const dc_rf_state_##SFX s0 = dc_rf_init_##SFX(kind);                                                           \
+        for (int64_t s = 0; s < n_segments; ++s)                                                                       \
+            for (int64_t c = c0; c < c1; ++c) {                                                                        \
+                y[s * width + c] = s0.acc;                                                                             \
+                nz[s * width + c] = s0.nz;                                                                             \
+                aux[s * width + c] = s0.aux;                                                                           \
+            }                                                                                                          \
+        for (int64_t i = 0; i < n; ++i)                                                                                \
+            for (int64_t c = c0; c < c1; ++c) {                                                                        \
+                const int64_t out = index[i] * width + c;                                                              \
+                dc_rf_state_##SFX st = {y[out], nz[out], aux[out]};                                                    \
+                dc_rf_step_##SFX(kind, &st, v[i * width + c], i);                                                      \
+                y[out] = st.acc;                                                                                       \
+                nz[out] = st.nz;                                                                                       \
+                aux[out] = st.aux;                                                                                     \
+            }                                                                                                          \
+    }                                                                                                                  \
+    /* elements e0..e1 of the values' gradient */                                                                      \
+    static void segment_grad_##SFX(int kind, const T *v, int64_t width, const int64_t *index, const T *y, const T *nz, \
+                                   const int64_t *aux, const T *gy, T *g, int64_t e0, int64_t e1)                      \
+    {                                                                                                                  \
+        for (int64_t e = e0; e < e1; ++e) {                                                                            \
+            const int64_t i = e / width, out = index[i] * width + e % width;                                           \
+            g[e] = dc_rf_grad_##SFX(kind, v[e], i, y[out], nz[out], aux[out], gy[out]);                                \
+        }                                                                                                              \
     }
 DEFINE_REDUCE_CPU(float, f32)
 DEFINE_REDUCE_CPU(double, f64)
@@ -128,8 +125,7 @@ void dc_cpu_reduce_block(const dc_ctx *ctx, int kind, dc_dtype dtype, const void
 static const int64_t kGradPiece = 16384;
 
 void dc_cpu_reduce_block_grad(const dc_ctx *ctx, int kind, dc_dtype dtype, const void *x, int64_t outer, int64_t len,
-                              int64_t inner, const void *y, const void *nz, const int64_t *aux, const void *gy,
-                              void *g)
+                              int64_t inner, const void *y, const void *nz, const int64_t *aux, const void *gy, void *g)
 {
     const int64_t total = outer * len * inner, pieces = (total + kGradPiece - 1) / kGradPiece;
     const int n_threads = threads_for(ctx, total, pieces);
@@ -159,8 +155,8 @@ void dc_cpu_segment_reduce(const dc_ctx *ctx, int kind, dc_dtype dtype, const vo
 }
 
 void dc_cpu_segment_reduce_grad(const dc_ctx *ctx, int kind, dc_dtype dtype, const void *values, int64_t n,
-                                int64_t width, const int64_t *index, const void *y, const void *nz,
-                                const int64_t *aux, const void *gy, void *g)
+                                int64_t width, const int64_t *index, const void *y, const void *nz, const int64_t *aux,
+                                const void *gy, void *g)
 {
     const int64_t total = n * width, pieces = (total + kGradPiece - 1) / kGradPiece;
     const int n_threads = threads_for(ctx, total, pieces);

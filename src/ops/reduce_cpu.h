@@ -30,7 +30,7 @@ void dc_cpu_segment_reduce(const dc_ctx *ctx, int kind, dc_dtype dtype, const vo
 /* The gradient of values (g, [n, width], overwritten): row i's from its
  * segment's y, nz, aux and adjoint gy ([n_segments, width]). */
 void dc_cpu_segment_reduce_grad(const dc_ctx *ctx, int kind, dc_dtype dtype, const void *values, int64_t n,
-                                int64_t width, const int64_t *index, const void *y, const void *nz,
-                                const int64_t *aux, const void *gy, void *g);
+                                int64_t width, const int64_t *index, const void *y, const void *nz, const int64_t *aux,
+                                const void *gy, void *g);
 
 #endif /* DC_OPS_REDUCE_CPU_H */

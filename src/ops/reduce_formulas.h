@@ -34,8 +34,10 @@ typedef struct DC_RF(state) {
 DC_INLINE DC_HD DC_RF(state) DC_RF(init)(int kind)
 {
     DC_RF(state) s;
-    s.acc = kind == DC_RK_SUM ? (DC_S)0 : kind == DC_RK_PROD ? (DC_S)1 : kind == DC_RK_MIN ? (DC_S)INFINITY
-                                                                                            : (DC_S)-INFINITY;
+    s.acc = kind == DC_RK_SUM    ? (DC_S)0
+            : kind == DC_RK_PROD ? (DC_S)1
+            : kind == DC_RK_MIN  ? (DC_S)INFINITY
+                                 : (DC_S)-INFINITY;
     s.nz = (DC_S)1;
     s.aux = kind == DC_RK_SUM || kind == DC_RK_PROD ? 0 : -1;
     return s;
@@ -60,7 +62,7 @@ DC_INLINE DC_HD bool DC_RF(beats)(int kind, DC_S v, int64_t pv, DC_S w, int64_t 
 
 /* One more element, v at position pos, into the state (log-sum-exp: its
  * first walk, the maximum). */
-DC_INLINE DC_HD void DC_RF(step)(int kind, DC_RF(state) *s, DC_S v, int64_t pos)
+DC_INLINE DC_HD void DC_RF(step)(int kind, DC_RF(state) * s, DC_S v, int64_t pos)
 {
     if (kind == DC_RK_SUM) {
         s->acc += v;

@@ -11,6 +11,11 @@
 #include "reduce_cpu.h"
 #include "reduce_kinds.h"
 
+/* the kernels take the reduction as their kind */
+_Static_assert((int)DC_REDUCE_SUM == DC_RK_SUM && (int)DC_REDUCE_PROD == DC_RK_PROD &&
+                   (int)DC_REDUCE_MAX == DC_RK_MAX && (int)DC_REDUCE_MIN == DC_RK_MIN,
+               "dc_reduction and the kernels' kinds agree");
+
 static const char *const kFn = "dc_op_segment_reduce";
 
 /* The arguments' checks; the message names the function, the argument and
@@ -29,13 +34,11 @@ static dc_status check(dc_ctx *ctx, const dc_tensor *values, const dc_tensor *in
                         dc_dtype_name(index->dtype));
     if (n_segments < 0 || (n_segments == 0 && values->shape[0] > 0))
         return dc_error(ctx, DC_ERR_ARG, "%s: n_segments is %lld for %lld rows of values %s", kFn,
-                        (long long)n_segments, (long long)values->shape[0],
-                        dc_tensor_shape_str(values, sv, sizeof sv));
+                        (long long)n_segments, (long long)values->shape[0], dc_tensor_shape_str(values, sv, sizeof sv));
     return DC_OK;
 }
 
-dc_tensor *dc_op_segment_reduce(dc_tape *tape, dc_tensor *values, dc_tensor *index, int64_t n_segments,
-                                dc_reduction op)
+dc_tensor *dc_op_segment_reduce(dc_tape *tape, dc_tensor *values, dc_tensor *index, int64_t n_segments, dc_reduction op)
 {
     const char *const labels[] = {"values", "index"};
     dc_tensor *in[2] = {values, index};
