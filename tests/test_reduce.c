@@ -517,6 +517,59 @@ static void test_float32_matches_float64(void **state)
     dc_ctx_free(ctx);
 }
 
+/* Rows long enough to be reduced in pieces (a whole tensor, a long row):
+ * against a plain reference, the maximum's tie across two pieces won by
+ * the first. */
+static void test_long_rows(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    enum { kLen = 40000 };
+    const int64_t shape[2] = {2, kLen};
+    double *v = series(2 * kLen, -3, 3, 50), *pv = series(2 * kLen, 0.9999, 1.0001, 51);
+    v[100] = v[kLen - 5] = 3.5; /* row 0: a tie, pieces apart */
+    v[kLen + 30000] = -3.5;     /* row 1: the minimum */
+    pv[kLen + 20000] = 0;       /* row 1: one zero */
+    for (int op = 0; op < N_REDUCE; ++op) {
+        const double *x = op == R_PROD ? pv : v;
+        dc_tensor *t = make(ctx, DC_F64, 2, shape, x);
+        axes_arg a = {op, 1, {1}, false, false};
+        run_result r = run(ctx, t, build_axes, &a, false);
+        for (int row = 0; row < 2; ++row) {
+            const double *e = x + row * kLen;
+            double want = op == R_PROD ? 1 : op == R_MIN ? INFINITY : -INFINITY, nz = 1;
+            int64_t win = -1, zeros = 0;
+            for (int64_t l = 0; l < kLen; ++l) {
+                if (op == R_PROD) {
+                    want *= e[l];
+                    e[l] == 0 ? (void)++zeros : (void)(nz *= e[l]);
+                } else if (win < 0 || (op == R_MIN ? e[l] < want : e[l] > want)) {
+                    want = e[l];
+                    win = l;
+                }
+            }
+            if (op == R_LSE) {
+                double sum = 0;
+                for (int64_t l = 0; l < kLen; ++l)
+                    sum += exp(e[l] - want);
+                want += log(sum);
+            }
+            assert_close(&r.y[row], &want, 1, 0, op == R_MAX || op == R_MIN ? 0 : 1e-12, reduce_names[op]);
+            for (int64_t l = 0; l < kLen; ++l) {
+                const double g = op == R_PROD  ? (zeros ? (e[l] == 0 ? nz : 0) : nz / e[l])
+                                 : op == R_LSE ? exp(e[l] - want)
+                                               : (l == win ? 1 : 0);
+                assert_close(&r.gx[row * kLen + l], &g, 1, 1e-15, 1e-11, reduce_names[op]);
+            }
+        }
+        free_result(&r);
+        dc_tensor_free(t);
+    }
+    free(v);
+    free(pv);
+    dc_ctx_free(ctx);
+}
+
 /* dc_op_reduce is the op it names; DC_REDUCE_SUM is dc_op_sum. */
 static void test_reduce_dispatch(void **state)
 {
@@ -795,16 +848,17 @@ static void test_same_bits_on_one_and_two_threads(void **state)
 {
     (void)state;
     dc_ctx *one = test_cpu_ctx_threads(1, 1), *two = test_cpu_ctx_threads(2, 1);
-    const int64_t rows[2] = {64, 1000}, cols[2] = {1000, 70}, seg[2] = {1000, 100}, ishape[1] = {1000};
-    double *v = series(100000, 0.99, 1.01, 11);
+    const int64_t rows[2] = {64, 1000}, cols[2] = {1000, 70}, longs[2] = {3, 40000}, seg[2] = {1000, 100},
+                  ishape[1] = {1000};
+    double *v = series(120000, 0.9999, 1.0001, 11);
     double *index = series(1000, 0, 37, 12);
     for (int i = 0; i < 1000; ++i)
         index[i] = floor(index[i]);
     for (int op = 0; op < N_REDUCE; ++op)
-        for (int shape = 0; shape < 2; ++shape) {
-            dc_tensor *x1 = make(one, DC_F32, 2, shape ? cols : rows, v);
-            dc_tensor *x2 = make(two, DC_F32, 2, shape ? cols : rows, v);
-            axes_arg a = {op, 1, {shape ? 0 : 1}, false, false};
+        for (int shape = 0; shape < 3; ++shape) {
+            const int64_t *s = shape == 0 ? rows : shape == 1 ? cols : longs;
+            dc_tensor *x1 = make(one, DC_F32, 2, s, v), *x2 = make(two, DC_F32, 2, s, v);
+            axes_arg a = {op, 1, {shape == 1 ? 0 : 1}, false, false};
             run_result r1 = run(one, x1, build_axes, &a, true), r2 = run(two, x2, build_axes, &a, true);
             assert_same_bits(r1.y, r2.y, r1.ny, reduce_names[op]);
             assert_same_bits(r1.gx, r2.gx, r1.nx, reduce_names[op]);
@@ -878,9 +932,9 @@ static void test_cuda_reductions_match_cpu(void **state)
         int n_axes;
         int axes[2];
         bool transpose;
-    } cases[] = {{2, {3, 1000}, 1, {1}, false},     {3, {7, 300, 5}, 1, {1}, false}, {1, {2049}, 0, {0}, false},
-                 {3, {5, 6, 70}, 2, {0, 2}, false}, {2, {37, 3}, 1, {0}, false},     {2, {9, 300}, 1, {0}, true},
-                 {2, {4, 1}, 1, {1}, false},        {2, {4, 0}, 1, {1}, false}};
+    } cases[] = {{2, {2, 40000}, 1, {1}, false}, {2, {3, 1000}, 1, {1}, false},     {3, {7, 300, 5}, 1, {1}, false},
+                 {1, {2049}, 0, {0}, false},     {3, {5, 6, 70}, 2, {0, 2}, false}, {2, {37, 3}, 1, {0}, false},
+                 {2, {9, 300}, 1, {0}, true},    {2, {4, 1}, 1, {1}, false},        {2, {4, 0}, 1, {1}, false}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
         int64_t n = 1;
         for (int d = 0; d < cases[c].ndim; ++d)
@@ -1064,6 +1118,7 @@ int main(void)
         cmocka_unit_test(test_logsumexp_edges),
         cmocka_unit_test(test_empty_and_size_one_axes),
         cmocka_unit_test(test_float32_matches_float64),
+        cmocka_unit_test(test_long_rows),
         cmocka_unit_test(test_reduce_dispatch),
         cmocka_unit_test(test_bad_axes),
         cmocka_unit_test(test_segment_values_and_gradients),

@@ -2,7 +2,9 @@
  * fixed size: an output row and up to kColumns of its columns for the
  * block reductions, up to kColumns columns of every segment for the
  * segment reductions; each output is walked in ascending element order
- * within one piece, so the bits never depend on the thread count. */
+ * within one piece. Rows longer than kSplit (a whole tensor reduced, a long
+ * row) are cut into pieces of kSplit elements whose states are then
+ * combined in order. Either way the bits never depend on the thread count. */
 #include "reduce_cpu.h"
 #include "reduce_kinds.h"
 
@@ -24,6 +26,9 @@
 
 /* Columns of one piece: the states of a piece stay in registers or L1. */
 enum { kColumns = 64 };
+
+/* Rows (inner 1) longer than this are reduced in pieces of this length. */
+enum { kSplit = 16384 };
 
 /* Elements below which one thread does the whole op. */
 static const int64_t kSerial = 32768;
@@ -105,9 +110,84 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
 DEFINE_REDUCE_CPU(float, f32)
 DEFINE_REDUCE_CPU(double, f64)
 
-void dc_cpu_reduce_block(const dc_ctx *ctx, int kind, dc_dtype dtype, const void *x, int64_t outer, int64_t len,
-                         int64_t inner, void *y, void *nz, int64_t *aux)
+/* Long rows: piece p (row p / splits, its elements from p % splits * kSplit)
+ * into part[p]; pass 0 the state, pass 1 log-sum-exp's sum of terms (the
+ * row's maximum in y by then). The rows' results from their parts, in
+ * order: pass 0 into y, nz, aux; pass 1 log-sum-exp finished. */
+#define DEFINE_SPLIT_CPU(T, SFX)                                                                                       \
+    static void split_piece_##SFX(int kind, int pass, const T *x, int64_t len, int64_t splits, int64_t p, const T *y,  \
+                                  dc_rf_state_##SFX *part)                                                             \
+    {                                                                                                                  \
+        const int64_t r = p / splits, l0 = p % splits * kSplit, l1 = l0 + kSplit < len ? l0 + kSplit : len;            \
+        const T *row = x + r * len;                                                                                    \
+        dc_rf_state_##SFX st = dc_rf_init_##SFX(pass ? DC_RK_SUM : kind);                                              \
+        for (int64_t l = l0; l < l1; ++l) {                                                                            \
+            if (pass == 0)                                                                                             \
+                dc_rf_step_##SFX(kind, &st, row[l], l);                                                                \
+            else if (dc_rf_lse_sums_##SFX(y[r]))                                                                       \
+                st.acc += dc_rf_lse_term_##SFX(row[l], y[r]);                                                          \
+        }                                                                                                              \
+        part[p] = st;                                                                                                  \
+    }                                                                                                                  \
+    static void split_combine_##SFX(int kind, int pass, int64_t r, int64_t splits, const dc_rf_state_##SFX *part,      \
+                                    T *y, T *nz, int64_t *aux)                                                         \
+    {                                                                                                                  \
+        dc_rf_state_##SFX st = part[r * splits];                                                                       \
+        for (int64_t k = 1; k < splits; ++k)                                                                           \
+            st = dc_rf_combine_##SFX(pass ? DC_RK_SUM : kind, st, part[r * splits + k]);                               \
+        if (pass == 0) {                                                                                               \
+            y[r] = st.acc;                                                                                             \
+            nz[r] = st.nz;                                                                                             \
+            aux[r] = st.aux;                                                                                           \
+        } else {                                                                                                       \
+            y[r] = dc_rf_lse_finish_##SFX(y[r], st.acc);                                                               \
+        }                                                                                                              \
+    }
+DEFINE_SPLIT_CPU(float, f32)
+DEFINE_SPLIT_CPU(double, f64)
+
+static int64_t splits_of(int64_t len, int64_t inner)
 {
+    return inner == 1 && len > kSplit ? (len + kSplit - 1) / kSplit : 1;
+}
+
+size_t dc_cpu_reduce_scratch(int64_t outer, int64_t len, int64_t inner)
+{
+    const int64_t splits = splits_of(len, inner);
+    return splits > 1 ? (size_t)(outer * splits) * sizeof(dc_rf_state_f64) : 0;
+}
+
+static void reduce_split(const dc_ctx *ctx, int kind, dc_dtype dtype, const void *x, int64_t rows, int64_t len,
+                         int64_t splits, void *y, void *nz, int64_t *aux, void *scratch)
+{
+    const int64_t pieces = rows * splits;
+    const int n_threads = threads_for(ctx, rows * len, pieces), row_threads = threads_for(ctx, rows * len, rows);
+    for (int pass = 0; pass < (kind == DC_RK_LSE ? 2 : 1); ++pass) {
+#pragma omp parallel for num_threads(n_threads) schedule(static)
+        for (int64_t p = 0; p < pieces; ++p) {
+            if (dtype == DC_F32)
+                split_piece_f32(kind, pass, x, len, splits, p, y, scratch);
+            else
+                split_piece_f64(kind, pass, x, len, splits, p, y, scratch);
+        }
+#pragma omp parallel for num_threads(row_threads) schedule(static)
+        for (int64_t r = 0; r < rows; ++r) {
+            if (dtype == DC_F32)
+                split_combine_f32(kind, pass, r, splits, scratch, y, nz, aux);
+            else
+                split_combine_f64(kind, pass, r, splits, scratch, y, nz, aux);
+        }
+    }
+}
+
+void dc_cpu_reduce_block(const dc_ctx *ctx, int kind, dc_dtype dtype, const void *x, int64_t outer, int64_t len,
+                         int64_t inner, void *y, void *nz, int64_t *aux, void *scratch)
+{
+    const int64_t splits = splits_of(len, inner);
+    if (splits > 1) {
+        reduce_split(ctx, kind, dtype, x, outer, len, splits, y, nz, aux, scratch);
+        return;
+    }
     const int64_t chunks = (inner + kColumns - 1) / kColumns, pieces = outer * chunks;
     const int n_threads = threads_for(ctx, outer * len * inner, pieces);
 #pragma omp parallel for num_threads(n_threads) schedule(static)

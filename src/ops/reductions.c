@@ -48,7 +48,11 @@ static dc_tensor *reduce(dc_tape *tape, const char *fn, dc_op op, dc_tensor *x, 
             DC_OK)
             return NULL;
     } else {
-        dc_cpu_reduce_block(ctx, kind, x->dtype, block->data, ax->outer, ax->len, ax->inner, y->data, nz, aux);
+        const size_t bytes = dc_cpu_reduce_scratch(ax->outer, ax->len, ax->inner);
+        void *scratch = bytes ? dc_tape_alloc_meta(tape, bytes) : NULL;
+        if (bytes && !scratch)
+            return NULL;
+        dc_cpu_reduce_block(ctx, kind, x->dtype, block->data, ax->outer, ax->len, ax->inner, y->data, nz, aux, scratch);
     }
     if (dc_tape_wants_node(tape, 1, &x)) {
         dc_node *node = dc_tape_record(tape, op, 1, &x, 1, &y);
