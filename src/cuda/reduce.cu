@@ -1,9 +1,9 @@
 /* Device kernels of the reductions (reduce_cuda.h): over the len axis of
  * an [outer, len, inner] block, a block of threads per row where inner is
- * 1 (each thread steps through a strided share of the row, then a tree of
- * fixed shape combines the threads' states: deterministic, the maximum's
- * winner chosen by position), a thread per output walking len in order
- * otherwise; segment reductions a thread per segment and column, walking
+ * 1 and rows are longer than kShortRow (each thread steps through a
+ * strided share of the row, then a tree of fixed shape combines the
+ * threads' states: deterministic, the maximum's winner chosen by
+ * position), a thread per output walking len in order otherwise; segment reductions a thread per segment and column, walking
  * the segment's rows in ascending order; gradients a thread per element.
  * The element math is src/ops/reduce_formulas.h, shared with the CPU. */
 #include "block_reduce.cuh"
@@ -25,6 +25,10 @@
 
 using dc_cuda::grid_for;
 using dc_cuda::kBlock;
+
+/* Rows up to this long are walked by one thread each: a block of threads
+ * per row would leave most of them idle. */
+constexpr int64_t kShortRow = 32;
 
 namespace {
 
@@ -110,7 +114,8 @@ __global__ void reduce_rows(int kind, const T *x, int64_t rows, int64_t len, T *
 }
 
 /* A thread per output (o, c) of the [outer, len, inner] block x, walking
- * len in order; neighbouring threads read neighbouring columns. */
+ * len in order; neighbouring threads read neighbouring columns (or short
+ * rows). */
 template <typename T>
 __global__ void reduce_columns(int kind, const T *x, int64_t outer, int64_t len, int64_t inner, T *y, T *nz,
                                int64_t *aux)
@@ -180,7 +185,7 @@ void launch_block(dc_ctx *ctx, int kind, const void *x, int64_t outer, int64_t l
                   int64_t *aux)
 {
     cudaStream_t st = ctx->cuda->stream;
-    if (inner == 1) {
+    if (inner == 1 && len > kShortRow) {
         const unsigned grid = (unsigned)(outer < ctx->cuda->max_blocks ? outer : ctx->cuda->max_blocks);
         reduce_rows<T><<<grid, kBlock, 0, st>>>(kind, (const T *)x, outer, len, (T *)y, (T *)nz, aux);
     } else {

@@ -13,9 +13,10 @@ extern "C" {
 #include "cuda_backend.h"
 
 /* The block [outer, len, inner] reduced along len (y, nz, aux: [outer,
- * inner]). Rows (inner == 1): a block of threads per row, a fixed-order
- * tree over its threads (the product's last bits may differ from the
- * CPU's); columns: a thread per output walking len in order. */
+ * inner]). Rows (inner == 1) of more than 32 elements: a block of threads
+ * per row, a fixed-order tree over its threads (the product's and
+ * log-sum-exp's last bits may differ from the CPU's); otherwise a thread
+ * per output walking len in order (the CPU's order). */
 dc_status dc_cuda_reduce_block(dc_ctx *ctx, int kind, dc_dtype dtype, const void *x, int64_t outer, int64_t len,
                                int64_t inner, void *y, void *nz, int64_t *aux);
 

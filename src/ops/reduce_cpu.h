@@ -1,7 +1,7 @@
 /* The reductions' kernels on the CPU (src/ops/reduce_cpu.c), the
  * counterparts of src/cuda/reduce_cuda.h: the same arguments, host memory,
  * the same element order per output (so the same bits as the CUDA kernels
- * that walk one output per thread: columns and segments). OpenMP over pieces of a fixed size:
+ * that walk one output per thread: columns, short rows and segments). OpenMP over pieces of a fixed size:
  * the same bits whatever the thread count. `kind`: DC_RK_* of
  * src/ops/reduce_formulas.h. */
 #ifndef DC_OPS_REDUCE_CPU_H
