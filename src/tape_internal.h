@@ -59,6 +59,19 @@ typedef struct dc_node_scan {
     dc_reduction op;
     bool exclusive;
 } dc_node_scan;
+typedef struct dc_node_reduce { /* prod, max, min, logsumexp */
+    const struct dc_axes *axes; /* the reduced axes (tape memory) */
+    const dc_tensor *block;     /* the input as the [outer, len, inner] block it was reduced as */
+    const void *nz;             /* per output: prod's product of the nonzero elements */
+    const int64_t *aux;         /* per output: prod's zero count; max's and min's winner along len */
+} dc_node_reduce;
+typedef struct dc_node_segment_reduce {
+    int op;                   /* dc_reduction */
+    const dc_tensor *values;  /* the values as reduced: contiguous, [n, width] */
+    const int64_t *index;     /* each row's segment, where the kernels read it */
+    const void *nz;           /* per output, as dc_node_reduce's (max, min: the winner's row) */
+    const int64_t *aux;
+} dc_node_segment_reduce;
 typedef struct dc_node_broadcast_fn {
     const dc_bfn *fn;
     dc_partials_policy policy;
@@ -89,6 +102,8 @@ struct dc_node {
         dc_node_broadcast_fn broadcast_fn;
         dc_node_scan scan;
         dc_node_csr csr;
+        dc_node_reduce reduce;
+        dc_node_segment_reduce segment_reduce;
     } as;
 };
 

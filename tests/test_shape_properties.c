@@ -1,4 +1,5 @@
-/* Shapes as seeded random properties: every op of include/dualcast/ops.h,
+/* Shapes as seeded random properties: every op of include/dualcast/ops.h
+ * and the reductions over axes of reduce.h,
  * broadcast functions through dc_broadcast, dc_broadcast_policy and
  * dc_broadcast1, and the constructors that take a shape (dc_tensor_new,
  * dc_tensor_from_host, dc_tape_tensor_new), on shapes of rank 0 to 8 whose
@@ -340,7 +341,7 @@ typedef struct operand {
 typedef enum op_kind {
     K_EW,     /* elementwise ops of ops.h */
     K_BFN,    /* broadcast functions */
-    K_REDUCE, /* dc_op_sum, dc_op_mean */
+    K_REDUCE, /* dc_op_sum, dc_op_mean, dc_op_prod, dc_op_max, dc_op_min, dc_op_logsumexp */
     K_MATMUL,
     K_TRANSPOSE,
     K_RESHAPE,
@@ -360,6 +361,9 @@ typedef dc_tensor *(*ew_call_fn)(dc_tape *tape, dc_tensor *const *x, const struc
 
 typedef enum bfn_api { API_BROADCAST, API_POLICY, API_BROADCAST1 } bfn_api;
 
+/* The reductions of reduce.h among the K_REDUCE rows. */
+enum { RED_PROD = 1, RED_MAX, RED_MIN, RED_LSE };
+
 typedef struct prop_op {
     const char *name;    /* the test's name, DC_PROPERTY_OP */
     const char *fn_name; /* what a failure's message must name */
@@ -369,6 +373,7 @@ typedef struct prop_op {
     ew_call_fn call;  /* K_EW */
     const dc_bfn *fn; /* K_BFN (NULL: prod_sign of a random arity) */
     bool mean;        /* K_REDUCE */
+    int reduction;    /* K_REDUCE: 0 a sum or mean, else RED_* */
     int variant;      /* K_CREATE: 0 tensor_new, 1 from_host, 2 tape_tensor_new */
     int weight;       /* cases, in multiples of DC_PROPERTY_CASES (0: 1) */
 } prop_op;
@@ -622,6 +627,10 @@ static const prop_op prop_ops[] = {
     EW_ROW(select, "cuu"),
     ROW(sum, "dc_op_sum", K_REDUCE, .mean = false),
     ROW(mean, "dc_op_mean", K_REDUCE, .mean = true),
+    ROW(prod, "dc_op_prod", K_REDUCE, .reduction = RED_PROD),
+    ROW(max, "dc_op_max", K_REDUCE, .reduction = RED_MAX),
+    ROW(min, "dc_op_min", K_REDUCE, .reduction = RED_MIN),
+    ROW(logsumexp, "dc_op_logsumexp", K_REDUCE, .reduction = RED_LSE),
     /* the most ways to go wrong: batch broadcasting, three sizes, BLAS */
     ROW(matmul, "dc_op_matmul", K_MATMUL, .weight = 4),
     ROW(transpose, "dc_op_transpose", K_TRANSPOSE, .weight = 1),
@@ -1357,6 +1366,62 @@ static void ref_broadcast(const pcase *c, const expectation *x, refs *R)
     }
 }
 
+/* Product, maximum, minimum, log-sum-exp (reduce.h): each output over its
+ * elements in row-major order, the partials by the header's rules. */
+static void ref_reduction(const pcase *c, const expectation *x, refs *R, const dims *keep)
+{
+    const operand *in = &c->in[0];
+    const int kind = c->op->reduction;
+    const int64_t n = numel_of(&in->shape), n_out = numel_of(&x->out[0]);
+    double *nz = malloc((size_t)(n_out ? n_out : 1) * sizeof *nz), *sum = zeros(n_out);
+    int64_t *count = calloc((size_t)(n_out ? n_out : 1), sizeof *count); /* zeros; the winner + 1 */
+    for (int64_t o = 0; o < n_out; ++o) {
+        R->y[0][o] = kind == RED_PROD ? 1 : kind == RED_MIN ? INFINITY : -INFINITY;
+        nz[o] = 1;
+    }
+    for (int64_t e = 0; e < n; ++e) {
+        const int64_t o = broadcast_index(&in->shape, e, keep);
+        const double v = in->vals[e];
+        if (kind == RED_PROD) {
+            R->y[0][o] *= v;
+            if (v == 0)
+                count[o]++;
+            else
+                nz[o] *= v;
+        } else if (count[o] == 0 || (!isnan(R->y[0][o]) && (isnan(v) || (kind == RED_MIN ? v < R->y[0][o]
+                                                                                          : v > R->y[0][o])))) {
+            R->y[0][o] = v;
+            count[o] = e + 1;
+        }
+    }
+    for (int64_t e = 0; kind == RED_LSE && e < n; ++e) {
+        const int64_t o = broadcast_index(&in->shape, e, keep);
+        if (isfinite(R->y[0][o]))
+            sum[o] += exp(in->vals[e] - R->y[0][o]);
+    }
+    for (int64_t o = 0; o < n_out; ++o) {
+        if (kind == RED_LSE && isfinite(R->y[0][o]))
+            R->y[0][o] += log(sum[o]);
+        R->ymag[0][o] = fabs(R->y[0][o]);
+    }
+    for (int64_t e = 0; e < n; ++e) {
+        const int64_t o = broadcast_index(&in->shape, e, keep);
+        const double v = in->vals[e], y = R->y[0][o];
+        double g;
+        if (kind == RED_PROD)
+            g = count[o] == 0 ? nz[o] / v : count[o] == 1 && v == 0 ? nz[o] : 0;
+        else if (kind == RED_LSE)
+            g = y == -INFINITY ? 0 : y == INFINITY ? (v == INFINITY ? NAN : 0) : exp(v - y);
+        else
+            g = count[o] == e + 1 ? 1 : 0;
+        R->g[0][e] = g;
+        R->gmag[0][e] = fabs(g);
+    }
+    free(nz);
+    free(sum);
+    free(count);
+}
+
 static void ref_reduce(const pcase *c, const expectation *x, refs *R)
 {
     const operand *in = &c->in[0];
@@ -1370,6 +1435,10 @@ static void ref_reduce(const pcase *c, const expectation *x, refs *R)
             count *= keep.d[a];
             keep.d[a] = 1;
         }
+    }
+    if (c->op->reduction) {
+        ref_reduction(c, x, R, &keep);
+        return;
     }
     const double scale = c->op->mean ? 1.0 / (double)count : 1.0; /* inf for a mean over nothing */
     const int64_t n = numel_of(&in->shape), n_out = numel_of(&x->out[0]);
@@ -1685,8 +1754,15 @@ static dc_status make_call(dc_ctx *ctx, dc_tape *tape, pcase *c, double *data, d
         return st;
     }
     case K_REDUCE:
-        y = c->op->mean ? dc_op_mean(tape, ts[0], c->n_axes, c->axes, c->keepdims)
-                        : dc_op_sum(tape, ts[0], c->n_axes, c->axes, c->keepdims);
+        switch (c->op->reduction) {
+        case RED_PROD: y = dc_op_prod(tape, ts[0], c->n_axes, c->axes, c->keepdims); break;
+        case RED_MAX: y = dc_op_max(tape, ts[0], c->n_axes, c->axes, c->keepdims); break;
+        case RED_MIN: y = dc_op_min(tape, ts[0], c->n_axes, c->axes, c->keepdims); break;
+        case RED_LSE: y = dc_op_logsumexp(tape, ts[0], c->n_axes, c->axes, c->keepdims); break;
+        default:
+            y = c->op->mean ? dc_op_mean(tape, ts[0], c->n_axes, c->axes, c->keepdims)
+                            : dc_op_sum(tape, ts[0], c->n_axes, c->axes, c->keepdims);
+        }
         break;
     case K_MATMUL: y = dc_op_matmul(tape, ts[0], ts[1]); break;
     case K_TRANSPOSE: y = dc_op_transpose(tape, ts[0], c->axis0, c->axis1); break;
@@ -1716,6 +1792,8 @@ static bool close_to(double got, double want, double mag, double tol)
 {
     if (isnan(want))
         return isnan(got);
+    if (isinf(want)) /* an empty maximum, minimum or log-sum-exp */
+        return got == want;
     return fabs(got - want) <= tol * (1 + fabs(want) + mag);
 }
 

@@ -7,22 +7,30 @@
  * run, whatever the number of threads (the work is split in pieces of a
  * fixed size, never by thread), and on CUDA without floating-point atomics.
  * The CPU and CUDA results may differ in their last bits (another order of
- * the sums and products).
+ * the sums and products). Sums and products accumulate in the element type.
  *
  * Gradients, and what they do at the edges:
  * - sum: the adjoint copied to every element.
  * - prod: zero-safe, never dividing by zero. With no zero among the
  *   elements of an output, an element's partial is the product of the
- *   others; with exactly one zero, the zero element's partial is the product
- *   of the others and every other partial is 0; with two or more, every
- *   partial is 0.
+ *   others, computed as the product of the elements divided by the element
+ *   (within a rounding or two of it; NaN at an infinite element, inf/inf,
+ *   and infinite where the whole product overflows); with exactly one zero,
+ *   the zero element's partial is the product of the others and every other
+ *   partial is 0; with two or more, every partial is 0. The result itself
+ *   is the plain product (0 times inf is NaN).
  * - max and min: the whole adjoint goes to one element, the winner: the
- *   first in row-major order among those equal to the result. Where an
- *   element is NaN the result is NaN and the winner is the first NaN.
+ *   first in row-major order among those equal to the result; every other
+ *   partial is exactly 0. Where an element is NaN the result is NaN and the
+ *   winner is the first NaN. -0.0 and +0.0 are equal: the first of them
+ *   wins and the result keeps its sign. Infinities are ordinary values (a
+ *   row of -inf has maximum -inf, won by its first element); an empty run
+ *   has no winner.
  * - logsumexp: log(sum(exp(x))), computed with the maximum taken out; the
  *   partials are exp(x - result). Where the result is -inf (every element
  *   -inf, or none), every partial is 0; where it is +inf, the partials are
- *   NaN at the +inf elements and 0 elsewhere.
+ *   NaN at the +inf elements and 0 elsewhere; where it is NaN (an element
+ *   is NaN), every partial is NaN.
  * Along an empty axis each gives its neutral element: 0, 1, -inf (max and
  * logsumexp), +inf (min). */
 #ifndef DUALCAST_REDUCE_H
@@ -58,7 +66,8 @@ dc_tensor *dc_op_min(dc_tape *tape, dc_tensor *x, int n_axes, const int *axes, b
 dc_tensor *dc_op_logsumexp(dc_tape *tape, dc_tensor *x, int n_axes, const int *axes, bool keepdims);
 
 /* One of the four above (DC_REDUCE_SUM: dc_op_sum) chosen by `op`; an
- * unknown op is refused (DC_ERR_ARG). */
+ * unknown op is refused (DC_ERR_ARG). Messages name dc_op_reduce (dc_op_sum
+ * for a sum). */
 dc_tensor *dc_op_reduce(dc_tape *tape, dc_tensor *x, dc_reduction op, int n_axes, const int *axes, bool keepdims);
 
 /* The prefix scan of x along `axis` (negative counts from the end), of x's
@@ -89,7 +98,14 @@ dc_tensor *dc_op_scan(dc_tape *tape, dc_tensor *x, dc_reduction op, int axis, bo
  * CPU at the call; on CUDA, where the host does not wait for the device (a
  * step stays capturable), by the next call that waits for it, the row
  * counted in segment 0 until then.
- * n_segments may be 0 only when n is. */
+ * n_segments may be 0 only when n is. Refused: index not of shape [n]
+ * (DC_ERR_SHAPE, naming both shapes), index of another dtype
+ * (DC_ERR_DTYPE), n_segments < 0 or an unknown op (DC_ERR_ARG). The
+ * gradient of a row is its segment's adjoint times the rules above: a
+ * sum's copied, a product's zero-safe, a maximum's or minimum's to the
+ * first winning row of each segment and column (values that are not
+ * contiguous are reduced from a copy). The CPU and CUDA take each segment's
+ * rows in the same order: the same bits. */
 dc_tensor *dc_op_segment_reduce(dc_tape *tape, dc_tensor *values, dc_tensor *index, int64_t n_segments,
                                 dc_reduction op);
 

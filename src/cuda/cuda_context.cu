@@ -360,13 +360,17 @@ static dc_status after_wait(dc_ctx *ctx, cudaError_t err, const char *what)
     dc_cuda_index_error *e = ctx->cuda->index_error_host;
     if (st != DC_OK || !e->claimed)
         return st;
-    static const char *const sites[][2] = {{"dc_op_embedding", "ids"}, {"dc_op_cross_entropy", "targets"}};
-    const int site = e->site == DC_SITE_CROSS_ENTROPY_TARGETS ? 1 : 0;
+    /* in dc_index_site's order: the op, its argument, what it used instead */
+    static const char *const sites[][3] = {{"dc_op_embedding", "ids", "row 0"},
+                                           {"dc_op_cross_entropy", "targets", "row 0"},
+                                           {"dc_op_segment_reduce", "index", "segment 0"}};
+    const int site = e->site >= 0 && e->site <= DC_SITE_SEGMENT_INDEX ? e->site : 0;
     e->claimed = 0;
     return dc_error(ctx, DC_ERR_ARG,
                     "%s: %s[%lld] is %g, not an index in 0..%lld (found on the device, reported at the first wait "
-                    "for it; the op used row 0 in its place)",
-                    sites[site][0], sites[site][1], (long long)e->position, e->value, (long long)e->limit - 1);
+                    "for it; the op used %s in its place)",
+                    sites[site][0], sites[site][1], (long long)e->position, e->value, (long long)e->limit - 1,
+                    sites[site][2]);
 }
 
 dc_status dc_cuda_memset(dc_ctx *ctx, void *ptr, int value, size_t bytes)

@@ -1,6 +1,7 @@
 /* The CUDA entry points of a build without CUDA: every request for a device
  * is answered with DC_ERR_UNSUPPORTED, and nothing else is ever called. */
 #include "nn_cuda.h"
+#include "reduce_cuda.h"
 #include "scan_cuda.h"
 #include "sparse_cuda.h"
 
@@ -264,5 +265,39 @@ dc_status dc_cuda_csr_dense(dc_ctx *ctx, dc_dtype dtype, bool wide, bool to_dens
 {
     (void)dtype, (void)wide, (void)to_dense, (void)rows, (void)cols, (void)nnz, (void)row_ptr, (void)col_idx;
     (void)vals, (void)vs, (void)d, (void)dr, (void)dc, (void)add;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cuda_reduce_block(dc_ctx *ctx, int kind, dc_dtype dtype, const void *x, int64_t outer, int64_t len,
+                               int64_t inner, void *y, void *nz, int64_t *aux)
+{
+    (void)kind, (void)dtype, (void)x, (void)outer, (void)len, (void)inner, (void)y, (void)nz, (void)aux;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cuda_reduce_block_grad(dc_ctx *ctx, int kind, dc_dtype dtype, const void *x, int64_t outer, int64_t len,
+                                    int64_t inner, const void *y, const void *nz, const int64_t *aux, const void *gy,
+                                    void *g)
+{
+    (void)kind, (void)dtype, (void)x, (void)outer, (void)len, (void)inner, (void)y, (void)nz, (void)aux, (void)gy,
+        (void)g;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cuda_segment_reduce(dc_ctx *ctx, int kind, dc_dtype dtype, const void *values, int64_t width,
+                                 const int64_t *start, const int64_t *positions, int64_t n_segments, void *y, void *nz,
+                                 int64_t *aux)
+{
+    (void)kind, (void)dtype, (void)values, (void)width, (void)start, (void)positions, (void)n_segments, (void)y,
+        (void)nz, (void)aux;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cuda_segment_reduce_grad(dc_ctx *ctx, int kind, dc_dtype dtype, const void *values, int64_t n,
+                                      int64_t width, const int64_t *index, const void *y, const void *nz,
+                                      const int64_t *aux, const void *gy, void *g)
+{
+    (void)kind, (void)dtype, (void)values, (void)n, (void)width, (void)index, (void)y, (void)nz, (void)aux, (void)gy,
+        (void)g;
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }

@@ -14,6 +14,8 @@ dc_status dc_concat_backward(dc_tape *tape, dc_node *node);      /* layout.c */
 dc_status dc_embedding_backward(dc_tape *tape, dc_node *node);   /* embedding.c */
 dc_status dc_cross_entropy_backward(dc_tape *tape, dc_node *node); /* cross_entropy.c */
 dc_status dc_broadcast_fn_backward(dc_tape *tape, dc_node *node); /* broadcast_fn.c */
+dc_status dc_reduce_backward(dc_tape *tape, dc_node *node);     /* reductions.c */
+dc_status dc_segment_reduce_backward(dc_tape *tape, dc_node *node); /* segment_reduce.c */
 dc_status dc_scan_backward(dc_tape *tape, dc_node *node);        /* scan.c */
 dc_status dc_spmm_backward(dc_tape *tape, dc_node *node);         /* ../sparse/spmm.c */
 dc_status dc_sddmm_backward(dc_tape *tape, dc_node *node);        /* ../sparse/spmm.c */

@@ -48,7 +48,12 @@
     OP(CSR_EXPAND, csr_expand, dc_csr_expand_backward)                                             \
     OP(CSR_TO_DENSE, csr_to_dense, dc_csr_to_dense_backward)                                       \
     OP(CSR_SAMPLE, csr_sample, dc_csr_sample_backward)                                             \
-    OP(CSR_PERMUTE, csr_permute, dc_csr_permute_backward)
+    OP(CSR_PERMUTE, csr_permute, dc_csr_permute_backward)                                          \
+    OP(PROD, prod, dc_reduce_backward)                                                             \
+    OP(MAX, max, dc_reduce_backward)                                                               \
+    OP(MIN, min, dc_reduce_backward)                                                               \
+    OP(LOGSUMEXP, logsumexp, dc_reduce_backward)                                                   \
+    OP(SEGMENT_REDUCE, segment_reduce, dc_segment_reduce_backward)
 
 #define DC_OP_ENUM_EW(ID, name, n_in, fwd, bwd, reads, n_targets, t0, t1) DC_OP_##ID,
 #define DC_OP_ENUM_OP(ID, name, backward) DC_OP_##ID,

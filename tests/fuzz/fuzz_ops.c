@@ -611,13 +611,18 @@ static void op_reduce(program *p, int tape)
     const bool keepdims = flags & 2;
     /* axes NULL with n_axes > 0 must be refused too */
     const int *ap = (flags & 4) && n_axes > 0 ? NULL : axes;
-    const char *call = (flags & 1) ? "dc_op_mean" : "dc_op_sum";
+    /* bit 0 a mean; else bits 3 and up pick a sum or a reduction of reduce.h */
+    typedef dc_tensor *(*reduce_fn)(dc_tape *, dc_tensor *, int, const int *, bool);
+    static const reduce_fn fns[] = {dc_op_sum, dc_op_prod, dc_op_max, dc_op_min, dc_op_logsumexp};
+    static const char *const names[] = {"dc_op_sum", "dc_op_prod", "dc_op_max", "dc_op_min", "dc_op_logsumexp"};
+    const int which = (flags >> 3) % 5;
+    const char *call = (flags & 1) ? "dc_op_mean" : names[which];
     char text[256];
     trace_call(p, tape, call, "%s, %s", ints_text(n_axes, axes, !ap, text, sizeof text), keepdims ? "true" : "false");
     if (flags & 1)
         result(p, tape, dc_op_mean(p->tapes[tape], x, n_axes, ap, keepdims), call);
     else
-        result(p, tape, dc_op_sum(p->tapes[tape], x, n_axes, ap, keepdims), call);
+        result(p, tape, fns[which](p->tapes[tape], x, n_axes, ap, keepdims), call);
 }
 
 static void op_matmul(program *p, int tape)

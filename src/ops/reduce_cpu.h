@@ -1,0 +1,41 @@
+/* The reductions' kernels on the CPU (src/ops/reduce_cpu.c), the
+ * counterparts of src/cuda/reduce_cuda.h: the same arguments, host memory,
+ * the same element order per output (so the same bits as the CUDA kernels
+ * that walk one output per thread: columns, short rows and segments). OpenMP over pieces of a fixed size:
+ * the same bits whatever the thread count. `kind`: DC_RK_* of
+ * src/ops/reduce_formulas.h. */
+#ifndef DC_OPS_REDUCE_CPU_H
+#define DC_OPS_REDUCE_CPU_H
+
+#include "ops_internal.h"
+
+/* The bytes of host scratch memory dc_cpu_reduce_block needs for this
+ * block (0: none): rows long enough to be cut into pieces keep the
+ * pieces' states there. */
+size_t dc_cpu_reduce_scratch(int64_t outer, int64_t len, int64_t inner);
+
+/* Reduces the contiguous [outer, len, inner] block x along len into y
+ * ([outer, inner]), with what the adjoint needs per output in nz (dtype)
+ * and aux (see reduce_formulas.h); scratch: dc_cpu_reduce_scratch bytes. */
+void dc_cpu_reduce_block(const dc_ctx *ctx, int kind, dc_dtype dtype, const void *x, int64_t outer, int64_t len,
+                         int64_t inner, void *y, void *nz, int64_t *aux, void *scratch);
+
+/* The gradient of the block x (g, the block's layout, overwritten) from
+ * the forward's y, nz and aux and the adjoint gy ([outer, inner]). */
+void dc_cpu_reduce_block_grad(const dc_ctx *ctx, int kind, dc_dtype dtype, const void *x, int64_t outer, int64_t len,
+                              int64_t inner, const void *y, const void *nz, const int64_t *aux, const void *gy,
+                              void *g);
+
+/* Reduces the rows of values ([n, width], contiguous) by segment: row s of
+ * y ([n_segments, width]) the rows i with index[i] == s, in ascending i;
+ * nz and aux as above (aux of max and min: the winner's row). */
+void dc_cpu_segment_reduce(const dc_ctx *ctx, int kind, dc_dtype dtype, const void *values, int64_t n, int64_t width,
+                           const int64_t *index, int64_t n_segments, void *y, void *nz, int64_t *aux);
+
+/* The gradient of values (g, [n, width], overwritten): row i's from its
+ * segment's y, nz, aux and adjoint gy ([n_segments, width]). */
+void dc_cpu_segment_reduce_grad(const dc_ctx *ctx, int kind, dc_dtype dtype, const void *values, int64_t n,
+                                int64_t width, const int64_t *index, const void *y, const void *nz, const int64_t *aux,
+                                const void *gy, void *g);
+
+#endif /* DC_OPS_REDUCE_CPU_H */
