@@ -58,6 +58,12 @@ typedef struct dc_node_broadcast_fn {
     void **partials; /* DC_PARTIALS_STORE: the m x D partial arrays, in tape memory */
 } dc_node_broadcast_fn;
 
+struct dc_assoc_record; /* src/ops/assoc.c */
+typedef struct dc_node_assoc {
+    const dc_assoc *op;
+    const struct dc_assoc_record *rec;
+} dc_node_assoc;
+
 struct dc_node {
     dc_op op;
     int region;
@@ -75,6 +81,7 @@ struct dc_node {
         dc_node_embedding embedding;
         dc_node_cross_entropy cross_entropy;
         dc_node_broadcast_fn broadcast_fn;
+        dc_node_assoc assoc; /* the user-operator reductions and scans */
     } as;
 };
 

@@ -360,8 +360,11 @@ static dc_status after_wait(dc_ctx *ctx, cudaError_t err, const char *what)
     dc_cuda_index_error *e = ctx->cuda->index_error_host;
     if (st != DC_OK || !e->claimed)
         return st;
-    static const char *const sites[][2] = {{"dc_op_embedding", "ids"}, {"dc_op_cross_entropy", "targets"}};
-    const int site = e->site == DC_SITE_CROSS_ENTROPY_TARGETS ? 1 : 0;
+    static const char *const sites[][2] = {
+        {"dc_op_embedding", "ids"}, {"dc_op_cross_entropy", "targets"}, {"dc_op_segment_reduce_fn", "index"}};
+    const int site = e->site == DC_SITE_CROSS_ENTROPY_TARGETS     ? 1
+                     : e->site == DC_SITE_SEGMENT_REDUCE_FN_INDEX ? 2
+                                                                  : 0;
     e->claimed = 0;
     return dc_error(ctx, DC_ERR_ARG,
                     "%s: %s[%lld] is %g, not an index in 0..%lld (found on the device, reported at the first wait "

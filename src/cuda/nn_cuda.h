@@ -18,7 +18,11 @@ dc_status dc_cuda_scatter_rows(dc_ctx *ctx, dc_dtype dtype, void *grad, int64_t 
                                const int64_t *positions, int64_t rows, int64_t width, const void *gy);
 
 /* Which op and input an index error belongs to (messages name them). */
-typedef enum dc_index_site { DC_SITE_EMBEDDING_IDS, DC_SITE_CROSS_ENTROPY_TARGETS } dc_index_site;
+typedef enum dc_index_site {
+    DC_SITE_EMBEDDING_IDS,
+    DC_SITE_CROSS_ENTROPY_TARGETS,
+    DC_SITE_SEGMENT_REDUCE_FN_INDEX,
+} dc_index_site;
 
 /* Blocks of the first pass of dc_cuda_read_indices (its `parts` holds this
  * many doubles). */

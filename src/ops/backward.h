@@ -14,5 +14,8 @@ dc_status dc_concat_backward(dc_tape *tape, dc_node *node);      /* layout.c */
 dc_status dc_embedding_backward(dc_tape *tape, dc_node *node);   /* embedding.c */
 dc_status dc_cross_entropy_backward(dc_tape *tape, dc_node *node); /* cross_entropy.c */
 dc_status dc_broadcast_fn_backward(dc_tape *tape, dc_node *node); /* broadcast_fn.c */
+dc_status dc_reduce_fn_backward(dc_tape *tape, dc_node *node);    /* assoc.c */
+dc_status dc_scan_fn_backward(dc_tape *tape, dc_node *node);      /* assoc.c */
+dc_status dc_segment_reduce_fn_backward(dc_tape *tape, dc_node *node); /* assoc.c */
 
 #endif /* DC_OPS_BACKWARD_H */

@@ -40,7 +40,10 @@
     OP(CONCAT, concat, dc_concat_backward)                                                         \
     OP(EMBEDDING, embedding, dc_embedding_backward)                                                \
     OP(CROSS_ENTROPY, cross_entropy, dc_cross_entropy_backward)                                    \
-    OP(BROADCAST_FN, broadcast_fn, dc_broadcast_fn_backward)
+    OP(BROADCAST_FN, broadcast_fn, dc_broadcast_fn_backward)                                       \
+    OP(REDUCE_FN, reduce_fn, dc_reduce_fn_backward)                                                \
+    OP(SCAN_FN, scan_fn, dc_scan_fn_backward)                                                      \
+    OP(SEGMENT_REDUCE_FN, segment_reduce_fn, dc_segment_reduce_fn_backward)
 
 #define DC_OP_ENUM_EW(ID, name, n_in, fwd, bwd, reads, n_targets, t0, t1) DC_OP_##ID,
 #define DC_OP_ENUM_OP(ID, name, backward) DC_OP_##ID,
