@@ -69,7 +69,7 @@ void DC_ASSOC_KERNEL(_scan_adjoint)(const dc_assoc_scan_adjoint_launch *launch, 
 void DC_ASSOC_KERNEL(_scan_adjoint)(const dc_assoc_scan_adjoint_launch *launch, int64_t begin, int64_t end)
 {
     for (int64_t item = begin; item < end; ++item)
-        dc_assoc_scan_adjoint_lane_dual(launch, item);
+        dc_assoc_scan_adjoint_item_dual(launch, item);
 }
 
 #if defined(DC_ASSOC_DESCRIPTOR)

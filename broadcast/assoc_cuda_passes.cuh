@@ -56,7 +56,7 @@ __global__ void scan_adjoint_kernel(dc_assoc_scan_adjoint_launch L, int64_t item
 {
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < items; t += step)
-        dc_assoc_scan_adjoint_lane_dual(&L, t);
+        dc_assoc_scan_adjoint_item_dual(&L, t);
 }
 
 static int launch_vjp(const dc_assoc_vjp_launch *L)
@@ -70,7 +70,10 @@ static int launch_vjp(const dc_assoc_vjp_launch *L)
 
 static int launch_scan_adjoint(const dc_assoc_scan_adjoint_launch *L)
 {
-    const int64_t items = L->outer * L->inner;
+    const int64_t pieces = L->phase == DC_ASSOC_ADJ_MAPS || L->phase == DC_ASSOC_ADJ_PIECES
+                               ? (L->len + L->chunk - 1) / L->chunk
+                               : 1;
+    const int64_t items = L->outer * pieces * L->inner;
     if (items == 0)
         return 0;
     scan_adjoint_kernel<<<grid_for(items, L->block, L->max_blocks), L->block, 0, (cudaStream_t)L->stream>>>(*L,

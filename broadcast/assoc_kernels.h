@@ -116,46 +116,105 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_vjp_element)(const dc_assoc_vjp_launch *
     }
 }
 
-/* One row and lane of a scan's adjoint: the reverse linear recurrence, one
- * dual pass of the operator per step. */
-DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_adjoint_lane)(const dc_assoc_scan_adjoint_launch *L, int64_t item)
+/* Steps [s0, s1) of the row and lane at `base` of a scan's adjoint, from
+ * the last: one dual pass of the operator per step. With M NULL, carry
+ * enters as the carry from step s1, leaves as the carry into step s0 - 1,
+ * and gx is written. Otherwise (the piece's affine map) carry enters as 0
+ * and leaves as v, and the k columns of M (entering as the identity) follow
+ * the same recurrence without the adjoints g; gx is not written. */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_adjoint_steps)(const dc_assoc_scan_adjoint_launch *L, int64_t base, int64_t s0,
+                                                       int64_t s1, dc_real *carry, dc_real *M)
 {
     const int64_t inner = L->inner, len = L->len;
-    const int64_t base = (item / inner) * len * inner + item % inner;
-    const dc_real *x[DC_ASSOC_K], *y[DC_ASSOC_K], *g[DC_ASSOC_K];
-    dc_real *gx[DC_ASSOC_K], carry[DC_ASSOC_K];
-    DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
-    {
-        x[f] = (const dc_real *)L->x[f];
-        y[f] = (const dc_real *)L->y[f];
-        g[f] = (const dc_real *)L->g[f];
-        gx[f] = (dc_real *)L->gx[f];
-        carry[f] = (dc_real)0;
-    }
-    for (int64_t j = len - 1; j >= 0; --j) {
+    for (int64_t j = s1 - 1; j >= s0; --j) {
         const int64_t at = base + j * inner;
         dc_real lambda[DC_ASSOC_K];
         dc_var lr[2 * DC_ASSOC_K];
         DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
         {
+            const dc_real *g = (const dc_real *)L->g[f];
             dc_real gj = (dc_real)0;
-            if (g[f] && !L->exclusive)
-                gj = g[f][at];
-            else if (g[f] && j + 1 < len)
-                gj = g[f][at + inner];
+            if (g && !L->exclusive)
+                gj = g[at];
+            else if (g && j + 1 < len)
+                gj = g[at + inner];
             lambda[f] = gj + carry[f];
-            const dc_real p = L->exclusive ? y[f][at] : j > 0 ? y[f][at - inner] : DC_ASSOC_NEUTRAL(f);
+            const dc_real *y = (const dc_real *)L->y[f];
+            const dc_real p = L->exclusive ? y[at] : j > 0 ? y[at - inner] : DC_ASSOC_NEUTRAL(f);
             lr[f] = DC_BFN_SEED(p, f);
-            lr[DC_ASSOC_K + f] = DC_BFN_SEED(x[f][at], DC_ASSOC_K + f);
+            lr[DC_ASSOC_K + f] = DC_BFN_SEED(((const dc_real *)L->x[f])[at], DC_ASSOC_K + f);
         }
         dc_var o[DC_ASSOC_K];
         DC_ASSOC_BODY(lr, lr + DC_ASSOC_K, o);
         DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
         {
             DC_ASSOC_VJP_TERM(lambda, o, f, carry[f])
-            dc_real t;
-            DC_ASSOC_VJP_TERM(lambda, o, DC_ASSOC_K + f, t)
-            gx[f][at] = t;
+            if (!M) {
+                dc_real t;
+                DC_ASSOC_VJP_TERM(lambda, o, DC_ASSOC_K + f, t)
+                ((dc_real *)L->gx[f])[at] = t;
+            }
+        }
+        if (M)
+            DC_UNROLL for (int q = 0; q < DC_ASSOC_K; ++q)
+            {
+                dc_real col[DC_ASSOC_K];
+                DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+                    col[f] = M[q * DC_ASSOC_K + f];
+                DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+                    DC_ASSOC_VJP_TERM(col, o, f, M[q * DC_ASSOC_K + f])
+            }
+    }
+}
+
+/* One work item of a scan-adjoint launch, by its phase. */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_adjoint_item)(const dc_assoc_scan_adjoint_launch *L, int64_t item)
+{
+    const int64_t inner = L->inner, len = L->len, lane = item % inner;
+    const int64_t n_chunks = L->phase == DC_ASSOC_ADJ_WHOLE ? 1 : (len + L->chunk - 1) / L->chunk;
+    const int64_t row = L->phase == DC_ASSOC_ADJ_MAPS || L->phase == DC_ASSOC_ADJ_PIECES ? item / inner / n_chunks
+                                                                                          : item / inner;
+    const int64_t base = row * len * inner + lane;
+    enum { MAP = DC_ASSOC_K * DC_ASSOC_K + DC_ASSOC_K };
+    dc_real carry[DC_ASSOC_K];
+    DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+        carry[f] = (dc_real)0;
+    if (L->phase == DC_ASSOC_ADJ_WHOLE) {
+        DC_BFN_ID(dc_assoc_adjoint_steps)(L, base, 0, len, carry, 0);
+    } else if (L->phase == DC_ASSOC_ADJ_CARRIES) {
+        /* from the last piece: the carry entering piece c is the one that
+         * leaves piece c + 1, M carry + v */
+        const dc_real *maps = (const dc_real *)L->maps;
+        dc_real *out = (dc_real *)L->carry;
+        for (int64_t c = n_chunks - 1; c >= 0; --c) {
+            const int64_t piece = (row * n_chunks + c) * inner + lane;
+            const dc_real *M = maps + piece * MAP;
+            dc_real next[DC_ASSOC_K];
+            DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+            {
+                out[piece * DC_ASSOC_K + f] = carry[f];
+                next[f] = M[DC_ASSOC_K * DC_ASSOC_K + f];
+                DC_UNROLL for (int q = 0; q < DC_ASSOC_K; ++q)
+                    next[f] += M[q * DC_ASSOC_K + f] * carry[q];
+            }
+            DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+                carry[f] = next[f];
+        }
+    } else {
+        const int64_t c = (item / inner) % n_chunks;
+        const int64_t s0 = c * L->chunk, s1 = s0 + L->chunk < len ? s0 + L->chunk : len;
+        if (L->phase == DC_ASSOC_ADJ_MAPS) {
+            dc_real *M = (dc_real *)L->maps + item * MAP;
+            DC_UNROLL for (int q = 0; q < DC_ASSOC_K; ++q)
+                DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+                    M[q * DC_ASSOC_K + f] = q == f ? (dc_real)1 : (dc_real)0;
+            DC_BFN_ID(dc_assoc_adjoint_steps)(L, base, s0, s1, carry, M);
+            DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+                M[DC_ASSOC_K * DC_ASSOC_K + f] = carry[f];
+        } else {
+            DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+                carry[f] = ((const dc_real *)L->carry)[item * DC_ASSOC_K + f];
+            DC_BFN_ID(dc_assoc_adjoint_steps)(L, base, s0, s1, carry, 0);
         }
     }
 }

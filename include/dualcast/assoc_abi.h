@@ -20,7 +20,7 @@ extern "C" {
 
 /* Bumped whenever the layout below changes; the functions of assoc.h refuse
  * an operator compiled against another version. */
-#define DC_ASSOC_ABI_VERSION 1
+#define DC_ASSOC_ABI_VERSION 2
 
 #define DC_ASSOC_MAX_STATE 4 /* fields of one state */
 
@@ -90,15 +90,30 @@ typedef struct dc_assoc_vjp_launch {
  *   (carry, gx[j]) = lambda^T d(p_j (+) a_j) / d(p_j, a_j).
  * a = x, z = y and the adjoints g are [outer, len, inner] blocks (a NULL
  * g[f]: field f's adjoint is zero); gx receives a's adjoint (assigned).
- * Work items: one per row and lane (outer * inner). */
+ * The carry leaving a run of steps is affine in the carry entering it, so a
+ * long row is done in pieces of `chunk` steps (n_chunks per row), in phases:
+ *   DC_ASSOC_ADJ_WHOLE   each row at once (items: outer * inner);
+ *   DC_ASSOC_ADJ_MAPS    each piece's affine map, carry_out = M carry_in + v,
+ *                        into maps[item * (k * k + k)]: M by columns (entry
+ *                        (f, q) at q * k + f), then v (items: outer *
+ *                        n_chunks * inner, item ((o * n_chunks + c) * inner + i));
+ *   DC_ASSOC_ADJ_CARRIES each row's pieces from the last: the carry entering
+ *                        each, into carry[item * k] (items: outer * inner);
+ *   DC_ASSOC_ADJ_PIECES  each piece from its carry, writing gx (items as for
+ *                        DC_ASSOC_ADJ_MAPS). */
+enum { DC_ASSOC_ADJ_WHOLE = 0, DC_ASSOC_ADJ_MAPS = 1, DC_ASSOC_ADJ_CARRIES = 2, DC_ASSOC_ADJ_PIECES = 3 };
+
 typedef struct dc_assoc_scan_adjoint_launch {
-    int64_t outer, len, inner;
+    int64_t outer, len, inner, chunk;
     int32_t exclusive;
-    int32_t block, max_blocks, pad_;
+    int32_t phase;
+    int32_t block, max_blocks;
     const void *x[DC_ASSOC_MAX_STATE];
     const void *y[DC_ASSOC_MAX_STATE];
     const void *g[DC_ASSOC_MAX_STATE];
     void *gx[DC_ASSOC_MAX_STATE];
+    void *maps;  /* DC_ASSOC_ADJ_MAPS, DC_ASSOC_ADJ_CARRIES */
+    void *carry; /* DC_ASSOC_ADJ_CARRIES, DC_ASSOC_ADJ_PIECES */
     void *stream;
 } dc_assoc_scan_adjoint_launch;
 

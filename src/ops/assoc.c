@@ -5,7 +5,8 @@
  * operator's dual passes only:
  * - reduce: l = exclusive scan from the left, r = from the right,
  *   s = a (+) r, w = ybar^T d(l (+) s)/d s, abar = w^T d(a (+) r)/d a;
- * - scan: the reverse recurrence of the scan-adjoint kernel;
+ * - scan: the reverse recurrence of the scan-adjoint kernel, a long row in
+ *   pieces (each piece's affine map, the carries between them, each piece);
  * - segment reduce: the reduce's steps within each segment, ybar read
  *   through the segment of each row. */
 #include <stdio.h>
@@ -436,7 +437,22 @@ dc_status dc_scan_fn_backward(dc_tape *tape, dc_node *node)
             L.g[f] = g->data;
         }
     }
-    dc_status st = dc_assoc_run_scan_adjoint(tape, op, dtype, &L);
+    dc_status st;
+    if (L.len <= DC_ASSOC_CHUNK) {
+        st = dc_assoc_run_scan_adjoint(tape, op, dtype, &L);
+    } else { /* in the forward's pieces: their maps, the carries between them, then each */
+        L.chunk = DC_ASSOC_CHUNK;
+        const int64_t pieces = L.outer * ((L.len + L.chunk - 1) / L.chunk) * L.inner;
+        L.maps = dc_tape_alloc_data(tape, (size_t)(pieces * (k * k + k)) * dc_dtype_size(dtype));
+        L.carry = dc_tape_alloc_data(tape, (size_t)(pieces * k) * dc_dtype_size(dtype));
+        if (!L.maps || !L.carry)
+            return DC_ERR_MEMORY;
+        st = DC_OK;
+        for (int phase = DC_ASSOC_ADJ_MAPS; phase <= DC_ASSOC_ADJ_PIECES && st == DC_OK; ++phase) {
+            L.phase = phase;
+            st = dc_assoc_run_scan_adjoint(tape, op, dtype, &L);
+        }
+    }
     for (int f = 0; f < k && st == DC_OK; ++f)
         if (node->in[f]->requires_grad)
             st = dc_axes_add_block_grad(tape, node->in[f], &rec->ax, gx[f]);
