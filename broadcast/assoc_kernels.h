@@ -14,8 +14,29 @@
 
 #if !defined(DC_BFN_DUAL)
 
-/* Lanes [lane0, lane1) of one piece of a scan launch, each walked in order
- * with its running state in registers. */
+/* One step of a scan at element `at`: c = c (+) x[at] (x[at] (+) c in
+ * reverse), y[at] the state before (exclusive) or after. */
+#define DC_ASSOC_SCAN_STEP(c, at)                                                                  \
+    {                                                                                              \
+        dc_var a_[DC_ASSOC_K], o_[DC_ASSOC_K];                                                     \
+        DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)                                             \
+            a_[f] = x[f][at];                                                                      \
+        if (reverse)                                                                               \
+            DC_ASSOC_BODY(a_, c, o_);                                                              \
+        else                                                                                       \
+            DC_ASSOC_BODY(c, a_, o_);                                                              \
+        DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)                                             \
+        {                                                                                          \
+            if (write)                                                                             \
+                y[f][at] = exclusive ? c[f] : o_[f];                                               \
+            c[f] = o_[f];                                                                          \
+        }                                                                                          \
+    }
+
+/* Lanes [lane0, lane1) of one piece of a scan launch. One lane is walked
+ * with its running state in registers; several are walked together, step
+ * by step, their states in the carry array, so that each step reads and
+ * writes contiguous lanes. Both combine every lane's elements in order. */
 DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_piece)(const dc_assoc_scan_launch *L, int64_t piece, int64_t lane0,
                                                     int64_t lane1)
 {
@@ -29,7 +50,7 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_piece)(const dc_assoc_scan_launch *
     {
         x[f] = (const dc_real *)L->x[f];
         y[f] = (dc_real *)L->y[f];
-        carry[f] = (dc_real *)L->carry[f];
+        carry[f] = (dc_real *)L->carry[f] + piece * inner;
     }
     const int write = L->y[0] != 0;
     /* step s of the piece lies at row (first + s) of the rows, or at row
@@ -45,32 +66,38 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_piece)(const dc_assoc_scan_launch *
         first = o * L->len + c * L->chunk;
         count = L->len - c * L->chunk < L->chunk ? L->len - c * L->chunk : L->chunk;
     }
-    for (int64_t i = lane0; i < lane1; ++i) {
-        const int64_t carry_at = piece * inner + i;
+    if (lane1 - lane0 == 1) {
         dc_var c[DC_ASSOC_K];
         DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
-            c[f] = from_neutral ? DC_ASSOC_NEUTRAL(f) : carry[f][carry_at];
+            c[f] = from_neutral ? DC_ASSOC_NEUTRAL(f) : carry[f][lane0];
         for (int64_t s = 0; s < count; ++s) {
             const int64_t step = first + (reverse ? count - 1 - s : s);
-            const int64_t at = (rows ? rows[step] : step) * inner + i;
-            dc_var a[DC_ASSOC_K], o[DC_ASSOC_K];
-            DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
-                a[f] = x[f][at];
-            if (reverse)
-                DC_ASSOC_BODY(a, c, o);
-            else
-                DC_ASSOC_BODY(c, a, o);
-            DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
-            {
-                if (write)
-                    y[f][at] = exclusive ? c[f] : o[f];
-                c[f] = o[f];
-            }
+            const int64_t at = (rows ? rows[step] : step) * inner + lane0;
+            DC_ASSOC_SCAN_STEP(c, at)
         }
         DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
-            carry[f][carry_at] = c[f];
+            carry[f][lane0] = c[f];
+        return;
+    }
+    if (from_neutral)
+        for (int64_t i = lane0; i < lane1; ++i)
+            DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+                carry[f][i] = DC_ASSOC_NEUTRAL(f);
+    for (int64_t s = 0; s < count; ++s) {
+        const int64_t step = first + (reverse ? count - 1 - s : s);
+        const int64_t row = (rows ? rows[step] : step) * inner;
+        for (int64_t i = lane0; i < lane1; ++i) {
+            dc_var c[DC_ASSOC_K];
+            DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+                c[f] = carry[f][i];
+            DC_ASSOC_SCAN_STEP(c, row + i)
+            DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+                carry[f][i] = c[f];
+        }
     }
 }
+
+#undef DC_ASSOC_SCAN_STEP
 
 #else /* DC_BFN_DUAL */
 
