@@ -7,10 +7,11 @@
  * never see another pass's types.
  *
  * Every kernel is a grid-stride loop over the launch's work items: one
- * thread per piece and lane of a scan (the pieces of fixed size that the
- * CPU uses, so that both associate alike), per element of a
- * vector-Jacobian product, per row and lane of a scan's adjoint. No atomics:
- * each item writes its own elements. The launchers return a cudaError_t. */
+ * thread per element of a vector-Jacobian product, per piece (or row) and
+ * lane of a scan's adjoint, per piece and lane of a scan, except that a
+ * scan's piece of one lane is one block's (scan_block_kernel). The pieces
+ * are the CPU's. No atomics: each item writes its own elements. The
+ * launchers return a cudaError_t. */
 
 #include <cuda_runtime.h>
 #include <math.h>

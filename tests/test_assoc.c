@@ -753,6 +753,8 @@ static void test_cuda_matches_cpu(void **state)
     const int64_t block3[3] = {2, 1100, 3}; /* a row of two pieces, 6600 elements */
     const int64_t cube[3] = {37, 3, 11};    /* the reduced axes 0 and 2 not one run */
     const int64_t rows[2] = {700, 3};
+    const int64_t line[1] = {5000};          /* five pieces, the last one short */
+    const int64_t short_rows[2] = {3, 700};  /* one piece a row, not a multiple of the block */
     double *index = malloc(700 * sizeof *index);
     for (int i = 0; i < 700; ++i)
         index[i] = (double)((i * 37 + 11) % 41); /* unsorted, segments 41 and 42 empty */
@@ -765,6 +767,16 @@ static void test_cuda_matches_cpu(void **state)
             cuda_case(cpu, c, &s, 3, block3, NULL, 0);
             s = (run_spec){.kind = RUN_REDUCE, .n_axes = 1, .axes = {1}};
             cuda_case(cpu, c, &s, 3, block3, NULL, 0);
+        }
+        if (ci != 2) { /* rows of one lane: a block per piece */
+            for (int ex = 0; ex < 2 - (ci == 3); ++ex) {
+                run_spec s = {.kind = RUN_SCAN, .axes = {0}, .flag = ex};
+                cuda_case(cpu, c, &s, 1, line, NULL, 0);
+                s = (run_spec){.kind = RUN_SCAN, .axes = {1}, .flag = ex};
+                cuda_case(cpu, c, &s, 2, short_rows, NULL, 0);
+            }
+            run_spec s = {.kind = RUN_REDUCE, .n_axes = 0};
+            cuda_case(cpu, c, &s, 1, line, NULL, 0);
         }
         run_spec s = {.kind = RUN_REDUCE, .n_axes = 2, .axes = {0, 2}};
         cuda_case(cpu, c, &s, 3, cube, NULL, 0);

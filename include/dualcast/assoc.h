@@ -29,9 +29,12 @@
  * Determinism: the same inputs give the same bits on every run. On the CPU
  * every row is cut into pieces of DC_ASSOC_CHUNK elements whatever the
  * number of threads: each piece is combined in order, then the pieces'
- * totals in order; CUDA cuts the rows in the same pieces (one thread per
- * piece and lane) and uses no atomics. CPU and CUDA results may differ in
- * their last bits where nvcc contracts a multiply-add.
+ * totals in order. CUDA cuts the rows in the same pieces and uses no
+ * atomics: a piece of a row of one lane (a scan or reduction along the
+ * last axis) is combined by a block, in runs of consecutive elements per
+ * thread whose totals the block scans in a fixed tree; other pieces by one
+ * thread per lane, in order. CPU and CUDA results may therefore differ in
+ * their last bits (and where nvcc contracts a multiply-add).
  *
  * Gradients, each from dual-number passes of (+) (one pass gives the
  * partials of a result with respect to both operands' 2k fields):
