@@ -57,12 +57,12 @@ static dc_tensor *from_host(dc_ctx *ctx, int ndim, const int64_t *shape, const d
 }
 
 /* The loss of one step: the scan along time, then the mean squared error. */
-static dc_tensor *loss_of(dc_tape *tape, dc_tensor *logit, dc_tensor *gain, dc_tensor *ones, dc_tensor *u,
-                          dc_tensor *r, dc_tensor *y)
+static dc_tensor *loss_of(dc_tape *tape, dc_tensor *logit, dc_tensor *gain, dc_tensor *ones, dc_tensor *u, dc_tensor *r,
+                          dc_tensor *y)
 {
     dc_tensor *alpha = dc_op_sigmoid(tape, logit); /* [1] */
     dc_tensor *x[3], *state[3];
-    x[0] = dc_op_mul(tape, ones, alpha); /* a_t = alpha */
+    x[0] = dc_op_mul(tape, ones, alpha);                                                /* a_t = alpha */
     x[1] = dc_op_mul(tape, dc_op_mul(tape, u, gain), dc_op_affine(tape, alpha, -1, 1)); /* b_t = gain (1 - alpha) u_t */
     x[2] = r;
     if (dc_op_scan_fn(tape, DC_ASSOC_REF(ema_reset), x, 1, false, state) != DC_OK)

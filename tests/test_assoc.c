@@ -98,8 +98,8 @@ static double *case_values(const op_case *c, int64_t n)
     return v;
 }
 
-static void make_fields(dc_ctx *ctx, dc_dtype dtype, int k, int ndim, const int64_t *shape, const double *v,
-                        int64_t n, dc_tensor **x)
+static void make_fields(dc_ctx *ctx, dc_dtype dtype, int k, int ndim, const int64_t *shape, const double *v, int64_t n,
+                        dc_tensor **x)
 {
     for (int f = 0; f < k; ++f) {
         x[f] = dc_tensor_new(ctx, dtype, ndim, shape);
@@ -697,8 +697,8 @@ static void test_bad_arguments(void **state)
 
 /* Runs spec on both contexts with the same values (float64), comparing the
  * outputs and the gradients of loss_of. */
-static void cuda_case(dc_ctx *cpu, const op_case *c, run_spec *s, int ndim, const int64_t *shape,
-                      const double *index, int64_t n_index)
+static void cuda_case(dc_ctx *cpu, const op_case *c, run_spec *s, int ndim, const int64_t *shape, const double *index,
+                      int64_t n_index)
 {
     const int k = c->op->n_state;
     const int64_t n = numel(ndim, shape);
@@ -753,8 +753,8 @@ static void test_cuda_matches_cpu(void **state)
     const int64_t block3[3] = {2, 1100, 3}; /* a row of two pieces, 6600 elements */
     const int64_t cube[3] = {37, 3, 11};    /* the reduced axes 0 and 2 not one run */
     const int64_t rows[2] = {700, 3};
-    const int64_t line[1] = {5000};          /* five pieces, the last one short */
-    const int64_t short_rows[2] = {3, 700};  /* one piece a row, not a multiple of the block */
+    const int64_t line[1] = {5000};         /* five pieces, the last one short */
+    const int64_t short_rows[2] = {3, 700}; /* one piece a row, not a multiple of the block */
     double *index = malloc(700 * sizeof *index);
     for (int i = 0; i < 700; ++i)
         index[i] = (double)((i * 37 + 11) % 41); /* unsorted, segments 41 and 42 empty */

@@ -142,10 +142,10 @@ enum { DC_ASSOC_F32 = 0, DC_ASSOC_F64 = 1 };
 typedef struct dc_assoc {
     int abi_version;
     const char *name;
-    int n_state;                     /* k: fields of a state */
-    const char *const *field_names;  /* n_state */
-    const double *neutral;           /* n_state: the neutral element as written */
-    dc_assoc_cpu_kernels cpu[2];     /* [DC_ASSOC_F32], [DC_ASSOC_F64] */
+    int n_state;                       /* k: fields of a state */
+    const char *const *field_names;    /* n_state */
+    const double *neutral;             /* n_state: the neutral element as written */
+    dc_assoc_cpu_kernels cpu[2];       /* [DC_ASSOC_F32], [DC_ASSOC_F64] */
     const dc_assoc_cuda_kernels *cuda; /* [2] by dtype, or NULL when built without CUDA */
 } dc_assoc;
 

@@ -31,8 +31,8 @@ typedef struct dc_assoc_record {
 } dc_assoc_record;
 
 /* The checks of every call before out[] is touched (see assoc.h). */
-static dc_status check_call(dc_tape *tape, const char *fn, const dc_assoc *op, dc_tensor *const *x,
-                            const char *x_label, dc_tensor **out, char *name, size_t name_size)
+static dc_status check_call(dc_tape *tape, const char *fn, const dc_assoc *op, dc_tensor *const *x, const char *x_label,
+                            dc_tensor **out, char *name, size_t name_size)
 {
     if (!tape)
         return DC_ERR_ARG;
@@ -44,8 +44,8 @@ static dc_status check_call(dc_tape *tape, const char *fn, const dc_assoc *op, d
                         "%s: operator %s was compiled for interface version %d, this library has %d; rebuild it", fn,
                         op->name ? op->name : "?", op->abi_version, DC_ASSOC_ABI_VERSION);
     if (op->n_state < 1 || op->n_state > DC_ASSOC_MAX_STATE)
-        return dc_error(ctx, DC_ERR_ARG, "%s: operator %s has %d fields (1 to %d allowed)", fn, op->name,
-                        op->n_state, DC_ASSOC_MAX_STATE);
+        return dc_error(ctx, DC_ERR_ARG, "%s: operator %s has %d fields (1 to %d allowed)", fn, op->name, op->n_state,
+                        DC_ASSOC_MAX_STATE);
     snprintf(name, name_size, "%s(%s)", fn, op->name);
     if (!x)
         return dc_error(ctx, DC_ERR_ARG, "%s: the %s array is NULL", name, x_label);
@@ -69,9 +69,8 @@ static dc_status check_fields(dc_tape *tape, const char *name, const dc_assoc *o
                             op->field_names[f], dc_tensor_shape_str(x[f], s1, sizeof s1), op->field_names[0],
                             dc_tensor_shape_str(x[0], s0, sizeof s0));
         if (x[f]->dtype != x[0]->dtype)
-            return dc_error(tape->ctx, DC_ERR_DTYPE, "%s: field %s is %s but field %s is %s", name,
-                            op->field_names[f], dc_dtype_name(x[f]->dtype), op->field_names[0],
-                            dc_dtype_name(x[0]->dtype));
+            return dc_error(tape->ctx, DC_ERR_DTYPE, "%s: field %s is %s but field %s is %s", name, op->field_names[f],
+                            dc_dtype_name(x[f]->dtype), op->field_names[0], dc_dtype_name(x[0]->dtype));
     }
     return DC_OK;
 }

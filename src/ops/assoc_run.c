@@ -50,7 +50,8 @@ dc_status dc_assoc_run_scan_adjoint(dc_tape *tape, const dc_assoc *op, dc_dtype 
     if (ctx->cuda)
         return dc_cuda_run_assoc_scan_adjoint(ctx, &op->cuda[type_index(dtype)], launch);
     const bool by_piece = launch->phase == DC_ASSOC_ADJ_MAPS || launch->phase == DC_ASSOC_ADJ_PIECES;
-    const int64_t items = launch->outer * launch->inner * (by_piece ? (launch->len + launch->chunk - 1) / launch->chunk : 1);
+    const int64_t items =
+        launch->outer * launch->inner * (by_piece ? (launch->len + launch->chunk - 1) / launch->chunk : 1);
     const dc_assoc_cpu_scan_adjoint kernel = op->cpu[type_index(dtype)].scan_adjoint;
     const int team = dc_pool_team(&ctx->cpu, items > 1 && items * launch->len >= SPLIT_WORK / 4);
 #pragma omp parallel for num_threads(team) schedule(dynamic, 16)
