@@ -45,7 +45,10 @@
  * - segment reduce: per segment as a reduce.
  * Where the operator is not differentiable (a maximum at a tie, a branch's
  * edge) the partials are those of the branch the body takes. A NaN or an
- * infinite partial times a zero adjoint adds exactly zero.
+ * infinite partial times a zero adjoint adds exactly zero. A NaN among the
+ * inputs goes where the body sends it (a comparison through dc_val with a
+ * NaN is false). Each field's input gets its gradient when it requires
+ * one; an output no gradient reached counts as a zero adjoint.
  *
  * Common arguments and errors. x (or values) is an array of k = op->n_state
  * tensors of one shape and one dtype, field f of every element in x[f]; out
