@@ -653,7 +653,8 @@ static void test_bad_arguments(void **state)
     expect_error(ctx, dc_op_scan_fn(tape, &old, x, 1, false, out), DC_ERR_ARG, "linrec", "version");
     expect_error(ctx, dc_op_scan_fn(tape, op, NULL, 1, false, out), DC_ERR_ARG, "dc_op_scan_fn(linrec)", "x");
     expect_error(ctx, dc_op_scan_fn(tape, op, x, 1, false, NULL), DC_ERR_ARG, "out", NULL);
-    dc_tensor *same[2] = {x[0], test_random(ctx, DC_F32, 2, s1, 0, 1)};
+    dc_tensor *x32 = test_random(ctx, DC_F32, 2, s1, 0, 1);
+    dc_tensor *same[2] = {x[0], x32};
     expect_error(ctx, dc_op_scan_fn(tape, op, same, 1, false, out), DC_ERR_DTYPE, "f32", "f64");
     dc_tensor *with_null[2] = {x[0], NULL};
     /* a NULL field keeps the status of the error that produced it */
@@ -686,7 +687,7 @@ static void test_bad_arguments(void **state)
     dc_tensor_free(idx_neg);
     dc_tensor_free(idx_long);
     dc_tensor_free(idx_f32);
-    dc_tensor_free(same[1] == x[0] ? NULL : same[1]);
+    dc_tensor_free(x32);
     dc_tensor_free(x[0]);
     dc_tensor_free(x[1]);
     dc_tape_free(tape);
