@@ -154,3 +154,6 @@ function(dc_add_broadcast_fn target file)
     target_link_libraries(${target} PRIVATE dualcast::dualcast)
   endif()
 endfunction()
+
+# Associative operators (dc_add_assoc_fn) share the C units' options above.
+include("${CMAKE_CURRENT_LIST_DIR}/DualcastAssocFn.cmake")

@@ -12,6 +12,7 @@
 #include "dualcast/reduce.h"
 #include "dualcast/bfn_abi.h"
 #include "dualcast/broadcast.h"
+#include "dualcast/assoc.h"
 #include "dualcast/gradcheck.h"
 #include "dualcast/optim.h"
 #include "dualcast/checkpoint.h"

@@ -82,6 +82,11 @@ typedef struct dc_node_csr {
     const struct dc_csr *a; /* the sparse ops' pattern (src/sparse/) */
     bool transpose;         /* A^T for a product; along columns for a sum or gather */
 } dc_node_csr;
+struct dc_assoc_record; /* src/ops/assoc.c */
+typedef struct dc_node_assoc {
+    const dc_assoc *op;
+    const struct dc_assoc_record *rec;
+} dc_node_assoc;
 
 struct dc_node {
     dc_op op;
@@ -104,6 +109,7 @@ struct dc_node {
         dc_node_csr csr;
         dc_node_reduce reduce;
         dc_node_segment_reduce segment_reduce;
+        dc_node_assoc assoc; /* the user-operator reductions and scans */
     } as;
 };
 

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <dualcast/assoc_abi.h>
 #include <dualcast/bfn_abi.h>
 
 #include "../engine/kernels.h"
@@ -40,6 +41,13 @@ dc_status dc_cuda_copy_parts(dc_ctx *ctx, dc_dtype dtype, int n, const dc_copy_p
 dc_status dc_cuda_run_bfn(dc_ctx *ctx, dc_bfn_cuda_launcher launcher, dc_dtype dtype, int ndim, const int64_t *shape,
                           int n_in, const dc_loop_in *in, int n_adj, const dc_loop_in *adj, int n_out,
                           const dc_loop_out *out);
+
+/* An associative operator's launch of each kind (assoc_abi.h), on the
+ * context's stream: the launch's CUDA fields are filled here. */
+dc_status dc_cuda_run_assoc_scan(dc_ctx *ctx, const dc_assoc_cuda_kernels *kernels, dc_assoc_scan_launch *L);
+dc_status dc_cuda_run_assoc_vjp(dc_ctx *ctx, const dc_assoc_cuda_kernels *kernels, dc_assoc_vjp_launch *L);
+dc_status dc_cuda_run_assoc_scan_adjoint(dc_ctx *ctx, const dc_assoc_cuda_kernels *kernels,
+                                         dc_assoc_scan_adjoint_launch *L);
 
 /* c = a @ b + beta * c for row-major matrices with leading dimensions (in
  * elements) and a transpose flag each, batched with element strides. */

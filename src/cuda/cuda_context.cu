@@ -363,8 +363,9 @@ static dc_status after_wait(dc_ctx *ctx, cudaError_t err, const char *what)
     /* in dc_index_site's order: the op, its argument, what it used instead */
     static const char *const sites[][3] = {{"dc_op_embedding", "ids", "row 0"},
                                            {"dc_op_cross_entropy", "targets", "row 0"},
-                                           {"dc_op_segment_reduce", "index", "segment 0"}};
-    const int site = e->site >= 0 && e->site <= DC_SITE_SEGMENT_INDEX ? e->site : 0;
+                                           {"dc_op_segment_reduce", "index", "segment 0"},
+                                           {"dc_op_segment_reduce_fn", "index", "segment 0"}};
+    const int site = e->site >= 0 && e->site <= DC_SITE_SEGMENT_REDUCE_FN_INDEX ? e->site : 0;
     e->claimed = 0;
     return dc_error(ctx, DC_ERR_ARG,
                     "%s: %s[%lld] is %g, not an index in 0..%lld (found on the device, reported at the first wait "

@@ -22,6 +22,7 @@ typedef enum dc_index_site {
     DC_SITE_EMBEDDING_IDS,
     DC_SITE_CROSS_ENTROPY_TARGETS,
     DC_SITE_SEGMENT_INDEX,
+    DC_SITE_SEGMENT_REDUCE_FN_INDEX,
 } dc_index_site;
 
 /* Blocks of the first pass of dc_cuda_read_indices (its `parts` holds this

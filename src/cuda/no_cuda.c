@@ -89,6 +89,25 @@ dc_status dc_cuda_run_kernel(dc_ctx *ctx, dc_kernel_id id, const void *arg, dc_d
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
 
+dc_status dc_cuda_run_assoc_scan(dc_ctx *ctx, const dc_assoc_cuda_kernels *kernels, dc_assoc_scan_launch *L)
+{
+    (void)kernels, (void)L;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cuda_run_assoc_vjp(dc_ctx *ctx, const dc_assoc_cuda_kernels *kernels, dc_assoc_vjp_launch *L)
+{
+    (void)kernels, (void)L;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cuda_run_assoc_scan_adjoint(dc_ctx *ctx, const dc_assoc_cuda_kernels *kernels,
+                                         dc_assoc_scan_adjoint_launch *L)
+{
+    (void)kernels, (void)L;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
 dc_status dc_cuda_run_bfn(dc_ctx *ctx, dc_bfn_cuda_launcher launcher, dc_dtype dtype, int ndim, const int64_t *shape,
                           int n_in, const dc_loop_in *in, int n_adj, const dc_loop_in *adj, int n_out,
                           const dc_loop_out *out)

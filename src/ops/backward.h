@@ -24,5 +24,8 @@ dc_status dc_csr_expand_backward(dc_tape *tape, dc_node *node);   /* ../sparse/c
 dc_status dc_csr_to_dense_backward(dc_tape *tape, dc_node *node); /* ../sparse/csr_layout.c */
 dc_status dc_csr_sample_backward(dc_tape *tape, dc_node *node);   /* ../sparse/csr_layout.c */
 dc_status dc_csr_permute_backward(dc_tape *tape, dc_node *node);  /* ../sparse/csr_layout.c */
+dc_status dc_reduce_fn_backward(dc_tape *tape, dc_node *node);    /* assoc.c */
+dc_status dc_scan_fn_backward(dc_tape *tape, dc_node *node);      /* assoc.c */
+dc_status dc_segment_reduce_fn_backward(dc_tape *tape, dc_node *node); /* assoc.c */
 
 #endif /* DC_OPS_BACKWARD_H */

@@ -53,7 +53,10 @@
     OP(MAX, max, dc_reduce_backward)                                                               \
     OP(MIN, min, dc_reduce_backward)                                                               \
     OP(LOGSUMEXP, logsumexp, dc_reduce_backward)                                                   \
-    OP(SEGMENT_REDUCE, segment_reduce, dc_segment_reduce_backward)
+    OP(SEGMENT_REDUCE, segment_reduce, dc_segment_reduce_backward)                                 \
+    OP(REDUCE_FN, reduce_fn, dc_reduce_fn_backward)                                                \
+    OP(SCAN_FN, scan_fn, dc_scan_fn_backward)                                                      \
+    OP(SEGMENT_REDUCE_FN, segment_reduce_fn, dc_segment_reduce_fn_backward)
 
 #define DC_OP_ENUM_EW(ID, name, n_in, fwd, bwd, reads, n_targets, t0, t1) DC_OP_##ID,
 #define DC_OP_ENUM_OP(ID, name, backward) DC_OP_##ID,

@@ -1,15 +1,26 @@
-/* Runs a user broadcast function through an installed dualcast and checks
- * its gradient against central differences. */
+/* Runs a user broadcast function and a user associative operator through an
+ * installed dualcast and checks their gradients against central differences. */
 #include <stdio.h>
 
 #include <dualcast.h>
 
 DC_BFN_DECLARE(softclip);
+DC_ASSOC_DECLARE(linrec);
 
 static dc_tensor *loss(dc_tape *tape, dc_tensor *const *in, void *user)
 {
     dc_tensor *args[2] = {in[0], user};
     return dc_op_sum(tape, dc_broadcast1(tape, DC_BFN_REF(softclip), 2, args), 0, NULL, false);
+}
+
+/* the sum of the recurrence x_t = a_t x_{t-1} + b_t over t */
+static dc_tensor *recurrence(dc_tape *tape, dc_tensor *const *in, void *user)
+{
+    (void)user;
+    dc_tensor *state[2];
+    if (dc_op_scan_fn(tape, DC_ASSOC_REF(linrec), in, 0, false, state) != DC_OK)
+        return NULL;
+    return dc_op_sum(tape, dc_op_mul(tape, state[1], state[1]), 0, NULL, false);
 }
 
 int main(void)
@@ -29,6 +40,16 @@ int main(void)
     dc_status st = dc_gradcheck(ctx, loss, limit, 1, &x, NULL, NULL);
     printf("consumer: softclip gradient check: %s%s%s\n", dc_status_name(st), st ? ": " : "",
            st ? dc_last_error(ctx) : "");
+    const double as[6] = {0.5, 0.9, -0.3, 1.1, 0.7, 0.2}, bs[6] = {1, -2, 0.5, 0.25, 3, -1};
+    dc_tensor *ab[2] = {dc_tensor_from_host(ctx, DC_F64, 1, shape, as), dc_tensor_from_host(ctx, DC_F64, 1, shape, bs)};
+    dc_tensor_set_requires_grad(ab[0], true);
+    dc_tensor_set_requires_grad(ab[1], true);
+    const dc_status st2 = dc_gradcheck(ctx, recurrence, NULL, 2, ab, NULL, NULL);
+    printf("consumer: linrec scan gradient check: %s%s%s\n", dc_status_name(st2), st2 ? ": " : "",
+           st2 ? dc_last_error(ctx) : "");
+    st = st != DC_OK ? st : st2;
+    dc_tensor_free(ab[0]);
+    dc_tensor_free(ab[1]);
     dc_tensor_free(x);
     dc_tensor_free(limit);
     dc_ctx_free(ctx);

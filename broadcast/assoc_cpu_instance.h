@@ -1,0 +1,106 @@
+/* Instantiates one associative operator's CPU kernels for one scalar type.
+ * A generated unit (cmake/DualcastAssocFn.cmake) defines
+ *
+ *   DC_ASSOC_NAME        the operator's name (must match its DC_ASSOC)
+ *   DC_BFN_FILE          the body's file, as a string
+ *   DC_BFN_BITS          32 or 64
+ *   DC_ASSOC_DESCRIPTOR  (optional) also define the dc_assoc descriptor
+ *   DC_ASSOC_WITH_CUDA   (optional) the descriptor points at CUDA launchers
+ *
+ * then includes this file, which compiles the body twice: the primal pass
+ * (plain numbers: the scan kernel) and the dual pass (dual numbers with one
+ * partial per field of both operands, 2k in all: the vector-Jacobian and
+ * scan-adjoint kernels). The kernels are named
+ * dc_assock_<name>_<sfx>_{scan,vjp,scan_adjoint} and have the signatures of
+ * include/dualcast/assoc_abi.h. */
+
+#include <math.h>
+#include <stdint.h>
+
+#include "../dual/scalar_math.h"
+#include "assoc_macros.h"
+#include <dualcast/assoc_abi.h>
+
+#if DC_BFN_BITS == 32
+#define DC_S float
+#define DC_SFX f32
+#elif DC_BFN_BITS == 64
+#define DC_S double
+#define DC_SFX f64
+#else
+#error "DC_BFN_BITS must be 32 or 64"
+#endif
+
+#define DC_ASSOC_KERNEL(kind) DC_PP_CAT(DC_PP_CAT(DC_PP_CAT(dc_assock_, DC_ASSOC_NAME), DC_PP_CAT(_, DC_SFX)), kind)
+
+#define DC_BFN_PASS _primal
+#include "bfn_dsl_primal.h"
+#include DC_BFN_FILE
+#include "assoc_kernels.h"
+
+void DC_ASSOC_KERNEL(_scan)(const dc_assoc_scan_launch *launch, int64_t begin, int64_t end);
+void DC_ASSOC_KERNEL(_scan)(const dc_assoc_scan_launch *launch, int64_t begin, int64_t end)
+{
+    for (int64_t piece = begin; piece < end; ++piece)
+        dc_assoc_scan_piece_primal(launch, piece, 0, launch->inner);
+}
+
+#include "bfn_dsl_end.h"
+#undef DC_BFN_PASS
+
+#define DC_BFN_DUAL DC_PP_CAT(dc_assoc_dual_, DC_SFX)
+#define DC_DUAL_T DC_BFN_DUAL
+#define DC_DUAL_N (2 * dc_assoc_k_primal)
+#include "../dual/dual_impl.h"
+
+#define DC_BFN_PASS _dual
+#include "bfn_dsl_dual.h"
+#include DC_BFN_FILE
+#include "assoc_kernels.h"
+
+void DC_ASSOC_KERNEL(_vjp)(const dc_assoc_vjp_launch *launch, int64_t begin, int64_t end);
+void DC_ASSOC_KERNEL(_vjp)(const dc_assoc_vjp_launch *launch, int64_t begin, int64_t end)
+{
+    for (int64_t e = begin; e < end; ++e)
+        dc_assoc_vjp_element_dual(launch, e);
+}
+
+void DC_ASSOC_KERNEL(_scan_adjoint)(const dc_assoc_scan_adjoint_launch *launch, int64_t begin, int64_t end);
+void DC_ASSOC_KERNEL(_scan_adjoint)(const dc_assoc_scan_adjoint_launch *launch, int64_t begin, int64_t end)
+{
+    for (int64_t item = begin; item < end; ++item)
+        dc_assoc_scan_adjoint_item_dual(launch, item);
+}
+
+#if defined(DC_ASSOC_DESCRIPTOR)
+
+#define DC_ASSOC_KERNEL_T(t, kind) DC_PP_CAT(DC_PP_CAT(DC_PP_CAT(dc_assock_, DC_ASSOC_NAME), t), kind)
+#define DC_ASSOC_DECLARE_KERNELS(t)                                                                \
+    void DC_ASSOC_KERNEL_T(t, _scan)(const dc_assoc_scan_launch *, int64_t, int64_t);              \
+    void DC_ASSOC_KERNEL_T(t, _vjp)(const dc_assoc_vjp_launch *, int64_t, int64_t);                \
+    void DC_ASSOC_KERNEL_T(t, _scan_adjoint)(const dc_assoc_scan_adjoint_launch *, int64_t, int64_t);
+#define DC_ASSOC_KERNEL_TABLE(t)                                                                   \
+    {DC_ASSOC_KERNEL_T(t, _scan), DC_ASSOC_KERNEL_T(t, _vjp), DC_ASSOC_KERNEL_T(t, _scan_adjoint)}
+
+DC_ASSOC_DECLARE_KERNELS(_f32)
+DC_ASSOC_DECLARE_KERNELS(_f64)
+
+#if defined(DC_ASSOC_WITH_CUDA)
+extern const dc_assoc_cuda_kernels DC_PP_CAT(dc_assoc_cuda_, DC_ASSOC_NAME)[2];
+#define DC_ASSOC_CUDA_TABLE DC_PP_CAT(dc_assoc_cuda_, DC_ASSOC_NAME)
+#else
+#define DC_ASSOC_CUDA_TABLE 0
+#endif
+
+extern const dc_assoc DC_PP_CAT(dc_assoc_, DC_ASSOC_NAME);
+const dc_assoc DC_PP_CAT(dc_assoc_, DC_ASSOC_NAME) = {
+    DC_ASSOC_ABI_VERSION,
+    DC_PP_STR(DC_ASSOC_NAME),
+    dc_assoc_k_dual,
+    dc_assoc_field_names_dual,
+    dc_assoc_neutral_values_dual,
+    {DC_ASSOC_KERNEL_TABLE(_f32), DC_ASSOC_KERNEL_TABLE(_f64)},
+    DC_ASSOC_CUDA_TABLE,
+};
+
+#endif /* DC_ASSOC_DESCRIPTOR */

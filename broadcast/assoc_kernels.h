@@ -1,0 +1,255 @@
+/* The work items of an associative operator's launches (include/dualcast/
+ * assoc_abi.h), written once for the CPU and CUDA instantiations: in the
+ * primal pass a piece of a scan, in the dual pass an element of a
+ * vector-Jacobian product and a row of a scan's adjoint. Each calls the
+ * operator's body (dc_assoc_body<pass>) inline.
+ *
+ * No include guard: included after the body in each pass, with DC_BFN_PASS
+ * and the pass's language (bfn_dsl_primal.h or bfn_dsl_dual.h) defined;
+ * DC_BFN_DUAL is defined in the dual pass only. */
+
+#define DC_ASSOC_K DC_BFN_ID(dc_assoc_k)
+#define DC_ASSOC_BODY DC_BFN_ID(dc_assoc_body)
+#define DC_ASSOC_NEUTRAL DC_BFN_ID(dc_assoc_neutral)
+
+#if !defined(DC_BFN_DUAL)
+
+/* One step of a scan at element `at`: c = c (+) x[at] (x[at] (+) c in
+ * reverse), y[at] the state before (exclusive) or after. */
+#define DC_ASSOC_SCAN_STEP(c, at)                                                                  \
+    {                                                                                              \
+        dc_var a_[DC_ASSOC_K], o_[DC_ASSOC_K];                                                     \
+        DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)                                             \
+            a_[f] = x[f][at];                                                                      \
+        if (reverse)                                                                               \
+            DC_ASSOC_BODY(a_, c, o_);                                                              \
+        else                                                                                       \
+            DC_ASSOC_BODY(c, a_, o_);                                                              \
+        DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)                                             \
+        {                                                                                          \
+            if (write)                                                                             \
+                y[f][at] = exclusive ? c[f] : o_[f];                                               \
+            c[f] = o_[f];                                                                          \
+        }                                                                                          \
+    }
+
+/* Lanes [lane0, lane1) of one piece of a scan launch. One lane is walked
+ * with its running state in registers; several are walked together, step
+ * by step, their states in the carry array, so that each step reads and
+ * writes contiguous lanes. Both combine every lane's elements in order. */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_piece)(const dc_assoc_scan_launch *L, int64_t piece, int64_t lane0,
+                                                    int64_t lane1)
+{
+    const int reverse = (L->flags & DC_ASSOC_REVERSE) != 0;
+    const int exclusive = (L->flags & DC_ASSOC_EXCLUSIVE) != 0;
+    const int from_neutral = (L->flags & DC_ASSOC_FROM_NEUTRAL) != 0;
+    const int64_t inner = L->inner;
+    const dc_real *x[DC_ASSOC_K];
+    dc_real *y[DC_ASSOC_K], *carry[DC_ASSOC_K];
+    DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+    {
+        x[f] = (const dc_real *)L->x[f];
+        y[f] = (dc_real *)L->y[f];
+        carry[f] = (dc_real *)L->carry[f] + piece * inner;
+    }
+    const int write = L->y[0] != 0;
+    /* step s of the piece lies at row (first + s) of the rows, or at row
+     * seg_rows[first + s] in a segment */
+    const int64_t *rows = L->seg_start ? L->seg_rows : 0;
+    int64_t first, count;
+    if (L->seg_start) {
+        first = L->seg_start[piece];
+        count = L->seg_start[piece + 1] - first;
+    } else {
+        const int64_t n_chunks = L->len > 0 ? (L->len + L->chunk - 1) / L->chunk : 1;
+        const int64_t o = piece / n_chunks, c = piece % n_chunks;
+        first = o * L->len + c * L->chunk;
+        count = L->len - c * L->chunk < L->chunk ? L->len - c * L->chunk : L->chunk;
+    }
+    if (lane1 - lane0 == 1) {
+        dc_var c[DC_ASSOC_K];
+        DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+            c[f] = from_neutral ? DC_ASSOC_NEUTRAL(f) : carry[f][lane0];
+        for (int64_t s = 0; s < count; ++s) {
+            const int64_t step = first + (reverse ? count - 1 - s : s);
+            const int64_t at = (rows ? rows[step] : step) * inner + lane0;
+            DC_ASSOC_SCAN_STEP(c, at)
+        }
+        DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+            carry[f][lane0] = c[f];
+        return;
+    }
+    if (from_neutral)
+        for (int64_t i = lane0; i < lane1; ++i)
+            DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+                carry[f][i] = DC_ASSOC_NEUTRAL(f);
+    for (int64_t s = 0; s < count; ++s) {
+        const int64_t step = first + (reverse ? count - 1 - s : s);
+        const int64_t row = (rows ? rows[step] : step) * inner;
+        for (int64_t i = lane0; i < lane1; ++i) {
+            dc_var c[DC_ASSOC_K];
+            DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+                c[f] = carry[f][i];
+            DC_ASSOC_SCAN_STEP(c, row + i)
+            DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+                carry[f][i] = c[f];
+        }
+    }
+}
+
+#undef DC_ASSOC_SCAN_STEP
+
+#else /* DC_BFN_DUAL */
+
+/* lambda^T J for the partials of out (the body's result on seeded inputs):
+ * entry j is the sum over fields f of lambda[f] * d out_f / d input j. */
+#define DC_ASSOC_VJP_TERM(lambda, out, j, g)                                                       \
+    {                                                                                              \
+        g = DC_BFN_P_(adj_mul)(lambda[0], DC_BFN_PARTIAL(out[0], j));                              \
+        DC_UNROLL for (int dc_q_ = 1; dc_q_ < DC_ASSOC_K; ++dc_q_)                                 \
+            g += DC_BFN_P_(adj_mul)(lambda[dc_q_], DC_BFN_PARTIAL(out[dc_q_], j));                 \
+    }
+
+/* One element of a vector-Jacobian launch. */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_vjp_element)(const dc_assoc_vjp_launch *L, int64_t e)
+{
+    const int64_t i2 = e % L->shape[2], t = e / L->shape[2];
+    const int64_t i1 = t % L->shape[1], i0 = t / L->shape[1];
+    const int64_t r1 = L->row_index ? L->row_index[i1] : i1;
+    dc_var lr[2 * DC_ASSOC_K];
+    DC_UNROLL for (int j = 0; j < 2 * DC_ASSOC_K; ++j)
+    {
+        const int64_t *s = L->in_strides[j];
+        const int64_t at = i0 * s[0] + ((L->indexed >> j) & 1u ? r1 : i1) * s[1] + i2 * s[2];
+        lr[j] = DC_BFN_SEED(((const dc_real *)L->in[j])[at], j);
+    }
+    dc_var o[DC_ASSOC_K];
+    DC_ASSOC_BODY(lr, lr + DC_ASSOC_K, o);
+    DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f) if (L->val[f])((dc_real *)L->val[f])[e] = o[f].v;
+    if (!L->u[0])
+        return;
+    dc_real u[DC_ASSOC_K];
+    DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+    {
+        const int64_t *s = L->u_strides[f];
+        const int64_t at = i0 * s[0] + ((L->indexed >> (2 * DC_ASSOC_K + f)) & 1u ? r1 : i1) * s[1] + i2 * s[2];
+        u[f] = ((const dc_real *)L->u[f])[at];
+    }
+    DC_UNROLL for (int j = 0; j < 2 * DC_ASSOC_K; ++j) if (L->adj[j])
+    {
+        dc_real g;
+        DC_ASSOC_VJP_TERM(u, o, j, g)
+        ((dc_real *)L->adj[j])[e] = g;
+    }
+}
+
+/* Steps [s0, s1) of the row and lane at `base` of a scan's adjoint, from
+ * the last: one dual pass of the operator per step. With M NULL, carry
+ * enters as the carry from step s1, leaves as the carry into step s0 - 1,
+ * and gx is written. Otherwise (the piece's affine map) carry enters as 0
+ * and leaves as v, and the k columns of M (entering as the identity) follow
+ * the same recurrence without the adjoints g; gx is not written. */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_adjoint_steps)(const dc_assoc_scan_adjoint_launch *L, int64_t base, int64_t s0,
+                                                       int64_t s1, dc_real *carry, dc_real *M)
+{
+    const int64_t inner = L->inner, len = L->len;
+    for (int64_t j = s1 - 1; j >= s0; --j) {
+        const int64_t at = base + j * inner;
+        dc_real lambda[DC_ASSOC_K];
+        dc_var lr[2 * DC_ASSOC_K];
+        DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+        {
+            const dc_real *g = (const dc_real *)L->g[f];
+            dc_real gj = (dc_real)0;
+            if (g && !L->exclusive)
+                gj = g[at];
+            else if (g && j + 1 < len)
+                gj = g[at + inner];
+            lambda[f] = gj + carry[f];
+            const dc_real *y = (const dc_real *)L->y[f];
+            const dc_real p = L->exclusive ? y[at] : j > 0 ? y[at - inner] : DC_ASSOC_NEUTRAL(f);
+            lr[f] = DC_BFN_SEED(p, f);
+            lr[DC_ASSOC_K + f] = DC_BFN_SEED(((const dc_real *)L->x[f])[at], DC_ASSOC_K + f);
+        }
+        dc_var o[DC_ASSOC_K];
+        DC_ASSOC_BODY(lr, lr + DC_ASSOC_K, o);
+        DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+        {
+            DC_ASSOC_VJP_TERM(lambda, o, f, carry[f])
+            if (!M) {
+                dc_real t;
+                DC_ASSOC_VJP_TERM(lambda, o, DC_ASSOC_K + f, t)
+                ((dc_real *)L->gx[f])[at] = t;
+            }
+        }
+        if (M)
+            DC_UNROLL for (int q = 0; q < DC_ASSOC_K; ++q)
+            {
+                dc_real col[DC_ASSOC_K];
+                DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+                    col[f] = M[q * DC_ASSOC_K + f];
+                DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+                    DC_ASSOC_VJP_TERM(col, o, f, M[q * DC_ASSOC_K + f])
+            }
+    }
+}
+
+/* One work item of a scan-adjoint launch, by its phase. */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_adjoint_item)(const dc_assoc_scan_adjoint_launch *L, int64_t item)
+{
+    const int64_t inner = L->inner, len = L->len, lane = item % inner;
+    const int64_t n_chunks = L->phase == DC_ASSOC_ADJ_WHOLE ? 1 : (len + L->chunk - 1) / L->chunk;
+    const int64_t row = L->phase == DC_ASSOC_ADJ_MAPS || L->phase == DC_ASSOC_ADJ_PIECES ? item / inner / n_chunks
+                                                                                          : item / inner;
+    const int64_t base = row * len * inner + lane;
+    enum { MAP = DC_ASSOC_K * DC_ASSOC_K + DC_ASSOC_K };
+    dc_real carry[DC_ASSOC_K];
+    DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+        carry[f] = (dc_real)0;
+    if (L->phase == DC_ASSOC_ADJ_WHOLE) {
+        DC_BFN_ID(dc_assoc_adjoint_steps)(L, base, 0, len, carry, 0);
+    } else if (L->phase == DC_ASSOC_ADJ_CARRIES) {
+        /* from the last piece: the carry entering piece c is the one that
+         * leaves piece c + 1, M carry + v */
+        const dc_real *maps = (const dc_real *)L->maps;
+        dc_real *out = (dc_real *)L->carry;
+        for (int64_t c = n_chunks - 1; c >= 0; --c) {
+            const int64_t piece = (row * n_chunks + c) * inner + lane;
+            const dc_real *M = maps + piece * MAP;
+            dc_real next[DC_ASSOC_K];
+            DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+            {
+                out[piece * DC_ASSOC_K + f] = carry[f];
+                next[f] = M[DC_ASSOC_K * DC_ASSOC_K + f];
+                DC_UNROLL for (int q = 0; q < DC_ASSOC_K; ++q)
+                    next[f] += M[q * DC_ASSOC_K + f] * carry[q];
+            }
+            DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+                carry[f] = next[f];
+        }
+    } else {
+        const int64_t c = (item / inner) % n_chunks;
+        const int64_t s0 = c * L->chunk, s1 = s0 + L->chunk < len ? s0 + L->chunk : len;
+        if (L->phase == DC_ASSOC_ADJ_MAPS) {
+            dc_real *M = (dc_real *)L->maps + item * MAP;
+            DC_UNROLL for (int q = 0; q < DC_ASSOC_K; ++q)
+                DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+                    M[q * DC_ASSOC_K + f] = q == f ? (dc_real)1 : (dc_real)0;
+            DC_BFN_ID(dc_assoc_adjoint_steps)(L, base, s0, s1, carry, M);
+            DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+                M[DC_ASSOC_K * DC_ASSOC_K + f] = carry[f];
+        } else {
+            DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+                carry[f] = ((const dc_real *)L->carry)[item * DC_ASSOC_K + f];
+            DC_BFN_ID(dc_assoc_adjoint_steps)(L, base, s0, s1, carry, 0);
+        }
+    }
+}
+
+#undef DC_ASSOC_VJP_TERM
+
+#endif /* DC_BFN_DUAL */
+
+#undef DC_ASSOC_K
+#undef DC_ASSOC_BODY
+#undef DC_ASSOC_NEUTRAL

@@ -1,0 +1,827 @@
+/* User-written associative operators (include/dualcast/assoc.h, the
+ * operators in tests/assoc/): reductions, scans and reductions by index
+ * against sequential references written here, gradients against central
+ * differences, determinism across thread counts, refusals of bad
+ * arguments, and the CUDA backend against the CPU (skipped without a
+ * device; DC_REQUIRE_CUDA=1 makes a missing device a failure, as in the
+ * emulated copy tests/cuda_emulation runs). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support/test_support.h"
+
+DC_ASSOC_DECLARE(usum);
+DC_ASSOC_DECLARE(linrec);
+DC_ASSOC_DECLARE(mat2);
+DC_ASSOC_DECLARE(maxcount);
+DC_ASSOC_DECLARE(ema_reset);
+
+static dc_ctx *gpu; /* NULL without a usable CUDA device */
+
+/* ---- the operators, sequentially, in double ---- */
+
+typedef void (*ref_combine)(const double *l, const double *r, double *o);
+
+static void ref_usum(const double *l, const double *r, double *o) { o[0] = l[0] + r[0]; }
+static void ref_linrec(const double *l, const double *r, double *o)
+{
+    o[0] = r[0] * l[0];
+    o[1] = r[0] * l[1] + r[1];
+}
+static void ref_mat2(const double *l, const double *r, double *o)
+{
+    o[0] = l[0] * r[0] + l[1] * r[2];
+    o[1] = l[0] * r[1] + l[1] * r[3];
+    o[2] = l[2] * r[0] + l[3] * r[2];
+    o[3] = l[2] * r[1] + l[3] * r[3];
+}
+static void ref_maxcount(const double *l, const double *r, double *o)
+{
+    if (l[0] > r[0] || r[0] > l[0]) {
+        const double *w = l[0] > r[0] ? l : r;
+        o[0] = w[0];
+        o[1] = w[1];
+    } else {
+        o[0] = l[0];
+        o[1] = l[1] + r[1];
+    }
+}
+static void ref_ema_reset(const double *l, const double *r, double *o)
+{
+    if (r[2] > 0.5) {
+        memcpy(o, r, 3 * sizeof *o);
+    } else {
+        o[0] = r[0] * l[0];
+        o[1] = r[0] * l[1] + r[1];
+        o[2] = l[2];
+    }
+}
+
+/* An operator with its reference and the range of each field's values
+ * (a field with lo == hi == -1 is a 0/1 flag, 1 with probability 1/5). */
+typedef struct op_case {
+    const dc_assoc *op;
+    ref_combine ref;
+    double lo[4], hi[4];
+} op_case;
+
+static const op_case *cases(int *n)
+{
+    static op_case c[5];
+    c[0] = (op_case){DC_ASSOC_REF(usum), ref_usum, {-1}, {1}};
+    c[1] = (op_case){DC_ASSOC_REF(linrec), ref_linrec, {0.5, -1}, {1.0, 1}};
+    c[2] = (op_case){DC_ASSOC_REF(mat2), ref_mat2, {0.6, -0.3, -0.3, 0.6}, {0.8, 0.3, 0.3, 0.8}};
+    c[3] = (op_case){DC_ASSOC_REF(maxcount), ref_maxcount, {-3, 0.5}, {3, 1.5}};
+    c[4] = (op_case){DC_ASSOC_REF(ema_reset), ref_ema_reset, {0.5, -1, -1}, {0.95, 1, -1}};
+    *n = 5;
+    return c;
+}
+
+static uint64_t rng_state = 12345;
+static double uniform(void)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+/* k host arrays of n values for the case's fields (malloc'd, one block). */
+static double *case_values(const op_case *c, int64_t n)
+{
+    const int k = c->op->n_state;
+    double *v = malloc((size_t)(k * n > 0 ? k * n : 1) * sizeof *v);
+    for (int f = 0; f < k; ++f)
+        for (int64_t i = 0; i < n; ++i)
+            v[f * n + i] = c->lo[f] == -1 && c->hi[f] == -1 ? (uniform() < 0.2 ? 1.0 : 0.0)
+                                                            : c->lo[f] + (c->hi[f] - c->lo[f]) * uniform();
+    return v;
+}
+
+static void make_fields(dc_ctx *ctx, dc_dtype dtype, int k, int ndim, const int64_t *shape, const double *v, int64_t n,
+                        dc_tensor **x)
+{
+    for (int f = 0; f < k; ++f) {
+        x[f] = dc_tensor_new(ctx, dtype, ndim, shape);
+        TEST_NONNULL(ctx, x[f]);
+        if (n == 0)
+            continue;
+        if (dtype == DC_F64) {
+            TEST_OK(ctx, dc_tensor_from_host_copy(x[f], v + f * n, (size_t)n * sizeof(double)));
+        } else {
+            float *h = malloc((size_t)(n > 0 ? n : 1) * sizeof *h);
+            for (int64_t i = 0; i < n; ++i)
+                h[i] = (float)v[f * n + i];
+            TEST_OK(ctx, dc_tensor_from_host_copy(x[f], h, (size_t)n * sizeof(float)));
+            free(h);
+        }
+    }
+}
+
+static void free_fields(int k, dc_tensor **x)
+{
+    for (int f = 0; f < k; ++f)
+        dc_tensor_free(x[f]);
+}
+
+static int64_t numel(int ndim, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int d = 0; d < ndim; ++d)
+        n *= shape[d];
+    return n;
+}
+
+/* The reduction over the axes of `mask`: every element in row-major
+ * order, combined into its output's accumulator (so each output combines
+ * its elements in row-major order of the reduced axes). */
+static double *ref_reduce(const op_case *c, const double *v, int ndim, const int64_t *shape, unsigned mask,
+                          int64_t *n_out)
+{
+    const int k = c->op->n_state;
+    const int64_t n = numel(ndim, shape);
+    int64_t m = 1;
+    for (int d = 0; d < ndim; ++d)
+        m *= (mask >> d) & 1u ? 1 : shape[d];
+    double *acc = malloc((size_t)(k * m > 0 ? k * m : 1) * sizeof *acc);
+    for (int f = 0; f < k; ++f)
+        for (int64_t o = 0; o < m; ++o)
+            acc[f * m + o] = c->op->neutral[f];
+    for (int64_t e = 0; e < n; ++e) {
+        int64_t rest = e, o = 0, scale = 1;
+        for (int d = ndim - 1; d >= 0; --d) {
+            const int64_t i = rest % shape[d];
+            rest /= shape[d];
+            if (!((mask >> d) & 1u)) {
+                o += i * scale;
+                scale *= shape[d];
+            }
+        }
+        double l[4], r[4], out[4];
+        for (int f = 0; f < k; ++f) {
+            l[f] = acc[f * m + o];
+            r[f] = v[f * n + e];
+        }
+        c->ref(l, r, out);
+        for (int f = 0; f < k; ++f)
+            acc[f * m + o] = out[f];
+    }
+    *n_out = m;
+    return acc;
+}
+
+static double *ref_scan(const op_case *c, const double *v, int ndim, const int64_t *shape, int axis, bool exclusive)
+{
+    const int k = c->op->n_state;
+    const int64_t n = numel(ndim, shape);
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; ++d)
+        outer *= shape[d];
+    for (int d = axis + 1; d < ndim; ++d)
+        inner *= shape[d];
+    const int64_t len = shape[axis];
+    double *y = malloc((size_t)(k * n > 0 ? k * n : 1) * sizeof *y);
+    for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+            double acc[4], r[4], out[4];
+            for (int f = 0; f < k; ++f)
+                acc[f] = c->op->neutral[f];
+            for (int64_t j = 0; j < len; ++j) {
+                const int64_t e = (o * len + j) * inner + i;
+                for (int f = 0; f < k; ++f)
+                    r[f] = v[f * n + e];
+                c->ref(acc, r, out);
+                for (int f = 0; f < k; ++f) {
+                    y[f * n + e] = exclusive ? acc[f] : out[f];
+                    acc[f] = out[f];
+                }
+            }
+        }
+    return y;
+}
+
+static double *ref_segments(const op_case *c, const double *v, int64_t n, int64_t width, const double *index,
+                            int64_t n_segments)
+{
+    const int k = c->op->n_state;
+    const int64_t m = n_segments * width;
+    double *acc = malloc((size_t)(k * m > 0 ? k * m : 1) * sizeof *acc);
+    for (int f = 0; f < k; ++f)
+        for (int64_t e = 0; e < m; ++e)
+            acc[f * m + e] = c->op->neutral[f];
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t w = 0; w < width; ++w) {
+            const int64_t o = (int64_t)index[i] * width + w;
+            double l[4], r[4], out[4];
+            for (int f = 0; f < k; ++f) {
+                l[f] = acc[f * m + o];
+                r[f] = v[f * n * width + i * width + w];
+            }
+            c->ref(l, r, out);
+            for (int f = 0; f < k; ++f)
+                acc[f * m + o] = out[f];
+        }
+    return acc;
+}
+
+/* Fails unless each out[f] holds ref's field f (m values each). */
+static void check_fields(dc_tensor **out, int k, const double *ref, int64_t m, double tol, const char *what)
+{
+    for (int f = 0; f < k; ++f) {
+        assert_int_equal(dc_tensor_numel(out[f]), m);
+        double *got = test_values(out[f]);
+        for (int64_t i = 0; i < m; ++i)
+            if (isinf(ref[f * m + i]) && got[i] != ref[f * m + i])
+                fail_msg("%s, field %d: element %lld is %g, not %g", what, f, (long long)i, got[i], ref[f * m + i]);
+            else if (isinf(ref[f * m + i]))
+                got[i] = 0; /* compared */
+        double *want = malloc((size_t)(m > 0 ? m : 1) * sizeof *want);
+        for (int64_t i = 0; i < m; ++i)
+            want[i] = isinf(ref[f * m + i]) ? 0 : ref[f * m + i];
+        char label[96];
+        snprintf(label, sizeof label, "%s, field %d", what, f);
+        test_assert_close(got, want, m, tol, tol, label);
+        free(want);
+        free(got);
+    }
+}
+
+/* Element i of t. */
+static double get(const dc_tensor *t, int64_t i)
+{
+    double v = NAN;
+    assert_int_equal(dc_tensor_get(t, i, &v), DC_OK);
+    return v;
+}
+
+/* ---- forward against the references ---- */
+
+static void test_user_sum_matches_builtin(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    dc_tape *tape = dc_tape_new(ctx);
+    const int64_t shape[3] = {4, 6, 5};
+    for (int t = 0; t < 2; ++t) {
+        const dc_dtype dtype = t ? DC_F32 : DC_F64;
+        dc_tensor *x = test_random(ctx, dtype, 3, shape, -1, 1);
+        const int axes_sets[3][2] = {{1, 0}, {0, 2}, {0, 0}};
+        const int n_axes[3] = {1, 2, 0};
+        for (int a = 0; a < 3; ++a)
+            for (int keep = 0; keep < 2; ++keep) {
+                dc_tensor *mine = NULL;
+                TEST_OK(ctx, dc_op_reduce_fn(tape, DC_ASSOC_REF(usum), &x, n_axes[a], axes_sets[a], keep, &mine));
+                dc_tensor *builtin = dc_op_sum(tape, x, n_axes[a], axes_sets[a], keep);
+                TEST_NONNULL(ctx, builtin);
+                assert_int_equal(dc_tensor_ndim(mine), dc_tensor_ndim(builtin));
+                for (int d = 0; d < dc_tensor_ndim(mine); ++d)
+                    assert_int_equal(dc_tensor_shape(mine)[d], dc_tensor_shape(builtin)[d]);
+                double *a1 = test_values(mine), *b1 = test_values(builtin);
+                test_assert_close(a1, b1, dc_tensor_numel(mine), t ? 1e-5 : 1e-13, t ? 1e-5 : 1e-13, "usum vs sum");
+                free(a1);
+                free(b1);
+            }
+        dc_tensor_free(x);
+        dc_tape_reset(tape);
+    }
+    dc_tape_free(tape);
+    dc_ctx_free(ctx);
+}
+
+/* Every operator: reductions over several axis sets, scans both ways along
+ * each axis, against the sequential references, in float64 and float32;
+ * rows longer than one piece (DC_ASSOC_CHUNK) among them. */
+static void test_operators_match_references(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    dc_tape *tape = dc_tape_new(ctx);
+    int n_cases;
+    const op_case *cs = cases(&n_cases);
+    for (int ci = 0; ci < n_cases; ++ci) {
+        const op_case *c = &cs[ci];
+        const int k = c->op->n_state;
+        const int64_t shapes[3][3] = {{3, 7, 4}, {1, 2500, 2}, {5, 1, 3}};
+        for (int si = 0; si < 3; ++si)
+            for (int t = 0; t < 2; ++t) {
+                const dc_dtype dtype = t ? DC_F32 : DC_F64;
+                const double tol = t ? 2e-4 : 1e-11;
+                const int64_t *shape = shapes[si];
+                const int64_t n = numel(3, shape);
+                double *v = case_values(c, n);
+                dc_tensor *x[4], *out[4];
+                make_fields(ctx, dtype, k, 3, shape, v, n, x);
+                const unsigned masks[4] = {2u, 5u, 7u, 1u};
+                for (int a = 0; a < 4; ++a) {
+                    int axes[3], na = 0;
+                    for (int d = 0; d < 3; ++d)
+                        if ((masks[a] >> d) & 1u)
+                            axes[na++] = d;
+                    TEST_OK(ctx, dc_op_reduce_fn(tape, c->op, x, na, axes, false, out));
+                    int64_t m;
+                    double *ref = ref_reduce(c, v, 3, shape, masks[a], &m);
+                    check_fields(out, k, ref, m, tol, c->op->name);
+                    free(ref);
+                }
+                for (int axis = 0; axis < 3; ++axis)
+                    for (int ex = 0; ex < 2; ++ex) {
+                        TEST_OK(ctx, dc_op_scan_fn(tape, c->op, x, axis - 3 * (axis == 2), ex, out));
+                        double *ref = ref_scan(c, v, 3, shape, axis, ex);
+                        check_fields(out, k, ref, n, tol, c->op->name);
+                        free(ref);
+                    }
+                free_fields(k, x);
+                free(v);
+                dc_tape_reset(tape);
+            }
+    }
+    dc_tape_free(tape);
+    dc_ctx_free(ctx);
+}
+
+/* Reductions by index: an unsorted index with empty segments, rows of
+ * several values. */
+static void test_segments_match_references(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    dc_tape *tape = dc_tape_new(ctx);
+    int n_cases;
+    const op_case *cs = cases(&n_cases);
+    const int64_t n = 40, width = 3, n_segments = 9;
+    double index[40];
+    for (int64_t i = 0; i < n; ++i)
+        index[i] = (double)((i * 7 + 3) % 8); /* unsorted; segment 8 stays empty */
+    for (int ci = 0; ci < n_cases; ++ci) {
+        const op_case *c = &cs[ci];
+        const int k = c->op->n_state;
+        const int64_t shape[2] = {n, width};
+        double *v = case_values(c, n * width);
+        dc_tensor *x[4], *out[4];
+        make_fields(ctx, DC_F64, k, 2, shape, v, n * width, x);
+        dc_tensor *idx = test_tensor(ctx, DC_F64, 1, &n, index);
+        TEST_OK(ctx, dc_op_segment_reduce_fn(tape, c->op, x, idx, n_segments, out));
+        assert_int_equal(dc_tensor_shape(out[0])[0], n_segments);
+        double *ref = ref_segments(c, v, n, width, index, n_segments);
+        check_fields(out, k, ref, n_segments * width, 1e-12, c->op->name);
+        free(ref);
+        free_fields(k, x);
+        dc_tensor_free(idx);
+        free(v);
+        dc_tape_reset(tape);
+    }
+    dc_tape_free(tape);
+    dc_ctx_free(ctx);
+}
+
+/* Empty axes give the neutral element (reduce), empty results (scan), and
+ * segments that no row reaches; a size-1 axis gives the element itself. */
+static void test_empty_and_size_one(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    dc_tape *tape = dc_tape_new(ctx);
+    const dc_assoc *op = DC_ASSOC_REF(maxcount);
+    const int64_t empty[2] = {3, 0};
+    dc_tensor *x[2], *out[2];
+    make_fields(ctx, DC_F64, 2, 2, empty, NULL, 0, x);
+    const int axis1 = 1;
+    TEST_OK(ctx, dc_op_reduce_fn(tape, op, x, 1, &axis1, false, out));
+    assert_int_equal(dc_tensor_numel(out[0]), 3);
+    for (int64_t i = 0; i < 3; ++i) {
+        assert_true(isinf(get(out[0], i)) && get(out[0], i) < 0);
+        assert_true(get(out[1], i) == 0);
+    }
+    TEST_OK(ctx, dc_op_scan_fn(tape, op, x, 1, false, out));
+    assert_int_equal(dc_tensor_numel(out[0]), 0);
+    free_fields(2, x);
+    const int64_t zero = 0, no_rows[2] = {0, 3};
+    make_fields(ctx, DC_F64, 2, 2, no_rows, NULL, 0, x);
+    dc_tensor *idx = dc_tensor_new(ctx, DC_F64, 1, &zero);
+    TEST_OK(ctx, dc_op_segment_reduce_fn(tape, op, x, idx, 0, out)); /* [0, 3] of nothing */
+    assert_int_equal(dc_tensor_shape(out[0])[0], 0);
+    assert_int_equal(dc_tensor_shape(out[0])[1], 3);
+    free_fields(2, x);
+    dc_tensor_free(idx);
+    /* n = 0 rows into 2 segments: both neutral */
+    const int64_t rows0[2] = {0, 2}; /* and segments of rows of 2 */
+    make_fields(ctx, DC_F64, 2, 2, rows0, NULL, 0, x);
+    idx = dc_tensor_new(ctx, DC_F64, 1, &zero);
+    TEST_OK(ctx, dc_op_segment_reduce_fn(tape, op, x, idx, 2, out));
+    assert_int_equal(dc_tensor_numel(out[0]), 4);
+    assert_true(isinf(get(out[0], 3)) && get(out[1], 3) == 0);
+    free_fields(2, x);
+    dc_tensor_free(idx);
+    /* a size-1 axis: the element itself, and the neutral element before it */
+    const int64_t one[2] = {2, 1};
+    const double v[4] = {0.5, -2, 3, 4};
+    make_fields(ctx, DC_F64, 2, 2, one, v, 2, x);
+    TEST_OK(ctx, dc_op_reduce_fn(tape, op, x, 1, &axis1, true, out));
+    assert_true(get(out[0], 1) == -2 && get(out[1], 1) == 4);
+    TEST_OK(ctx, dc_op_scan_fn(tape, op, x, 1, true, out));
+    assert_true(isinf(get(out[0], 0)) && get(out[1], 0) == 0);
+    free_fields(2, x);
+    dc_tape_free(tape);
+    dc_ctx_free(ctx);
+}
+
+/* ---- gradients ---- */
+
+typedef enum { RUN_REDUCE, RUN_SCAN, RUN_SEGMENT } run_kind;
+
+typedef struct run_spec {
+    const dc_assoc *op;
+    run_kind kind;
+    int n_axes;
+    int axes[3];
+    bool flag; /* keepdims, or exclusive */
+    dc_tensor *index;
+    int64_t n_segments;
+} run_spec;
+
+static dc_status run_op(dc_tape *tape, const run_spec *s, dc_tensor *const *x, dc_tensor **out)
+{
+    switch (s->kind) {
+    case RUN_REDUCE:
+        return dc_op_reduce_fn(tape, s->op, x, s->n_axes, s->axes, s->flag, out);
+    case RUN_SCAN:
+        return dc_op_scan_fn(tape, s->op, x, s->axes[0], s->flag, out);
+    case RUN_SEGMENT:
+        return dc_op_segment_reduce_fn(tape, s->op, x, s->index, s->n_segments, out);
+    }
+    return DC_ERR_ARG;
+}
+
+/* sum over fields f of (f + 1) * sum(out_f * out_f): a different adjoint
+ * for every element of every field */
+static dc_tensor *loss_of(dc_tape *tape, const run_spec *s, dc_tensor *const *x)
+{
+    dc_tensor *out[4];
+    if (run_op(tape, s, x, out) != DC_OK)
+        return NULL;
+    dc_tensor *loss = NULL;
+    for (int f = 0; f < s->op->n_state; ++f) {
+        dc_tensor *sq = dc_op_affine(tape, dc_op_mul(tape, out[f], out[f]), (double)(f + 1), 0.0);
+        dc_tensor *t = dc_op_sum(tape, sq, 0, NULL, false);
+        loss = loss ? dc_op_add(tape, loss, t) : t;
+    }
+    return loss;
+}
+
+static dc_tensor *gradcheck_fn(dc_tape *tape, dc_tensor *const *inputs, void *user)
+{
+    return loss_of(tape, user, inputs);
+}
+
+static void gradcheck_case(dc_ctx *ctx, const op_case *c, run_spec *s, int ndim, const int64_t *shape)
+{
+    const int k = c->op->n_state;
+    const int64_t n = numel(ndim, shape);
+    double *v = case_values(c, n);
+    dc_tensor *x[4];
+    make_fields(ctx, DC_F64, k, ndim, shape, v, n, x);
+    for (int f = 0; f < k; ++f)
+        TEST_OK(ctx, dc_tensor_set_requires_grad(x[f], true));
+    s->op = c->op;
+    dc_gradcheck_options o = dc_gradcheck_options_default();
+    o.max_per_input = 60;
+    if (n > 1000) /* a loss of thousands of squares: central differences of it round at 1e-7 */
+        o.atol = 1e-6;
+    dc_gradcheck_report r;
+    const dc_status st = dc_gradcheck(ctx, gradcheck_fn, s, k, x, &o, &r);
+    if (st != DC_OK)
+        fail_msg("%s, kind %d: %s", c->op->name, (int)s->kind, dc_last_error(ctx));
+    assert_true(r.checked > 0);
+    free_fields(k, x);
+    free(v);
+}
+
+static void test_reduce_gradients(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    int n_cases;
+    const op_case *cs = cases(&n_cases);
+    const int64_t shape[3] = {3, 5, 4};
+    const int64_t long_row[1] = {2100};
+    for (int ci = 1; ci < n_cases; ++ci) {
+        run_spec s = {.kind = RUN_REDUCE, .n_axes = 1, .axes = {1}};
+        gradcheck_case(ctx, &cs[ci], &s, 3, shape);
+        s = (run_spec){.kind = RUN_REDUCE, .n_axes = 2, .axes = {0, 2}, .flag = true};
+        gradcheck_case(ctx, &cs[ci], &s, 3, shape);
+        s = (run_spec){.kind = RUN_REDUCE, .n_axes = 0};
+        gradcheck_case(ctx, &cs[ci], &s, 3, shape);
+        if (ci != 2) { /* several pieces; a long matrix product would vanish */
+            s = (run_spec){.kind = RUN_REDUCE, .n_axes = 0};
+            gradcheck_case(ctx, &cs[ci], &s, 1, long_row);
+        }
+    }
+    dc_ctx_free(ctx);
+}
+
+static void test_scan_gradients(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    int n_cases;
+    const op_case *cs = cases(&n_cases);
+    const int64_t shape[3] = {3, 6, 4};
+    const int64_t long_row[1] = {2100};
+    for (int ci = 1; ci < n_cases; ++ci)
+        for (int ex = 0; ex < 2 - (ci == 3); ++ex) { /* maxcount's exclusive scan starts at -inf */
+            for (int axis = 0; axis < 3; ++axis) {
+                run_spec s = {.kind = RUN_SCAN, .axes = {axis}, .flag = ex};
+                gradcheck_case(ctx, &cs[ci], &s, 3, shape);
+            }
+            if (ci != 2) {
+                run_spec s = {.kind = RUN_SCAN, .axes = {0}, .flag = ex};
+                gradcheck_case(ctx, &cs[ci], &s, 1, long_row);
+            }
+        }
+    dc_ctx_free(ctx);
+}
+
+static void test_segment_gradients(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    int n_cases;
+    const op_case *cs = cases(&n_cases);
+    const int64_t n = 17, shape[2] = {17, 3};
+    double index[17];
+    for (int64_t i = 0; i < n; ++i)
+        index[i] = (double)((i * 5 + 2) % 7); /* unsorted, segments 7 and 8 empty */
+    dc_tensor *idx = test_tensor(ctx, DC_F64, 1, &n, index);
+    for (int ci = 1; ci < n_cases; ++ci) {
+        /* the maximum of an empty segment is -inf, whose square the loss
+         * cannot take: its segments all have rows */
+        run_spec s = {.kind = RUN_SEGMENT, .index = idx, .n_segments = ci == 3 ? 7 : 9};
+        gradcheck_case(ctx, &cs[ci], &s, 2, shape);
+    }
+    dc_tensor_free(idx);
+    dc_ctx_free(ctx);
+}
+
+/* ---- determinism ---- */
+
+/* Outputs and gradients of one long row, as raw bytes (malloc'd). */
+static unsigned char *long_row_bits(dc_ctx *ctx, const op_case *c, run_kind kind, const double *v, int64_t n,
+                                    size_t *size)
+{
+    const int k = c->op->n_state;
+    dc_tensor *x[4];
+    make_fields(ctx, DC_F32, k, 1, &n, v, n, x);
+    for (int f = 0; f < k; ++f)
+        TEST_OK(ctx, dc_tensor_set_requires_grad(x[f], true));
+    dc_tape *tape = dc_tape_new(ctx);
+    run_spec s = {.op = c->op, .kind = kind, .n_axes = 0, .axes = {0}};
+    dc_tensor *out[4];
+    TEST_OK(ctx, run_op(tape, &s, x, out));
+    const int64_t m = dc_tensor_numel(out[0]);
+    dc_tensor *loss = loss_of(tape, &s, x);
+    TEST_NONNULL(ctx, loss);
+    TEST_OK(ctx, dc_backward(tape, loss));
+    *size = (size_t)(k * (m + n)) * sizeof(float);
+    unsigned char *bits = malloc(*size), *at = bits;
+    for (int f = 0; f < k; ++f) {
+        TEST_OK(ctx, dc_tensor_to_host(out[f], at, (size_t)m * sizeof(float)));
+        at += m * sizeof(float);
+        TEST_OK(ctx, dc_tensor_to_host(dc_tensor_grad(x[f]), at, (size_t)n * sizeof(float)));
+        at += n * sizeof(float);
+    }
+    dc_tape_free(tape);
+    free_fields(k, x);
+    return bits;
+}
+
+static void test_threads_give_identical_bits(void **state)
+{
+    (void)state;
+    int n_cases;
+    const op_case *cs = cases(&n_cases);
+    dc_ctx *one = test_cpu_ctx_threads(1, 1), *two = test_cpu_ctx_threads(2, 1);
+    const int64_t n = 100000;
+    for (int ci = 0; ci < n_cases; ++ci) {
+        if (ci == 2)
+            continue;
+        double *v = case_values(&cs[ci], n);
+        for (int kind = RUN_REDUCE; kind <= RUN_SCAN; ++kind) {
+            size_t s1, s2;
+            unsigned char *b1 = long_row_bits(one, &cs[ci], kind, v, n, &s1);
+            unsigned char *b2 = long_row_bits(two, &cs[ci], kind, v, n, &s2);
+            assert_int_equal(s1, s2);
+            if (memcmp(b1, b2, s1) != 0)
+                fail_msg("%s, kind %d: 1 and 2 threads differ", cs[ci].op->name, kind);
+            free(b1);
+            free(b2);
+        }
+        free(v);
+    }
+    dc_ctx_free(one);
+    dc_ctx_free(two);
+}
+
+/* ---- refusals ---- */
+
+static void expect_error(dc_ctx *ctx, dc_status st, dc_status want, const char *a, const char *b)
+{
+    if (st != want)
+        fail_msg("got %s, want %s: %s", dc_status_name(st), dc_status_name(want), dc_last_error(ctx));
+    const char *msg = dc_last_error(ctx);
+    if (a && !strstr(msg, a))
+        fail_msg("the message \"%s\" does not name %s", msg, a);
+    if (b && !strstr(msg, b))
+        fail_msg("the message \"%s\" does not name %s", msg, b);
+}
+
+static void test_bad_arguments(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    dc_tape *tape = dc_tape_new(ctx);
+    const dc_assoc *op = DC_ASSOC_REF(linrec);
+    const int64_t s1[2] = {3, 4}, s2[2] = {3, 5};
+    dc_tensor *x[2] = {test_random(ctx, DC_F64, 2, s1, 0, 1), test_random(ctx, DC_F64, 2, s2, 0, 1)};
+    dc_tensor *out[2] = {x[0], x[0]};
+    const int axis = 1;
+    expect_error(ctx, dc_op_reduce_fn(tape, op, x, 1, &axis, false, out), DC_ERR_SHAPE, "[3, 4]", "[3, 5]");
+    assert_null(out[0]);
+    expect_error(ctx, dc_op_scan_fn(tape, op, x, 1, false, out), DC_ERR_SHAPE, "field b", "field a");
+    expect_error(ctx, dc_op_reduce_fn(tape, NULL, x, 1, &axis, false, out), DC_ERR_ARG, "dc_op_reduce_fn", "NULL");
+    dc_assoc old = *op;
+    old.abi_version = DC_ASSOC_ABI_VERSION + 1;
+    expect_error(ctx, dc_op_scan_fn(tape, &old, x, 1, false, out), DC_ERR_ARG, "linrec", "version");
+    expect_error(ctx, dc_op_scan_fn(tape, op, NULL, 1, false, out), DC_ERR_ARG, "dc_op_scan_fn(linrec)", "x");
+    expect_error(ctx, dc_op_scan_fn(tape, op, x, 1, false, NULL), DC_ERR_ARG, "out", NULL);
+    dc_tensor *x32 = test_random(ctx, DC_F32, 2, s1, 0, 1);
+    dc_tensor *same[2] = {x[0], x32};
+    expect_error(ctx, dc_op_scan_fn(tape, op, same, 1, false, out), DC_ERR_DTYPE, "f32", "f64");
+    dc_tensor *with_null[2] = {x[0], NULL};
+    /* a NULL field keeps the status of the error that produced it */
+    assert_int_not_equal(dc_op_scan_fn(tape, op, with_null, 1, false, out), DC_OK);
+    assert_non_null(strstr(dc_last_error(ctx), "input b is NULL"));
+    same[1] = x[0];
+    expect_error(ctx, dc_op_scan_fn(tape, op, same, 2, false, out), DC_ERR_ARG, "axis 2", NULL);
+    const int bad_axes[2] = {1, 1};
+    expect_error(ctx, dc_op_reduce_fn(tape, op, same, 2, bad_axes, false, out), DC_ERR_ARG, "twice", NULL);
+    /* reductions by index */
+    const int64_t three = 3, four = 4;
+    const double good[3] = {0, 1, 1}, bad[3] = {0, 2.5, 1}, neg[3] = {0, -1, 1};
+    dc_tensor *idx = test_tensor(ctx, DC_F64, 1, &three, good);
+    dc_tensor *idx_bad = test_tensor(ctx, DC_F64, 1, &three, bad);
+    dc_tensor *idx_neg = test_tensor(ctx, DC_F64, 1, &three, neg);
+    dc_tensor *idx_long = test_random(ctx, DC_F64, 1, &four, 0, 1);
+    dc_tensor *idx_f32 = test_random(ctx, DC_F32, 1, &three, 0, 1);
+    expect_error(ctx, dc_op_segment_reduce_fn(tape, op, same, idx_bad, 3, out), DC_ERR_ARG, "index[1]", "2.5");
+    expect_error(ctx, dc_op_segment_reduce_fn(tape, op, same, idx_neg, 3, out), DC_ERR_ARG, "index[1]", NULL);
+    expect_error(ctx, dc_op_segment_reduce_fn(tape, op, same, idx, 1, out), DC_ERR_ARG, "index[1]", NULL);
+    expect_error(ctx, dc_op_segment_reduce_fn(tape, op, same, idx_long, 3, out), DC_ERR_SHAPE, "[4]", "[3, 4]");
+    expect_error(ctx, dc_op_segment_reduce_fn(tape, op, same, idx_f32, 3, out), DC_ERR_DTYPE, "f32", NULL);
+    expect_error(ctx, dc_op_segment_reduce_fn(tape, op, same, idx, -1, out), DC_ERR_ARG, "n_segments", NULL);
+    expect_error(ctx, dc_op_segment_reduce_fn(tape, op, same, idx, 0, out), DC_ERR_ARG, "n_segments", NULL);
+    expect_error(ctx, dc_op_segment_reduce_fn(tape, op, same, NULL, 2, out), DC_ERR_ARG, "index", NULL);
+    TEST_OK(ctx, dc_op_segment_reduce_fn(tape, op, same, idx, 2, out));
+    assert_int_equal(dc_op_scan_fn(NULL, op, same, 1, false, out), DC_ERR_ARG);
+    dc_tensor_free(idx);
+    dc_tensor_free(idx_bad);
+    dc_tensor_free(idx_neg);
+    dc_tensor_free(idx_long);
+    dc_tensor_free(idx_f32);
+    dc_tensor_free(x32);
+    dc_tensor_free(x[0]);
+    dc_tensor_free(x[1]);
+    dc_tape_free(tape);
+    dc_ctx_free(ctx);
+}
+
+/* ---- CUDA against the CPU ---- */
+
+/* Runs spec on both contexts with the same values (float64), comparing the
+ * outputs and the gradients of loss_of. */
+static void cuda_case(dc_ctx *cpu, const op_case *c, run_spec *s, int ndim, const int64_t *shape, const double *index,
+                      int64_t n_index)
+{
+    const int k = c->op->n_state;
+    const int64_t n = numel(ndim, shape);
+    double *v = case_values(c, n);
+    double *got[2][8];
+    int64_t m = 0;
+    dc_ctx *ctxs[2] = {cpu, gpu};
+    s->op = c->op;
+    for (int side = 0; side < 2; ++side) {
+        dc_ctx *ctx = ctxs[side];
+        dc_tensor *x[4], *out[4];
+        make_fields(ctx, DC_F64, k, ndim, shape, v, n, x);
+        for (int f = 0; f < k; ++f)
+            TEST_OK(ctx, dc_tensor_set_requires_grad(x[f], true));
+        s->index = index ? test_tensor(ctx, DC_F64, 1, &n_index, index) : NULL;
+        dc_tape *tape = dc_tape_new(ctx);
+        TEST_OK(ctx, run_op(tape, s, x, out));
+        m = dc_tensor_numel(out[0]);
+        for (int f = 0; f < k; ++f)
+            got[side][f] = test_values(out[f]);
+        dc_tensor *loss = loss_of(tape, s, x);
+        TEST_NONNULL(ctx, loss);
+        TEST_OK(ctx, dc_backward(tape, loss));
+        for (int f = 0; f < k; ++f)
+            got[side][4 + f] = test_values(dc_tensor_grad(x[f]));
+        dc_tape_free(tape);
+        free_fields(k, x);
+        dc_tensor_free(s->index);
+    }
+    for (int f = 0; f < k; ++f) {
+        char what[96];
+        snprintf(what, sizeof what, "%s kind %d: CUDA output field %d", c->op->name, (int)s->kind, f);
+        test_assert_close(got[1][f], got[0][f], m, 1e-10, 1e-10, what);
+        snprintf(what, sizeof what, "%s kind %d: CUDA gradient field %d", c->op->name, (int)s->kind, f);
+        test_assert_close(got[1][4 + f], got[0][4 + f], n, 1e-10, 1e-9, what);
+        for (int side = 0; side < 2; ++side) {
+            free(got[side][f]);
+            free(got[side][4 + f]);
+        }
+    }
+    free(v);
+}
+
+static void test_cuda_matches_cpu(void **state)
+{
+    (void)state;
+    if (!gpu)
+        skip();
+    dc_ctx *cpu = test_cpu_ctx();
+    int n_cases;
+    const op_case *cs = cases(&n_cases);
+    const int64_t block3[3] = {2, 1100, 3}; /* a row of two pieces, 6600 elements */
+    const int64_t cube[3] = {37, 3, 11};    /* the reduced axes 0 and 2 not one run */
+    const int64_t rows[2] = {700, 3};
+    const int64_t line[1] = {5000};         /* five pieces, the last one short */
+    const int64_t short_rows[2] = {3, 700}; /* one piece a row, not a multiple of the block */
+    double *index = malloc(700 * sizeof *index);
+    for (int i = 0; i < 700; ++i)
+        index[i] = (double)((i * 37 + 11) % 41); /* unsorted, segments 41 and 42 empty */
+    for (int ci = 1; ci < n_cases; ++ci) {
+        const op_case *c = &cs[ci];
+        if (ci != 2) {
+            run_spec s = {.kind = RUN_SCAN, .axes = {1}};
+            cuda_case(cpu, c, &s, 3, block3, NULL, 0);
+            s = (run_spec){.kind = RUN_SCAN, .axes = {1}, .flag = ci != 3}; /* maxcount's starts at -inf */
+            cuda_case(cpu, c, &s, 3, block3, NULL, 0);
+            s = (run_spec){.kind = RUN_REDUCE, .n_axes = 1, .axes = {1}};
+            cuda_case(cpu, c, &s, 3, block3, NULL, 0);
+        }
+        if (ci != 2) { /* rows of one lane: a block per piece */
+            for (int ex = 0; ex < 2 - (ci == 3); ++ex) {
+                run_spec s = {.kind = RUN_SCAN, .axes = {0}, .flag = ex};
+                cuda_case(cpu, c, &s, 1, line, NULL, 0);
+                s = (run_spec){.kind = RUN_SCAN, .axes = {1}, .flag = ex};
+                cuda_case(cpu, c, &s, 2, short_rows, NULL, 0);
+            }
+            run_spec s = {.kind = RUN_REDUCE, .n_axes = 0};
+            cuda_case(cpu, c, &s, 1, line, NULL, 0);
+        }
+        run_spec s = {.kind = RUN_REDUCE, .n_axes = 2, .axes = {0, 2}};
+        cuda_case(cpu, c, &s, 3, cube, NULL, 0);
+        s = (run_spec){.kind = RUN_SCAN, .axes = {2}, .flag = ci != 3};
+        cuda_case(cpu, c, &s, 3, cube, NULL, 0);
+        s = (run_spec){.kind = RUN_SEGMENT, .n_segments = ci == 3 ? 41 : 43};
+        cuda_case(cpu, c, &s, 2, rows, index, 700);
+    }
+    free(index);
+    dc_ctx_free(cpu);
+}
+
+int main(void)
+{
+    dc_ctx_options o = dc_ctx_options_default();
+    o.backend = DC_BACKEND_CUDA;
+    o.quiet = true;
+    o.seed = 1;
+    const char *device = getenv("DC_DEVICE");
+    if (device && strncmp(device, "cuda", 4) == 0)
+        o.backend = DC_BACKEND_AUTO;
+    gpu = dc_ctx_new(&o, NULL);
+    const char *require = getenv("DC_REQUIRE_CUDA");
+    if (!gpu && require && strcmp(require, "1") == 0) {
+        printf("test_assoc: failed (DC_REQUIRE_CUDA=1): no usable CUDA device: %s\n", dc_last_error(NULL));
+        return 1;
+    }
+    if (gpu)
+        printf("test_assoc: CUDA on %s\n", dc_ctx_device_name(gpu));
+    else
+        printf("test_assoc: the CUDA comparison is skipped: no usable CUDA device: %s\n", dc_last_error(NULL));
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_user_sum_matches_builtin),
+        cmocka_unit_test(test_operators_match_references),
+        cmocka_unit_test(test_segments_match_references),
+        cmocka_unit_test(test_empty_and_size_one),
+        cmocka_unit_test(test_reduce_gradients),
+        cmocka_unit_test(test_scan_gradients),
+        cmocka_unit_test(test_segment_gradients),
+        cmocka_unit_test(test_threads_give_identical_bits),
+        cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_cuda_matches_cpu),
+    };
+    const int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    dc_ctx_free(gpu);
+    return failed;
+}
