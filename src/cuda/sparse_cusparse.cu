@@ -116,6 +116,8 @@ dc_status dc_cusparse_mm(dc_ctx *ctx, dc_tape *tape, dc_dtype dtype, bool wide, 
             return DC_ERR_MEMORY;
         st = cusparseSpMV(h, CUSPARSE_OPERATION_NON_TRANSPOSE, s.alpha(), d.a, d.x, s.beta(), d.y, vt,
                           CUSPARSE_SPMV_CSR_ALG2, buffer);
+        if (st == CUSPARSE_STATUS_NOT_SUPPORTED) /* the layout refused: the kernel runs */
+            return DC_OK;
         if (st != CUSPARSE_STATUS_SUCCESS)
             return failed(ctx, "cusparseSpMV", st);
         *taken = true;
@@ -136,6 +138,8 @@ dc_status dc_cusparse_mm(dc_ctx *ctx, dc_tape *tape, dc_dtype dtype, bool wide, 
         return DC_ERR_MEMORY;
     st = cusparseSpMM(h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, s.alpha(), d.a, d.b,
                       s.beta(), d.c, vt, CUSPARSE_SPMM_CSR_ALG3, buffer);
+    if (st == CUSPARSE_STATUS_NOT_SUPPORTED) /* the layout refused: the kernel runs */
+        return DC_OK;
     if (st != CUSPARSE_STATUS_SUCCESS)
         return failed(ctx, "cusparseSpMM", st);
     *taken = true;
@@ -181,6 +185,8 @@ dc_status dc_cusparse_sddmm(dc_ctx *ctx, dc_tape *tape, dc_dtype dtype, bool wid
         return DC_ERR_MEMORY;
     st = cusparseSDDMM(h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_TRANSPOSE, s.alpha(), d.b, d.c,
                        s.beta(), d.a, vt, CUSPARSE_SDDMM_ALG_DEFAULT, buffer);
+    if (st == CUSPARSE_STATUS_NOT_SUPPORTED) /* the layout refused: the kernel runs */
+        return DC_OK;
     if (st != CUSPARSE_STATUS_SUCCESS)
         return failed(ctx, "cusparseSDDMM", st);
     *taken = true;

@@ -12,7 +12,9 @@
  * aligned to 16 bytes, a missing workspace or an algorithm or operation the
  * backend does not use give CUSPARSE_STATUS_INVALID_VALUE (the last
  * CUSPARSE_STATUS_NOT_SUPPORTED); the workspace asked for is 256 bytes, so
- * the backend's workspace path runs. */
+ * the backend's workspace path runs. With DC_EMU_CUSPARSE_REFUSE=1 in the
+ * environment every _bufferSize call answers CUSPARSE_STATUS_NOT_SUPPORTED
+ * (after its checks), as cuSPARSE does for a layout an algorithm lacks. */
 #ifndef DC_CUDA_EMULATION_CUSPARSE_H
 #define DC_CUDA_EMULATION_CUSPARSE_H
 

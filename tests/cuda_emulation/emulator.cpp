@@ -1244,6 +1244,19 @@ bool sparse_aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 bool sparse_type_ok(cudaDataType t) { return t == CUDA_R_32F || t == CUDA_R_64F; }
 
+/* DC_EMU_CUSPARSE_REFUSE=1: the _bufferSize calls answer that the layout is
+ * not supported, as cuSPARSE may for an algorithm and layout it lacks */
+cusparseStatus_t sparse_sized(cusparseStatus_t checked, size_t *bytes)
+{
+    if (checked != CUSPARSE_STATUS_SUCCESS)
+        return checked;
+    const char *refuse = getenv("DC_EMU_CUSPARSE_REFUSE");
+    if (refuse && strcmp(refuse, "1") == 0)
+        return CUSPARSE_STATUS_NOT_SUPPORTED;
+    *bytes = kSparseWorkspace;
+    return CUSPARSE_STATUS_SUCCESS;
+}
+
 /* Where the call runs, as gemm() decides it; the work is `run`, which reads
  * the operands when it runs (now, or when a captured graph runs). */
 cusparseStatus_t sparse_queue(const char *what, cusparseHandle_t handle, std::function<void()> run)
@@ -1479,9 +1492,7 @@ cusparseStatus_t cusparseSpMV_bufferSize(cusparseHandle_t handle, cusparseOperat
     const cusparseStatus_t s = spmm("cusparseSpMV_bufferSize", handle, op_a, CUSPARSE_OPERATION_NON_TRANSPOSE, alpha, a,
                                     x->values, x->size, 1, 1, x->type, beta, y->values, y->size, 1, 1, y->type,
                                     compute_type, alg == CUSPARSE_SPMV_CSR_ALG2, true, NULL);
-    if (s == CUSPARSE_STATUS_SUCCESS)
-        *bytes = kSparseWorkspace;
-    return s;
+    return sparse_sized(s, bytes);
 }
 
 cusparseStatus_t cusparseSpMV(cusparseHandle_t handle, cusparseOperation_t op_a, const void *alpha,
@@ -1505,9 +1516,7 @@ cusparseStatus_t cusparseSpMM_bufferSize(cusparseHandle_t handle, cusparseOperat
     const cusparseStatus_t s = spmm("cusparseSpMM_bufferSize", handle, op_a, op_b, alpha, a, b->values, b->rows, b->cols,
                                     b->ld, b->type, beta, c->values, c->rows, c->cols, c->ld, c->type, compute_type,
                                     alg == CUSPARSE_SPMM_CSR_ALG3, true, NULL);
-    if (s == CUSPARSE_STATUS_SUCCESS)
-        *bytes = kSparseWorkspace;
-    return s;
+    return sparse_sized(s, bytes);
 }
 
 cusparseStatus_t cusparseSpMM(cusparseHandle_t handle, cusparseOperation_t op_a, cusparseOperation_t op_b,
@@ -1530,9 +1539,7 @@ cusparseStatus_t cusparseSDDMM_bufferSize(cusparseHandle_t handle, cusparseOpera
         return sparse_invalid("cusparseSDDMM_bufferSize", "the size is NULL");
     const cusparseStatus_t s =
         sddmm("cusparseSDDMM_bufferSize", handle, op_a, op_b, alpha, a, b, beta, c, compute_type, alg, true, NULL);
-    if (s == CUSPARSE_STATUS_SUCCESS)
-        *bytes = kSparseWorkspace;
-    return s;
+    return sparse_sized(s, bytes);
 }
 
 cusparseStatus_t cusparseSDDMM(cusparseHandle_t handle, cusparseOperation_t op_a, cusparseOperation_t op_b,
