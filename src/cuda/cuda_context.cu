@@ -248,7 +248,7 @@ dc_device_memory_stats dc_cuda_memory_stats(const dc_ctx *ctx)
 dc_device_counters dc_cuda_counters(const dc_ctx *ctx)
 {
     const dc_cuda_state *s = ctx->cuda;
-    dc_device_counters c = {s->launches,    s->host_waits,     s->malloc_calls,
+    dc_device_counters c = {s->launches,   s->host_waits,     s->malloc_calls,
                             s->free_calls, s->graph_launches, s->cusparse_calls};
     return c;
 }

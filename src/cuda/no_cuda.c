@@ -267,9 +267,10 @@ dc_status dc_cuda_csr_dense(dc_ctx *ctx, dc_dtype dtype, bool wide, bool to_dens
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
 
-dc_status dc_cusparse_mm(dc_ctx *ctx, dc_tape *tape, dc_dtype dtype, bool wide, int64_t out_rows, int64_t in_rows, int64_t nnz,
-                         const void *ptr, const void *idx, const void *perm, const void *vals, int64_t vs, const void *x,
-                         int64_t xr, int64_t xc, int64_t n, void *out, int64_t orow, int64_t ocol, bool add, bool *taken)
+dc_status dc_cusparse_mm(dc_ctx *ctx, dc_tape *tape, dc_dtype dtype, bool wide, int64_t out_rows, int64_t in_rows,
+                         int64_t nnz, const void *ptr, const void *idx, const void *perm, const void *vals, int64_t vs,
+                         const void *x, int64_t xr, int64_t xc, int64_t n, void *out, int64_t orow, int64_t ocol,
+                         bool add, bool *taken)
 {
     (void)dtype, (void)wide, (void)out_rows, (void)in_rows, (void)nnz, (void)ptr, (void)idx, (void)perm, (void)vals;
     (void)tape, (void)vs, (void)x, (void)xr, (void)xc, (void)n, (void)out, (void)orow, (void)ocol, (void)add;
@@ -277,10 +278,10 @@ dc_status dc_cusparse_mm(dc_ctx *ctx, dc_tape *tape, dc_dtype dtype, bool wide, 
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
 
-dc_status dc_cusparse_sddmm(dc_ctx *ctx, dc_tape *tape, dc_dtype dtype, bool wide, int64_t rows, int64_t cols, int64_t nnz,
-                            const void *row_ptr, const void *col_idx, const void *u, int64_t ur, int64_t uc,
-                            const void *v, int64_t vr, int64_t vc, int64_t n, void *out, int64_t os, bool add,
-                            bool *taken)
+dc_status dc_cusparse_sddmm(dc_ctx *ctx, dc_tape *tape, dc_dtype dtype, bool wide, int64_t rows, int64_t cols,
+                            int64_t nnz, const void *row_ptr, const void *col_idx, const void *u, int64_t ur,
+                            int64_t uc, const void *v, int64_t vr, int64_t vc, int64_t n, void *out, int64_t os,
+                            bool add, bool *taken)
 {
     (void)dtype, (void)wide, (void)rows, (void)cols, (void)nnz, (void)row_ptr, (void)col_idx, (void)u, (void)ur;
     (void)tape, (void)uc, (void)v, (void)vr, (void)vc, (void)n, (void)out, (void)os, (void)add;

@@ -82,17 +82,17 @@ dc_status dc_cusparse_mm(dc_ctx *ctx, dc_tape *tape, dc_dtype dtype, bool wide, 
      * from run to run; nor sums (x NULL), strided values, columns not
      * contiguous, or nothing to sum */
     if (!ctx->cuda->sparse || perm || !x || vs != 1 || nnz == 0 || out_rows == 0 || in_rows == 0 || n == 0 ||
-        (n > 1 && (xc != 1 || ocol != 1)) || xr < n || orow < n || !aligned(ptr) || !aligned(idx) ||
-        !aligned(vals) || !aligned(x) || !aligned(out))
+        (n > 1 && (xc != 1 || ocol != 1)) || xr < n || orow < n || !aligned(ptr) || !aligned(idx) || !aligned(vals) ||
+        !aligned(x) || !aligned(out))
         return DC_OK;
     DC_CUDA_ENTER(ctx);
     cusparseHandle_t h = ctx->cuda->sparse;
     const cudaDataType vt = value_type(dtype);
     const scalars s(dtype, add);
     descriptors d;
-    cusparseStatus_t st = cusparseCreateCsr(&d.a, out_rows, in_rows, nnz, const_cast<void *>(ptr),
-                                            const_cast<void *>(idx), const_cast<void *>(vals), index_type(wide),
-                                            index_type(wide), CUSPARSE_INDEX_BASE_ZERO, vt);
+    cusparseStatus_t st =
+        cusparseCreateCsr(&d.a, out_rows, in_rows, nnz, const_cast<void *>(ptr), const_cast<void *>(idx),
+                          const_cast<void *>(vals), index_type(wide), index_type(wide), CUSPARSE_INDEX_BASE_ZERO, vt);
     if (st != CUSPARSE_STATUS_SUCCESS)
         return failed(ctx, "cusparseCreateCsr", st);
     size_t bytes = 0;
@@ -153,8 +153,8 @@ dc_status dc_cusparse_sddmm(dc_ctx *ctx, dc_tape *tape, dc_dtype dtype, bool wid
 {
     *taken = false;
     /* gathers (u or v NULL) and strided operands stay with the kernel */
-    if (!ctx->cuda->sparse || !u || !v || os != 1 || nnz == 0 || n == 0 || (n > 1 && (uc != 1 || vc != 1)) ||
-        ur < n || vr < n || !aligned(row_ptr) || !aligned(col_idx) || !aligned(u) || !aligned(v) || !aligned(out))
+    if (!ctx->cuda->sparse || !u || !v || os != 1 || nnz == 0 || n == 0 || (n > 1 && (uc != 1 || vc != 1)) || ur < n ||
+        vr < n || !aligned(row_ptr) || !aligned(col_idx) || !aligned(u) || !aligned(v) || !aligned(out))
         return DC_OK;
     DC_CUDA_ENTER(ctx);
     cusparseHandle_t h = ctx->cuda->sparse;
@@ -163,9 +163,9 @@ dc_status dc_cusparse_sddmm(dc_ctx *ctx, dc_tape *tape, dc_dtype dtype, bool wid
     descriptors d;
     /* out[p] = sum over c of U[i, c] V[j, c]: U (rows x n) times op(V) = V^T
      * (n x cols), sampled at the pattern, whose values are out */
-    cusparseStatus_t st = cusparseCreateCsr(&d.a, rows, cols, nnz, const_cast<void *>(row_ptr),
-                                            const_cast<void *>(col_idx), out, index_type(wide), index_type(wide),
-                                            CUSPARSE_INDEX_BASE_ZERO, vt);
+    cusparseStatus_t st =
+        cusparseCreateCsr(&d.a, rows, cols, nnz, const_cast<void *>(row_ptr), const_cast<void *>(col_idx), out,
+                          index_type(wide), index_type(wide), CUSPARSE_INDEX_BASE_ZERO, vt);
     if (st != CUSPARSE_STATUS_SUCCESS)
         return failed(ctx, "cusparseCreateCsr", st);
     st = cusparseCreateDnMat(&d.b, rows, n, ur, const_cast<void *>(u), vt, CUSPARSE_ORDER_ROW);
@@ -183,8 +183,8 @@ dc_status dc_cusparse_sddmm(dc_ctx *ctx, dc_tape *tape, dc_dtype dtype, bool wid
         return failed(ctx, "cusparseSDDMM_bufferSize", st);
     if (!workspace(tape, bytes, &buffer))
         return DC_ERR_MEMORY;
-    st = cusparseSDDMM(h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_TRANSPOSE, s.alpha(), d.b, d.c,
-                       s.beta(), d.a, vt, CUSPARSE_SDDMM_ALG_DEFAULT, buffer);
+    st = cusparseSDDMM(h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_TRANSPOSE, s.alpha(), d.b, d.c, s.beta(),
+                       d.a, vt, CUSPARSE_SDDMM_ALG_DEFAULT, buffer);
     if (st == CUSPARSE_STATUS_NOT_SUPPORTED) /* the layout refused: the kernel runs */
         return DC_OK;
     if (st != CUSPARSE_STATUS_SUCCESS)

@@ -64,13 +64,13 @@ dc_csr_side dc_csr_cols_side(const dc_csr *a);
  * A x, the CSC side A^T x. Runs on the tape's context; on CUDA, a product
  * that cuSPARSE takes (src/cuda/sparse_cusparse.cu) has its workspace from
  * the tape's data. */
-dc_status dc_csr_kernel_mm(dc_tape *tape, dc_dtype dtype, dc_csr_side side, dc_vec_view vals, dc_dense_view x, int64_t n,
-                           dc_dense_view out, dc_write_mode mode);
+dc_status dc_csr_kernel_mm(dc_tape *tape, dc_dtype dtype, dc_csr_side side, dc_vec_view vals, dc_dense_view x,
+                           int64_t n, dc_dense_view out, dc_write_mode mode);
 
 /* out[k] (= or +=) sum over c < n of u[i, c] * v[j, c], for entry k at
  * (i, j). The tape as for dc_csr_kernel_mm. */
-dc_status dc_csr_kernel_sddmm(dc_tape *tape, dc_dtype dtype, const dc_csr *a, dc_dense_view u, dc_dense_view v, int64_t n,
-                              dc_vec_view out, dc_write_mode mode);
+dc_status dc_csr_kernel_sddmm(dc_tape *tape, dc_dtype dtype, const dc_csr *a, dc_dense_view u, dc_dense_view v,
+                              int64_t n, dc_vec_view out, dc_write_mode mode);
 
 /* Gather (out[p] = in[perm[p]]) or scatter (out[perm[p]] = in[p]) by the
  * column-order permutation, = or +=. */

@@ -104,9 +104,9 @@ dc_status dc_csr_kernel_mm(dc_tape *tape, dc_dtype dtype, dc_csr_side side, dc_v
     const bool add = mode == DC_WRITE_ACCUMULATE;
     if (ctx->cuda) {
         bool taken = false;
-        const dc_status st = dc_cusparse_mm(ctx, tape, dtype, side.wide, side.out_rows, side.in_rows, side.nnz, side.ptr,
-                                            side.idx, side.perm, vals.ptr, vals.s, x.ptr, x.rs, x.cs, n, out.ptr,
-                                            out.rs, out.cs, add, &taken);
+        const dc_status st =
+            dc_cusparse_mm(ctx, tape, dtype, side.wide, side.out_rows, side.in_rows, side.nnz, side.ptr, side.idx,
+                           side.perm, vals.ptr, vals.s, x.ptr, x.rs, x.cs, n, out.ptr, out.rs, out.cs, add, &taken);
         if (st != DC_OK || taken)
             return st;
         return dc_cuda_csr_mm(ctx, dtype, side.wide, side.out_rows, side.ptr, side.idx, side.perm, vals.ptr, vals.s,
@@ -127,8 +127,9 @@ dc_status dc_csr_kernel_sddmm(dc_tape *tape, dc_dtype dtype, const dc_csr *a, dc
     const bool add = mode == DC_WRITE_ACCUMULATE;
     if (ctx->cuda) {
         bool taken = false;
-        const dc_status st = dc_cusparse_sddmm(ctx, tape, dtype, a->wide, a->rows, a->cols, a->nnz, a->row_ptr, a->col_idx,
-                                               u.ptr, u.rs, u.cs, v.ptr, v.rs, v.cs, n, out.ptr, out.s, add, &taken);
+        const dc_status st =
+            dc_cusparse_sddmm(ctx, tape, dtype, a->wide, a->rows, a->cols, a->nnz, a->row_ptr, a->col_idx, u.ptr, u.rs,
+                              u.cs, v.ptr, v.rs, v.cs, n, out.ptr, out.s, add, &taken);
         if (st != DC_OK || taken)
             return st;
         return dc_cuda_csr_sddmm(ctx, dtype, a->wide, a->rows, a->nnz, a->row_ptr, a->col_idx, u.ptr, u.rs, u.cs,

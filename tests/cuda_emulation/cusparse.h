@@ -61,11 +61,10 @@ cusparseStatus_t cusparseCreateCsr(cusparseSpMatDescr_t *descr, int64_t rows, in
                                    void *row_offsets, void *col_ind, void *values, cusparseIndexType_t row_type,
                                    cusparseIndexType_t col_type, cusparseIndexBase_t base, cudaDataType value_type);
 cusparseStatus_t cusparseDestroySpMat(cusparseConstSpMatDescr_t descr);
-cusparseStatus_t cusparseCreateDnMat(cusparseDnMatDescr_t *descr, int64_t rows, int64_t cols, int64_t ld,
-                                     void *values, cudaDataType value_type, cusparseOrder_t order);
+cusparseStatus_t cusparseCreateDnMat(cusparseDnMatDescr_t *descr, int64_t rows, int64_t cols, int64_t ld, void *values,
+                                     cudaDataType value_type, cusparseOrder_t order);
 cusparseStatus_t cusparseDestroyDnMat(cusparseConstDnMatDescr_t descr);
-cusparseStatus_t cusparseCreateDnVec(cusparseDnVecDescr_t *descr, int64_t size, void *values,
-                                     cudaDataType value_type);
+cusparseStatus_t cusparseCreateDnVec(cusparseDnVecDescr_t *descr, int64_t size, void *values, cudaDataType value_type);
 cusparseStatus_t cusparseDestroyDnVec(cusparseConstDnVecDescr_t descr);
 
 cusparseStatus_t cusparseSpMV_bufferSize(cusparseHandle_t handle, cusparseOperation_t op_a, const void *alpha,

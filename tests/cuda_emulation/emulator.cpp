@@ -1356,10 +1356,12 @@ cusparseStatus_t spmm(const char *what, cusparseHandle_t handle, cusparseOperati
     const int device = handle->device;
     if (compute == CUDA_R_32F) {
         const float al = host_scalar<float>(alpha), be = host_scalar<float>(beta);
-        return sparse_queue(what, handle, [=] { csr_product(device, m, (const float *)b, ldb, (float *)c, ldc, n, al, be); });
+        return sparse_queue(what, handle,
+                            [=] { csr_product(device, m, (const float *)b, ldb, (float *)c, ldc, n, al, be); });
     }
     const double al = host_scalar<double>(alpha), be = host_scalar<double>(beta);
-    return sparse_queue(what, handle, [=] { csr_product(device, m, (const double *)b, ldb, (double *)c, ldc, n, al, be); });
+    return sparse_queue(what, handle,
+                        [=] { csr_product(device, m, (const double *)b, ldb, (double *)c, ldc, n, al, be); });
 }
 
 cusparseStatus_t sddmm(const char *what, cusparseHandle_t handle, cusparseOperation_t op_a, cusparseOperation_t op_b,
@@ -1386,12 +1388,13 @@ cusparseStatus_t sddmm(const char *what, cusparseHandle_t handle, cusparseOperat
     const void *av = a->values, *bv = b->values;
     if (compute == CUDA_R_32F) {
         const float al = host_scalar<float>(alpha), be = host_scalar<float>(beta);
-        return sparse_queue(what, handle,
-                            [=] { sampled_product(device, m, (const float *)av, lda, (const float *)bv, ldb, k, al, be); });
+        return sparse_queue(what, handle, [=] {
+            sampled_product(device, m, (const float *)av, lda, (const float *)bv, ldb, k, al, be);
+        });
     }
     const double al = host_scalar<double>(alpha), be = host_scalar<double>(beta);
-    return sparse_queue(what, handle,
-                        [=] { sampled_product(device, m, (const double *)av, lda, (const double *)bv, ldb, k, al, be); });
+    return sparse_queue(
+        what, handle, [=] { sampled_product(device, m, (const double *)av, lda, (const double *)bv, ldb, k, al, be); });
 }
 
 } // namespace
@@ -1437,8 +1440,8 @@ cusparseStatus_t cusparseCreateCsr(cusparseSpMatDescr_t *descr, int64_t rows, in
         return sparse_invalid(what, "sizes beyond 32-bit indices");
     if (!sparse_aligned(row_offsets) || !sparse_aligned(col_ind) || !sparse_aligned(values))
         return sparse_invalid(what, "an array is not aligned to 16 bytes");
-    *descr = new dc_emu_sp_mat{rows, cols, nnz, row_offsets, col_ind, values, row_type == CUSPARSE_INDEX_64I,
-                               value_type};
+    *descr =
+        new dc_emu_sp_mat{rows, cols, nnz, row_offsets, col_ind, values, row_type == CUSPARSE_INDEX_64I, value_type};
     return CUSPARSE_STATUS_SUCCESS;
 }
 
@@ -1448,8 +1451,8 @@ cusparseStatus_t cusparseDestroySpMat(cusparseConstSpMatDescr_t descr)
     return CUSPARSE_STATUS_SUCCESS;
 }
 
-cusparseStatus_t cusparseCreateDnMat(cusparseDnMatDescr_t *descr, int64_t rows, int64_t cols, int64_t ld,
-                                     void *values, cudaDataType value_type, cusparseOrder_t order)
+cusparseStatus_t cusparseCreateDnMat(cusparseDnMatDescr_t *descr, int64_t rows, int64_t cols, int64_t ld, void *values,
+                                     cudaDataType value_type, cusparseOrder_t order)
 {
     const char *what = "cusparseCreateDnMat";
     if (!descr || rows < 0 || cols < 0 || !values || !sparse_type_ok(value_type) || order != CUSPARSE_ORDER_ROW)
@@ -1471,7 +1474,8 @@ cusparseStatus_t cusparseDestroyDnMat(cusparseConstDnMatDescr_t descr)
 cusparseStatus_t cusparseCreateDnVec(cusparseDnVecDescr_t *descr, int64_t size, void *values, cudaDataType value_type)
 {
     if (!descr || size < 0 || !values || !sparse_type_ok(value_type) || !sparse_aligned(values))
-        return sparse_invalid("cusparseCreateDnVec", "a negative size, NULL or misaligned values or a type not emulated");
+        return sparse_invalid("cusparseCreateDnVec",
+                              "a negative size, NULL or misaligned values or a type not emulated");
     *descr = new dc_emu_dn_vec{size, values, value_type};
     return CUSPARSE_STATUS_SUCCESS;
 }
@@ -1513,9 +1517,9 @@ cusparseStatus_t cusparseSpMM_bufferSize(cusparseHandle_t handle, cusparseOperat
 {
     if (!b || !c || !bytes)
         return sparse_invalid("cusparseSpMM_bufferSize", "a descriptor or the size is NULL");
-    const cusparseStatus_t s = spmm("cusparseSpMM_bufferSize", handle, op_a, op_b, alpha, a, b->values, b->rows, b->cols,
-                                    b->ld, b->type, beta, c->values, c->rows, c->cols, c->ld, c->type, compute_type,
-                                    alg == CUSPARSE_SPMM_CSR_ALG3, true, NULL);
+    const cusparseStatus_t s =
+        spmm("cusparseSpMM_bufferSize", handle, op_a, op_b, alpha, a, b->values, b->rows, b->cols, b->ld, b->type, beta,
+             c->values, c->rows, c->cols, c->ld, c->type, compute_type, alg == CUSPARSE_SPMM_CSR_ALG3, true, NULL);
     return sparse_sized(s, bytes);
 }
 
@@ -1527,7 +1531,8 @@ cusparseStatus_t cusparseSpMM(cusparseHandle_t handle, cusparseOperation_t op_a,
     if (!b || !c)
         return sparse_invalid("cusparseSpMM", "a descriptor is NULL");
     return spmm("cusparseSpMM", handle, op_a, op_b, alpha, a, b->values, b->rows, b->cols, b->ld, b->type, beta,
-                c->values, c->rows, c->cols, c->ld, c->type, compute_type, alg == CUSPARSE_SPMM_CSR_ALG3, false, buffer);
+                c->values, c->rows, c->cols, c->ld, c->type, compute_type, alg == CUSPARSE_SPMM_CSR_ALG3, false,
+                buffer);
 }
 
 cusparseStatus_t cusparseSDDMM_bufferSize(cusparseHandle_t handle, cusparseOperation_t op_a, cusparseOperation_t op_b,

@@ -505,7 +505,6 @@ void replay_keeps_block_order()
     OK(cudaStreamDestroy(s));
 }
 
-
 /* The 3 x 4 CSR matrix A = [[1, 0, 2, 0], [0, 0, 0, 0], [0, -1, 0, 3]] as
  * cuSPARSE descriptors see it. */
 const int32_t kCsrPtr[4] = {0, 2, 2, 4}, kCsrIdx[4] = {0, 2, 1, 3};
@@ -536,7 +535,8 @@ void cusparse_replays()
     float host_x[cols * n], host_y[rows * n], host_u[rows * n], host_s[4];
     for (int i = 0; i < cols * n; ++i)
         host_x[i] = 0;
-    float *x = device_copy(s, host_x, cols * n), *y = device_copy(s, host_x, rows * n), *u = device_copy(s, host_x, rows * n);
+    float *x = device_copy(s, host_x, cols * n), *y = device_copy(s, host_x, rows * n),
+          *u = device_copy(s, host_x, rows * n);
     float *v = device_copy(s, host_x, cols * n), *work;
     OK(cudaMalloc((void **)&work, 256));
     cusparseSpMatDescr_t a, c;
