@@ -558,7 +558,7 @@ static void test_training_step_never_waits(void **state)
     TEST_NONNULL(gpu, adam);
     dc_tape *tape = dc_tape_new(gpu);
     TEST_OK(gpu, dc_ctx_synchronize(gpu));
-    dc_device_counters before = {0, 0, 0, 0, 0};
+    dc_device_counters before = {0, 0, 0, 0, 0, 0};
     uint64_t launches = 0;
     for (int step = 0; step < 8; ++step) {
         const dc_device_counters at_start = dc_ctx_device_counters(gpu);

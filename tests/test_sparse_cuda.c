@@ -1,8 +1,10 @@
 /* The sparse ops on CUDA against the CPU: patterns built on the device,
  * every op's result and its gradients (values and dense operands) for
  * matrices with empty rows and columns, no entries, one entry, duplicates
- * and rectangular shapes, int32 and int64 indices, float32 and float64; the
- * same bits on every run. Exits 77 (skipped) when no CUDA device can be
+ * and rectangular shapes, int32 and int64 indices, float32 and float64, on
+ * both paths: with cuSPARSE taking the products it has deterministic
+ * algorithms for, and with the library's kernels only (DC_CUSPARSE=0); the
+ * same bits on every run, and in a captured graph. Exits 77 (skipped) when no CUDA device can be
  * used, or fails then if DC_REQUIRE_CUDA=1; tests/cuda_emulation runs it on
  * the CPU as test_sparse_emulated. */
 #define _POSIX_C_SOURCE 200112L
@@ -16,6 +18,17 @@
 DC_BFN_DECLARE(csr_edge);
 
 static dc_ctx *gpu, *cpu;
+static dc_ctx *own; /* CUDA without cuSPARSE: the library's kernels only */
+
+static uint64_t cusparse_calls(const dc_ctx *ctx) { return dc_ctx_device_counters(ctx).cusparse_calls; }
+
+/* The emulation's cuSPARSE refusing every layout (tests/cuda_emulation/
+ * cusparse.h): no product goes there, the kernels run them all. */
+static bool cusparse_refuses(void)
+{
+    const char *refuse = getenv("DC_EMU_CUSPARSE_REFUSE");
+    return refuse && strcmp(refuse, "1") == 0;
+}
 
 typedef struct coo_case {
     const char *name;
@@ -58,6 +71,15 @@ typedef enum op_kind {
 static const char *const op_names[OP_COUNT] = {
     "spmv",    "spmv^T",  "spmm",     "spmm^T", "spmm(view)",       "sddmm",
     "row_sum", "col_sum", "to_dense", "sample", "transpose_values", "broadcast"};
+
+/* Whether an op runs a product through cuSPARSE when it has one (and the
+ * pattern has entries): A x and A X, forward or as an adjoint (of A^T X
+ * with respect to X, of an SDDMM with respect to U), and the sampled
+ * product (forward, or the values' adjoint of A X and A^T X). The
+ * transposed view of X in spmm(view) has strided rows: the kernels take
+ * its forward and every adjoint. */
+static const bool via_cusparse[OP_COUNT] = {
+    [OP_SPMV] = true, [OP_SPMV_T] = true, [OP_SPMM] = true, [OP_SPMM_T] = true, [OP_SDDMM] = true};
 
 /* Shapes of the op's dense operands (ndim 0: none); operand 0 is the
  * values unless the op takes two dense ones. */
@@ -200,23 +222,36 @@ static void test_ops_match_cpu(void **state)
                         for (int k = 0; k < 64; ++k)
                             data[m][k] = cos(0.9 * k + m) * 0.8;
                     }
-                    double *g[4], *h[4];
-                    int64_t sg[4], sh[4];
-                    int ng, nh;
+                    double *g[4];
+                    int64_t sg[4];
+                    int ng;
                     run_op(cpu, (dc_dtype)dt, &cases[ci], (op_kind)op, (const double *const *)data, g, sg, &ng);
-                    run_op(gpu, (dc_dtype)dt, &cases[ci], (op_kind)op, (const double *const *)data, h, sh, &nh);
-                    assert_int_equal(ng, nh);
-                    for (int k = 0; k < ng; ++k) {
-                        char what[160];
-                        snprintf(what, sizeof what, "%s, %s, %s, int%d: %s", cases[ci].name,
-                                 dc_dtype_name((dc_dtype)dt), op_names[op], wide ? 64 : 32,
-                                 k == 0 ? "output" : "gradient");
-                        assert_int_equal(sg[k], sh[k]);
-                        const double tol = dt == DC_F32 ? 1e-5 : 1e-12;
-                        test_assert_close(h[k], g[k], sg[k], tol, tol, what);
-                        free(g[k]);
-                        free(h[k]);
+                    for (int path = 0; path < 2; ++path) {
+                        dc_ctx *dev = path == 0 ? gpu : own;
+                        double *h[4];
+                        int64_t sh[4];
+                        int nh;
+                        const uint64_t calls = cusparse_calls(dev);
+                        run_op(dev, (dc_dtype)dt, &cases[ci], (op_kind)op, (const double *const *)data, h, sh, &nh);
+                        const bool expected = path == 0 && via_cusparse[op] && cases[ci].nnz > 0 && !cusparse_refuses();
+                        if ((cusparse_calls(dev) > calls) != expected)
+                            fail_msg("%s, %s on the %s path: %llu cuSPARSE calls", cases[ci].name, op_names[op],
+                                     path == 0 ? "cuSPARSE" : "kernel",
+                                     (unsigned long long)(cusparse_calls(dev) - calls));
+                        assert_int_equal(ng, nh);
+                        for (int k = 0; k < ng; ++k) {
+                            char what[160];
+                            snprintf(what, sizeof what, "%s, %s, %s, int%d, %s path: %s", cases[ci].name,
+                                     dc_dtype_name((dc_dtype)dt), op_names[op], wide ? 64 : 32,
+                                     path == 0 ? "cuSPARSE" : "kernel", k == 0 ? "output" : "gradient");
+                            assert_int_equal(sg[k], sh[k]);
+                            const double tol = dt == DC_F32 ? 1e-5 : 1e-12;
+                            test_assert_close(h[k], g[k], sg[k], tol, tol, what);
+                            free(h[k]);
+                        }
                     }
+                    for (int k = 0; k < ng; ++k)
+                        free(g[k]);
                     for (int m = 0; m < 3; ++m)
                         free(data[m]);
                 }
@@ -256,24 +291,24 @@ static void test_patterns_on_the_device(void **state)
     dc_csr_free(b);
 }
 
-/* Two runs of a product's forward and backward give the same bits. */
-static void test_same_bits_every_run(void **state)
+/* Two runs of a product's forward and backward give the same bits, on
+ * either path. */
+static void same_bits_on(dc_ctx *dev)
 {
-    (void)state;
     const coo_case *c = &cases[0];
     double *runs[2][3];
     for (int run = 0; run < 2; ++run) {
-        dc_csr *a = dc_csr_from_coo(gpu, DC_F32, c->rows, c->cols, c->nnz, c->row, c->col, c->val, DC_COO_SUM);
+        dc_csr *a = dc_csr_from_coo(dev, DC_F32, c->rows, c->cols, c->nnz, c->row, c->col, c->val, DC_COO_SUM);
         const int64_t sx[2] = {7, 33};
         double xs[7 * 33];
         for (int k = 0; k < 7 * 33; ++k)
             xs[k] = sin(0.37 * k);
-        dc_tensor *x = test_tensor(gpu, DC_F32, 2, sx, xs);
-        TEST_OK(gpu, dc_tensor_set_requires_grad(x, true));
-        TEST_OK(gpu, dc_tensor_set_requires_grad(dc_csr_values(a), true));
-        dc_tape *tape = dc_tape_new(gpu);
+        dc_tensor *x = test_tensor(dev, DC_F32, 2, sx, xs);
+        TEST_OK(dev, dc_tensor_set_requires_grad(x, true));
+        TEST_OK(dev, dc_tensor_set_requires_grad(dc_csr_values(a), true));
+        dc_tape *tape = dc_tape_new(dev);
         dc_tensor *y = dc_op_spmm(tape, a, dc_csr_values(a), x, false);
-        TEST_OK(gpu, dc_backward(tape, dc_op_sum(tape, dc_op_mul(tape, y, y), 0, NULL, false)));
+        TEST_OK(dev, dc_backward(tape, dc_op_sum(tape, dc_op_mul(tape, y, y), 0, NULL, false)));
         runs[run][0] = test_values(y);
         runs[run][1] = test_values(dc_tensor_grad(x));
         runs[run][2] = test_values(dc_tensor_grad(dc_csr_values(a)));
@@ -287,6 +322,13 @@ static void test_same_bits_every_run(void **state)
     for (int run = 0; run < 2; ++run)
         for (int k = 0; k < 3; ++k)
             free(runs[run][k]);
+}
+
+static void test_same_bits_every_run(void **state)
+{
+    (void)state;
+    same_bits_on(gpu);
+    same_bits_on(own);
 }
 
 /* A training step through every kind of sparse op, on float32
@@ -363,7 +405,7 @@ static void test_training_step_never_waits(void **state)
     sparse_step st;
     sparse_step_init(&st);
     TEST_OK(gpu, dc_ctx_synchronize(gpu));
-    dc_device_counters warm = {0, 0, 0, 0, 0};
+    dc_device_counters warm = {0, 0, 0, 0, 0, 0};
     for (int step = 0; step < 6; ++step) {
         const dc_device_counters at_start = dc_ctx_device_counters(gpu);
         if (step == 3)
@@ -393,11 +435,15 @@ static void test_captured_step_matches_eager(void **state)
     for (int k = 0; k < 2; ++k) /* a warm step is captured: its tape has its memory */
         TEST_OK(gpu, run_sparse_step(&graphed));
     dc_status st = DC_OK;
+    const uint64_t calls = cusparse_calls(gpu);
     dc_graph *g = dc_graph_capture(gpu, run_sparse_step, &graphed, &st); /* one step, then the capture */
     TEST_NONNULL(gpu, g);
     TEST_OK(gpu, st);
     if (dc_graph_fallback(g))
         fail_msg("the step was not captured: %s", dc_graph_fallback(g));
+    /* the captured step's products went through cuSPARSE: it is in the graph */
+    if ((cusparse_calls(gpu) > calls) != !cusparse_refuses())
+        fail_msg("%llu cuSPARSE calls in the captured step", (unsigned long long)(cusparse_calls(gpu) - calls));
     for (int k = 0; k < 4; ++k)
         TEST_OK(gpu, dc_graph_replay(g));
     assert_int_equal(dc_graph_replays(g), 4);
@@ -433,6 +479,13 @@ int main(void)
                dc_last_error(NULL));
         return required ? 1 : 77; /* 77: CTest's skip code */
     }
+    setenv("DC_CUSPARSE", "0", 1);
+    own = dc_ctx_new(&o, NULL);
+    unsetenv("DC_CUSPARSE");
+    if (!own) {
+        printf("test_sparse_cuda: failed: a second CUDA context: %s\n", dc_last_error(NULL));
+        return 1;
+    }
     o.backend = DC_BACKEND_CPU;
     cpu = dc_ctx_new(&o, NULL);
     printf("test_sparse_cuda: %s against %s\n", dc_ctx_device_name(gpu), dc_ctx_device_name(cpu));
@@ -445,6 +498,7 @@ int main(void)
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     dc_ctx_free(cpu);
+    dc_ctx_free(own);
     dc_ctx_free(gpu);
     return failed;
 }

@@ -138,15 +138,18 @@ dc_device_memory_stats dc_ctx_device_memory(const dc_ctx *ctx);
  * device (a copy to the host, a copy from pageable host memory, a
  * synchronization), cudaMalloc and cudaFree calls, and launches of captured
  * graphs (include/dualcast/graph.h; the kernels a graph holds are not
- * counted again when it is launched). A training step that can be captured
- * launches kernels and does none of the rest. All zero on the CPU backend
- * and for NULL. */
+ * counted again when it is launched), and the sparse products run by
+ * cuSPARSE (SpMV, SpMM, SDDMM: each also counted as a kernel launch; see
+ * docs/design.md for which products go there). A training step that can be
+ * captured launches kernels and does none of the rest. All zero on the CPU
+ * backend and for NULL. */
 typedef struct dc_device_counters {
     uint64_t kernel_launches;
     uint64_t host_waits;
     uint64_t malloc_calls;
     uint64_t free_calls;
     uint64_t graph_launches;
+    uint64_t cusparse_calls;
 } dc_device_counters;
 dc_device_counters dc_ctx_device_counters(const dc_ctx *ctx);
 

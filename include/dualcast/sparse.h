@@ -33,12 +33,20 @@
  * the pattern built with the matrix (CSC order with the permutation to CSR
  * order), never scatter-adds.
  *
- * Both backends run every op. On CUDA each output element is one sum in
- * the pattern's order by one thread (no atomics), the same bits on every
- * run (not necessarily the CPU's bits: the device may fuse multiply-adds).
- * No op waits for the device or allocates outside the tape, so a training
- * step with sparse ops can be captured as a CUDA graph. The library's own
- * kernels do the work; cuSPARSE is not used. */
+ * Both backends run every op. On CUDA, the products with A over its CSR
+ * order (A x, A X, and the sampled product) run through cuSPARSE with the
+ * algorithms its documentation calls deterministic (CSR_ALG2 for SpMV,
+ * CSR_ALG3 for SpMM, SDDMM), where the operands' layout allows (rows of
+ * the dense operands contiguous, arrays aligned to 16 bytes); everything
+ * else, A^T X included, runs the library's kernels, where each output
+ * element is one sum in the pattern's order by one thread (no atomics).
+ * DC_CUSPARSE=0 in the environment when a context is made keeps that
+ * context to the library's kernels. Either way the same bits on every run,
+ * not necessarily the CPU's (the device may fuse multiply-adds or sum in
+ * another order); docs/design.md lists which product goes where. No op
+ * waits for the device or allocates outside the tape (cuSPARSE's
+ * workspace is tape memory), so a training step with sparse ops can be
+ * captured as a CUDA graph. */
 #ifndef DUALCAST_SPARSE_H
 #define DUALCAST_SPARSE_H
 

@@ -248,7 +248,8 @@ dc_device_memory_stats dc_cuda_memory_stats(const dc_ctx *ctx)
 dc_device_counters dc_cuda_counters(const dc_ctx *ctx)
 {
     const dc_cuda_state *s = ctx->cuda;
-    dc_device_counters c = {s->launches, s->host_waits, s->malloc_calls, s->free_calls, s->graph_launches};
+    dc_device_counters c = {s->launches,   s->host_waits,     s->malloc_calls,
+                            s->free_calls, s->graph_launches, s->cusparse_calls};
     return c;
 }
 
@@ -316,6 +317,17 @@ dc_status dc_cuda_init(dc_ctx *ctx)
         return dc_error(ctx, DC_ERR_DEVICE, "cuBLAS could not be initialized");
     }
     cublasSetStream(s->blas, s->stream);
+    /* cuSPARSE where it is available and not refused (DC_CUSPARSE=0): the
+     * sparse products it has deterministic algorithms for go there, all
+     * others to the library's kernels (src/cuda/sparse.cu) */
+    const char *use_sparse = getenv("DC_CUSPARSE");
+    if (!(use_sparse && strcmp(use_sparse, "0") == 0) && cusparseCreate(&s->sparse) == CUSPARSE_STATUS_SUCCESS) {
+        cusparseSetStream(s->sparse, s->stream);
+        /* alpha and beta are host values, read when a call is made */
+        cusparseSetPointerMode(s->sparse, CUSPARSE_POINTER_MODE_HOST);
+    } else {
+        s->sparse = NULL;
+    }
     /* TF32 only when asked: by default results match the CPU's float32 */
     cublasSetMathMode(s->blas, ctx->cuda_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
     s->sm_count = prop.multiProcessorCount;
@@ -343,6 +355,8 @@ void dc_cuda_shutdown(dc_ctx *ctx)
     if (s->index_error_host)
         cudaFreeHost(s->index_error_host);
     cublasDestroy(s->blas);
+    if (s->sparse)
+        cusparseDestroy(s->sparse);
     cudaStreamDestroy(s->stream);
     free(s->cache.at);
     free(s->capture_free.at);

@@ -4,6 +4,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <cusparse.h>
 
 extern "C" {
 #include "cuda_backend.h"
@@ -33,6 +34,7 @@ typedef struct dc_cuda_blocks {
 struct dc_cuda_state {
     cudaStream_t stream;
     cublasHandle_t blas;
+    cusparseHandle_t sparse; /* NULL: the sparse products run the library's kernels */
     int sm_count;
     int max_blocks; /* grid cap for grid-stride kernels */
     /* caching allocator: blocks given back wait here for a request of their size */
@@ -45,6 +47,7 @@ struct dc_cuda_state {
     uint64_t launches;   /* kernels launched, a cuBLAS product counted as one */
     uint64_t host_waits; /* times the host waited for the device */
     uint64_t graph_launches;
+    uint64_t cusparse_calls; /* sparse products run by cuSPARSE */
     /* blocks given back by dc_cuda_free outside a capture: a graph captured
      * at another count may use memory now another's */
     uint64_t releases;

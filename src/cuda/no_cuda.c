@@ -77,7 +77,7 @@ dc_device_memory_stats dc_cuda_memory_stats(const dc_ctx *ctx)
 dc_device_counters dc_cuda_counters(const dc_ctx *ctx)
 {
     (void)ctx;
-    dc_device_counters c = {0, 0, 0, 0, 0};
+    dc_device_counters c = {0, 0, 0, 0, 0, 0};
     return c;
 }
 
@@ -318,5 +318,27 @@ dc_status dc_cuda_segment_reduce_grad(dc_ctx *ctx, int kind, dc_dtype dtype, con
 {
     (void)kind, (void)dtype, (void)values, (void)n, (void)width, (void)index, (void)y, (void)nz, (void)aux, (void)gy,
         (void)g;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cusparse_mm(dc_ctx *ctx, dc_tape *tape, dc_dtype dtype, bool wide, int64_t out_rows, int64_t in_rows,
+                         int64_t nnz, const void *ptr, const void *idx, const void *perm, const void *vals, int64_t vs,
+                         const void *x, int64_t xr, int64_t xc, int64_t n, void *out, int64_t orow, int64_t ocol,
+                         bool add, bool *taken)
+{
+    (void)dtype, (void)wide, (void)out_rows, (void)in_rows, (void)nnz, (void)ptr, (void)idx, (void)perm, (void)vals;
+    (void)tape, (void)vs, (void)x, (void)xr, (void)xc, (void)n, (void)out, (void)orow, (void)ocol, (void)add;
+    *taken = false;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
+dc_status dc_cusparse_sddmm(dc_ctx *ctx, dc_tape *tape, dc_dtype dtype, bool wide, int64_t rows, int64_t cols,
+                            int64_t nnz, const void *row_ptr, const void *col_idx, const void *u, int64_t ur,
+                            int64_t uc, const void *v, int64_t vr, int64_t vc, int64_t n, void *out, int64_t os,
+                            bool add, bool *taken)
+{
+    (void)dtype, (void)wide, (void)rows, (void)cols, (void)nnz, (void)row_ptr, (void)col_idx, (void)u, (void)ur;
+    (void)tape, (void)uc, (void)v, (void)vr, (void)vc, (void)n, (void)out, (void)os, (void)add;
+    *taken = false;
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }

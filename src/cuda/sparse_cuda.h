@@ -36,6 +36,25 @@ dc_status dc_cuda_csr_dense(dc_ctx *ctx, dc_dtype dtype, bool wide, bool to_dens
                             int64_t nnz, const void *row_ptr, const void *col_idx, void *vals, int64_t vs, void *d,
                             int64_t dr, int64_t dc, bool add);
 
+/* The products cuSPARSE takes (src/cuda/sparse_cusparse.cu): the CSR side
+ * (perm NULL) of dc_cuda_csr_mm with x given, x and out unit-stride along
+ * their columns, and dc_cuda_csr_sddmm with u and v given, unit-stride
+ * along their columns, and out contiguous; in_rows is the number of rows of
+ * x (A's columns), cols A's. Each sets *taken when cuSPARSE ran the product
+ * (its workspace from the tape's data), and leaves it false, returning
+ * DC_OK, when the product is not one it takes, the context has no cuSPARSE
+ * handle, or cuSPARSE reports the layout not supported; the caller then
+ * runs the library's kernel. A failure of a call it made is DC_ERR_DEVICE. */
+dc_status dc_cusparse_mm(dc_ctx *ctx, dc_tape *tape, dc_dtype dtype, bool wide, int64_t out_rows, int64_t in_rows,
+                         int64_t nnz, const void *ptr, const void *idx, const void *perm, const void *vals, int64_t vs,
+                         const void *x, int64_t xr, int64_t xc, int64_t n, void *out, int64_t orow, int64_t ocol,
+                         bool add, bool *taken);
+
+dc_status dc_cusparse_sddmm(dc_ctx *ctx, dc_tape *tape, dc_dtype dtype, bool wide, int64_t rows, int64_t cols,
+                            int64_t nnz, const void *row_ptr, const void *col_idx, const void *u, int64_t ur,
+                            int64_t uc, const void *v, int64_t vr, int64_t vc, int64_t n, void *out, int64_t os,
+                            bool add, bool *taken);
+
 #ifdef __cplusplus
 }
 #endif

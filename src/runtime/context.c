@@ -275,7 +275,7 @@ dc_device_counters dc_ctx_device_counters(const dc_ctx *ctx)
 {
     if (ctx && ctx->cuda)
         return dc_cuda_counters(ctx);
-    dc_device_counters c = {0, 0, 0, 0, 0};
+    dc_device_counters c = {0, 0, 0, 0, 0, 0};
     return c;
 }
 

@@ -55,8 +55,17 @@ dc_csr *dc_csr_build(dc_ctx *ctx, const char *fn, dc_dtype dtype, int64_t rows, 
     double *vals = malloc((size_t)(nnz ? nnz : 1) * sizeof *vals);
     const bool wide = force_wide() || !fits32(rows) || !fits32(cols) || !fits32(nnz);
     const size_t isz = wide ? 8 : 4;
-    const size_t n_ix = (size_t)(rows + 1) + (size_t)(cols + 1) + 3 * (size_t)nnz;
-    unsigned char *host = malloc(n_ix * isz);
+    /* the five arrays in one block, each starting on 16 bytes (cuSPARSE
+     * asks for that alignment) */
+    const size_t per = 16 / isz;
+#define DC_CSR_PAD(k) (((k) + per - 1) / per * per)
+    const size_t at_row_ptr = 0, at_col_idx = DC_CSR_PAD(at_row_ptr + (size_t)(rows + 1));
+    const size_t at_col_ptr = DC_CSR_PAD(at_col_idx + (size_t)nnz);
+    const size_t at_csc_row = DC_CSR_PAD(at_col_ptr + (size_t)(cols + 1));
+    const size_t at_csc_perm = DC_CSR_PAD(at_csc_row + (size_t)nnz);
+#undef DC_CSR_PAD
+    const size_t n_ix = at_csc_perm + (size_t)nnz;
+    unsigned char *host = calloc(n_ix, isz);
     dc_csr *a = calloc(1, sizeof *a);
     if (!col_ptr || !csc_row || !csc_perm || !vals || !host || !a) {
         dc_error(ctx, DC_ERR_MEMORY, "%s: out of host memory for a pattern of %lld entries", fn, (long long)nnz);
@@ -84,8 +93,6 @@ dc_csr *dc_csr_build(dc_ctx *ctx, const char *fn, dc_dtype dtype, int64_t rows, 
     a->cols = cols;
     a->nnz = nnz;
     a->wide = wide;
-    const size_t at_row_ptr = 0, at_col_idx = at_row_ptr + (size_t)(rows + 1), at_col_ptr = at_col_idx + (size_t)nnz;
-    const size_t at_csc_row = at_col_ptr + (size_t)(cols + 1), at_csc_perm = at_csc_row + (size_t)nnz;
     store_indices(host + at_row_ptr * isz, wide, h->row_ptr, rows + 1);
     store_indices(host + at_col_idx * isz, wide, h->col_idx, nnz);
     store_indices(host + at_col_ptr * isz, wide, col_ptr, cols + 1);

@@ -48,11 +48,12 @@ typedef struct dc_vec_view {
 
 /* One side of the pattern: rows of out_rows, entries ptr[i]..ptr[i+1]-1,
  * the column (CSR) or row (CSC) of each in idx, and for CSC the CSR entry
- * of each in perm (NULL for CSR). */
+ * of each in perm (NULL for CSR); idx is below in_rows. */
 typedef struct dc_csr_side {
     int64_t out_rows, nnz;
     const void *ptr, *idx, *perm;
     bool wide;
+    int64_t in_rows;
 } dc_csr_side;
 
 dc_csr_side dc_csr_rows_side(const dc_csr *a);
@@ -60,14 +61,16 @@ dc_csr_side dc_csr_cols_side(const dc_csr *a);
 
 /* out[i, c] (= or +=) sum over the side's entries p of row i of
  * vals[perm ? perm[p] : p] * x[idx[p], c], for c < n. The CSR side gives
- * A x, the CSC side A^T x. */
-dc_status dc_csr_kernel_mm(dc_ctx *ctx, dc_dtype dtype, dc_csr_side side, dc_vec_view vals, dc_dense_view x, int64_t n,
-                           dc_dense_view out, dc_write_mode mode);
+ * A x, the CSC side A^T x. Runs on the tape's context; on CUDA, a product
+ * that cuSPARSE takes (src/cuda/sparse_cusparse.cu) has its workspace from
+ * the tape's data. */
+dc_status dc_csr_kernel_mm(dc_tape *tape, dc_dtype dtype, dc_csr_side side, dc_vec_view vals, dc_dense_view x,
+                           int64_t n, dc_dense_view out, dc_write_mode mode);
 
 /* out[k] (= or +=) sum over c < n of u[i, c] * v[j, c], for entry k at
- * (i, j). */
-dc_status dc_csr_kernel_sddmm(dc_ctx *ctx, dc_dtype dtype, const dc_csr *a, dc_dense_view u, dc_dense_view v, int64_t n,
-                              dc_vec_view out, dc_write_mode mode);
+ * (i, j). The tape as for dc_csr_kernel_mm. */
+dc_status dc_csr_kernel_sddmm(dc_tape *tape, dc_dtype dtype, const dc_csr *a, dc_dense_view u, dc_dense_view v,
+                              int64_t n, dc_vec_view out, dc_write_mode mode);
 
 /* Gather (out[p] = in[perm[p]]) or scatter (out[perm[p]] = in[p]) by the
  * column-order permutation, = or +=. */

@@ -87,23 +87,31 @@ DEFINE_KERNELS(double)
 
 dc_csr_side dc_csr_rows_side(const dc_csr *a)
 {
-    dc_csr_side s = {a->rows, a->nnz, a->row_ptr, a->col_idx, NULL, a->wide};
+    dc_csr_side s = {a->rows, a->nnz, a->row_ptr, a->col_idx, NULL, a->wide, a->cols};
     return s;
 }
 
 dc_csr_side dc_csr_cols_side(const dc_csr *a)
 {
-    dc_csr_side s = {a->cols, a->nnz, a->col_ptr, a->csc_row, a->csc_perm, a->wide};
+    dc_csr_side s = {a->cols, a->nnz, a->col_ptr, a->csc_row, a->csc_perm, a->wide, a->rows};
     return s;
 }
 
-dc_status dc_csr_kernel_mm(dc_ctx *ctx, dc_dtype dtype, dc_csr_side side, dc_vec_view vals, dc_dense_view x,
+dc_status dc_csr_kernel_mm(dc_tape *tape, dc_dtype dtype, dc_csr_side side, dc_vec_view vals, dc_dense_view x,
                            int64_t n, dc_dense_view out, dc_write_mode mode)
 {
+    dc_ctx *ctx = tape->ctx;
     const bool add = mode == DC_WRITE_ACCUMULATE;
-    if (ctx->cuda)
+    if (ctx->cuda) {
+        bool taken = false;
+        const dc_status st =
+            dc_cusparse_mm(ctx, tape, dtype, side.wide, side.out_rows, side.in_rows, side.nnz, side.ptr, side.idx,
+                           side.perm, vals.ptr, vals.s, x.ptr, x.rs, x.cs, n, out.ptr, out.rs, out.cs, add, &taken);
+        if (st != DC_OK || taken)
+            return st;
         return dc_cuda_csr_mm(ctx, dtype, side.wide, side.out_rows, side.ptr, side.idx, side.perm, vals.ptr, vals.s,
                               x.ptr, x.rs, x.cs, n, out.ptr, out.rs, out.cs, add);
+    }
     const int threads = team(ctx, side.nnz * n);
     if (dtype == DC_F32)
         mm_float(side, vals.ptr, vals.s, x.ptr, x.rs, x.cs, n, out.ptr, out.rs, out.cs, add, threads);
@@ -112,13 +120,21 @@ dc_status dc_csr_kernel_mm(dc_ctx *ctx, dc_dtype dtype, dc_csr_side side, dc_vec
     return DC_OK;
 }
 
-dc_status dc_csr_kernel_sddmm(dc_ctx *ctx, dc_dtype dtype, const dc_csr *a, dc_dense_view u, dc_dense_view v,
+dc_status dc_csr_kernel_sddmm(dc_tape *tape, dc_dtype dtype, const dc_csr *a, dc_dense_view u, dc_dense_view v,
                               int64_t n, dc_vec_view out, dc_write_mode mode)
 {
+    dc_ctx *ctx = tape->ctx;
     const bool add = mode == DC_WRITE_ACCUMULATE;
-    if (ctx->cuda)
+    if (ctx->cuda) {
+        bool taken = false;
+        const dc_status st =
+            dc_cusparse_sddmm(ctx, tape, dtype, a->wide, a->rows, a->cols, a->nnz, a->row_ptr, a->col_idx, u.ptr, u.rs,
+                              u.cs, v.ptr, v.rs, v.cs, n, out.ptr, out.s, add, &taken);
+        if (st != DC_OK || taken)
+            return st;
         return dc_cuda_csr_sddmm(ctx, dtype, a->wide, a->rows, a->nnz, a->row_ptr, a->col_idx, u.ptr, u.rs, u.cs,
                                  v.ptr, v.rs, v.cs, n, out.ptr, out.s, add);
+    }
     const int threads = team(ctx, a->nnz * n);
     if (dtype == DC_F32)
         sddmm_float(a, u.ptr, u.rs, u.cs, v.ptr, v.rs, v.cs, n, out.ptr, out.s, add, threads);

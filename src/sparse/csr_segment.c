@@ -29,7 +29,7 @@ static dc_tensor *segment_sum(dc_tape *tape, const char *op, const dc_csr *a, dc
         return NULL;
     const int64_t shape[1] = {cols ? a->cols : a->rows};
     dc_tensor *y = dc_tape_alloc_tensor(tape, values->dtype, 1, shape);
-    if (!y || dc_csr_kernel_mm(tape->ctx, values->dtype, cols ? dc_csr_cols_side(a) : dc_csr_rows_side(a),
+    if (!y || dc_csr_kernel_mm(tape, values->dtype, cols ? dc_csr_cols_side(a) : dc_csr_rows_side(a),
                                dc_csr_vec_of(values), ones, 1, dc_csr_dense_of(y), DC_WRITE_ASSIGN) != DC_OK)
         return NULL;
     return record1(tape, DC_OP_CSR_SUM, a, cols, values, y);
@@ -54,7 +54,7 @@ dc_status dc_csr_sum_backward(dc_tape *tape, dc_node *node)
     dc_write_mode mode;
     dc_status st = dc_grad_prepare(tape, values, &mode);
     if (st == DC_OK)
-        st = dc_csr_kernel_sddmm(tape->ctx, values->dtype, node->as.csr.a, cols ? ones : g, cols ? g : ones, 1,
+        st = dc_csr_kernel_sddmm(tape, values->dtype, node->as.csr.a, cols ? ones : g, cols ? g : ones, 1,
                                  dc_csr_vec_of(values->grad), mode);
     if (st == DC_OK)
         dc_grad_done(values);
@@ -71,7 +71,7 @@ static dc_tensor *expand(dc_tape *tape, const char *op, const char *label, const
     const int64_t shape[1] = {a->nnz};
     dc_tensor *y = dc_tape_alloc_tensor(tape, u->dtype, 1, shape);
     const dc_dense_view uv = dc_csr_dense_of(u);
-    if (!y || dc_csr_kernel_sddmm(tape->ctx, u->dtype, a, cols ? ones : uv, cols ? uv : ones, 1, dc_csr_vec_of(y),
+    if (!y || dc_csr_kernel_sddmm(tape, u->dtype, a, cols ? ones : uv, cols ? uv : ones, 1, dc_csr_vec_of(y),
                                   DC_WRITE_ASSIGN) != DC_OK)
         return NULL;
     return record1(tape, DC_OP_CSR_EXPAND, a, cols, u, y);
@@ -85,7 +85,7 @@ dc_status dc_csr_expand_backward(dc_tape *tape, dc_node *node)
     dc_write_mode mode;
     dc_status st = dc_grad_prepare(tape, u, &mode);
     if (st == DC_OK)
-        st = dc_csr_kernel_mm(tape->ctx, u->dtype, node->as.csr.transpose ? dc_csr_cols_side(a) : dc_csr_rows_side(a),
+        st = dc_csr_kernel_mm(tape, u->dtype, node->as.csr.transpose ? dc_csr_cols_side(a) : dc_csr_rows_side(a),
                               dc_csr_vec_of(node->out[0]->grad), ones, 1, dc_csr_dense_of(u->grad), mode);
     if (st == DC_OK)
         dc_grad_done(u);

@@ -21,7 +21,7 @@ static dc_tensor *product(dc_tape *tape, const char *op, const dc_csr *a, dc_ten
     if (!y)
         return NULL;
     const dc_csr_side side = transpose_a ? dc_csr_cols_side(a) : dc_csr_rows_side(a);
-    if (dc_csr_kernel_mm(tape->ctx, values->dtype, side, dc_csr_vec_of(values), dc_csr_dense_of(x), n,
+    if (dc_csr_kernel_mm(tape, values->dtype, side, dc_csr_vec_of(values), dc_csr_dense_of(x), n,
                          dc_csr_dense_of(y), DC_WRITE_ASSIGN) != DC_OK)
         return NULL;
     if (dc_tape_wants_node(tape, 2, in)) {
@@ -57,7 +57,7 @@ dc_status dc_spmm_backward(dc_tape *tape, dc_node *node)
         /* values_k += <gy[i], x[j]>, or <x[i], gy[j]> for A^T */
         st = dc_grad_prepare(tape, values, &mode);
         if (st == DC_OK)
-            st = dc_csr_kernel_sddmm(tape->ctx, values->dtype, a, dc_csr_dense_of(t ? x : gy),
+            st = dc_csr_kernel_sddmm(tape, values->dtype, a, dc_csr_dense_of(t ? x : gy),
                                      dc_csr_dense_of(t ? gy : x), n, dc_csr_vec_of(values->grad), mode);
         if (st != DC_OK)
             return st;
@@ -67,7 +67,7 @@ dc_status dc_spmm_backward(dc_tape *tape, dc_node *node)
         /* x += A^T gy, or A gy for A^T */
         st = dc_grad_prepare(tape, x, &mode);
         if (st == DC_OK)
-            st = dc_csr_kernel_mm(tape->ctx, x->dtype, t ? dc_csr_rows_side(a) : dc_csr_cols_side(a),
+            st = dc_csr_kernel_mm(tape, x->dtype, t ? dc_csr_rows_side(a) : dc_csr_cols_side(a),
                                   dc_csr_vec_of(values), dc_csr_dense_of(gy), n, dc_csr_dense_of(x->grad), mode);
         if (st != DC_OK)
             return st;
@@ -90,7 +90,7 @@ dc_tensor *dc_op_sddmm(dc_tape *tape, const dc_csr *a, dc_tensor *u, dc_tensor *
         return NULL;
     const int64_t shape[1] = {a->nnz};
     dc_tensor *y = dc_tape_alloc_tensor(tape, u->dtype, 1, shape);
-    if (!y || dc_csr_kernel_sddmm(tape->ctx, u->dtype, a, dc_csr_dense_of(u), dc_csr_dense_of(v), d, dc_csr_vec_of(y),
+    if (!y || dc_csr_kernel_sddmm(tape, u->dtype, a, dc_csr_dense_of(u), dc_csr_dense_of(v), d, dc_csr_vec_of(y),
                                   DC_WRITE_ASSIGN) != DC_OK)
         return NULL;
     if (dc_tape_wants_node(tape, 2, in)) {
@@ -115,7 +115,7 @@ dc_status dc_sddmm_backward(dc_tape *tape, dc_node *node)
         dc_write_mode mode;
         dc_status st = dc_grad_prepare(tape, target, &mode);
         if (st == DC_OK)
-            st = dc_csr_kernel_mm(tape->ctx, target->dtype, side == 0 ? dc_csr_rows_side(a) : dc_csr_cols_side(a),
+            st = dc_csr_kernel_mm(tape, target->dtype, side == 0 ? dc_csr_rows_side(a) : dc_csr_cols_side(a),
                                   dc_csr_vec_of(gy), dc_csr_dense_of(other), target->shape[1],
                                   dc_csr_dense_of(target->grad), mode);
         if (st != DC_OK)

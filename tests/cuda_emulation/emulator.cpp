@@ -1,11 +1,13 @@
-/* The CPU emulation of the CUDA runtime and cuBLAS declared in
- * cuda_runtime.h and cublas_v2.h here: device memory, streams (every call
- * completes before it returns), kernel launches and GEMM, and the capture of
- * a stream's work into a graph that runs it again later. */
+/* The CPU emulation of the CUDA runtime, cuBLAS and cuSPARSE declared in
+ * cuda_runtime.h, cublas_v2.h and cusparse.h here: device memory, streams
+ * (every call completes before it returns), kernel launches, GEMM and the
+ * sparse products, and the capture of a stream's work into a graph that runs
+ * it again later. */
 /* _longjmp between fibers' stacks: fortified longjmp would refuse it */
 #undef _FORTIFY_SOURCE
 #include "cublas_v2.h"
 #include "cuda_runtime.h"
+#include "cusparse.h"
 #include "race_check.h"
 
 #include <algorithm>
@@ -1198,4 +1200,357 @@ cublasStatus_t cublasDgemm(cublasHandle_t handle, cublasOperation_t ta, cublasOp
                            const double *beta, double *c, int ldc)
 {
     return gemm("cublasDgemm", handle, ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1);
+}
+
+/* ---- cuSPARSE ---- */
+
+/* A handle, like cuBLAS's, belongs to the device current when it was made. */
+struct dc_emu_sparse {
+    int device;
+    cudaStream_t stream;
+};
+
+struct dc_emu_sp_mat {
+    int64_t rows, cols, nnz;
+    void *ptr, *idx, *values;
+    bool wide;
+    cudaDataType type;
+};
+
+struct dc_emu_dn_mat {
+    int64_t rows, cols, ld;
+    void *values;
+    cudaDataType type;
+};
+
+struct dc_emu_dn_vec {
+    int64_t size;
+    void *values;
+    cudaDataType type;
+};
+
+namespace {
+
+/* the workspace each call asks for */
+const size_t kSparseWorkspace = 256;
+
+cusparseStatus_t sparse_invalid(const char *what, const char *why)
+{
+    fprintf(stderr, "cuda emulation: %s: %s\n", what, why);
+    return CUSPARSE_STATUS_INVALID_VALUE;
+}
+
+bool sparse_aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+bool sparse_type_ok(cudaDataType t) { return t == CUDA_R_32F || t == CUDA_R_64F; }
+
+/* DC_EMU_CUSPARSE_REFUSE=1: the _bufferSize calls answer that the layout is
+ * not supported, as cuSPARSE may for an algorithm and layout it lacks */
+cusparseStatus_t sparse_sized(cusparseStatus_t checked, size_t *bytes)
+{
+    if (checked != CUSPARSE_STATUS_SUCCESS)
+        return checked;
+    const char *refuse = getenv("DC_EMU_CUSPARSE_REFUSE");
+    if (refuse && strcmp(refuse, "1") == 0)
+        return CUSPARSE_STATUS_NOT_SUPPORTED;
+    *bytes = kSparseWorkspace;
+    return CUSPARSE_STATUS_SUCCESS;
+}
+
+/* Where the call runs, as gemm() decides it; the work is `run`, which reads
+ * the operands when it runs (now, or when a captured graph runs). */
+cusparseStatus_t sparse_queue(const char *what, cusparseHandle_t handle, std::function<void()> run)
+{
+    const int stream_device = handle->stream ? handle->stream->device : current_device;
+    if (handle->device != current_device || stream_device != handle->device) {
+        fprintf(stderr, "cuda emulation: %s with a handle of device %d on a stream of device %d, device %d current\n",
+                what, handle->device, stream_device, current_device);
+        return CUSPARSE_STATUS_EXECUTION_FAILED;
+    }
+    cudaError_t err;
+    switch (queue_on(handle->stream, what, &err)) {
+    case queued::refused:
+        fprintf(stderr, "cuda emulation: %s: %s\n", what, cudaGetErrorString(err));
+        return CUSPARSE_STATUS_EXECUTION_FAILED;
+    case queued::record:
+        record(handle->stream, what, [run] {
+            run();
+            return cudaSuccess;
+        });
+        return CUSPARSE_STATUS_SUCCESS;
+    case queued::run:
+        break;
+    }
+    run();
+    return CUSPARSE_STATUS_SUCCESS;
+}
+
+int64_t sparse_index(const void *p, bool wide, int64_t i)
+{
+    return wide ? ((const int64_t *)p)[i] : (int64_t)((const int32_t *)p)[i];
+}
+
+/* C[i, c] = alpha sum over A's row i, in its order, of A[i, j] B[j, c] +
+ * beta C[i, c] (C not read when beta is 0); B and C row-major with n
+ * columns and leading dimensions ldb, ldc. */
+template <typename T>
+void csr_product(int device, const dc_emu_sp_mat &a, const T *b, int64_t ldb, T *c, int64_t ldc, int64_t n, T alpha,
+                 T beta)
+{
+    device_access open(device);
+    const T *vals = (const T *)a.values;
+    for (int64_t i = 0; i < a.rows; ++i)
+        for (int64_t col = 0; col < n; ++col) {
+            T acc = 0;
+            for (int64_t p = sparse_index(a.ptr, a.wide, i); p < sparse_index(a.ptr, a.wide, i + 1); ++p)
+                acc += vals[p] * b[sparse_index(a.idx, a.wide, p) * ldb + col];
+            T *o = &c[i * ldc + col];
+            *o = beta == 0 ? alpha * acc : alpha * acc + beta * *o;
+        }
+}
+
+/* C's values[p] = alpha sum over l of A[i, l] B[j, l] + beta values[p], for
+ * entry p at (i, j); A and B row-major with k columns. */
+template <typename T>
+void sampled_product(int device, const dc_emu_sp_mat &c, const T *a, int64_t lda, const T *b, int64_t ldb, int64_t k,
+                     T alpha, T beta)
+{
+    device_access open(device);
+    T *vals = (T *)c.values;
+    for (int64_t i = 0; i < c.rows; ++i)
+        for (int64_t p = sparse_index(c.ptr, c.wide, i); p < sparse_index(c.ptr, c.wide, i + 1); ++p) {
+            const int64_t j = sparse_index(c.idx, c.wide, p);
+            T acc = 0;
+            for (int64_t l = 0; l < k; ++l)
+                acc += a[i * lda + l] * b[j * ldb + l];
+            vals[p] = beta == 0 ? alpha * acc : alpha * acc + beta * vals[p];
+        }
+}
+
+template <typename T> T host_scalar(const void *p) { return *(const T *)p; }
+
+/* SpMM and SpMV (a vector is a matrix of one column): the checks, then the
+ * product. */
+cusparseStatus_t spmm(const char *what, cusparseHandle_t handle, cusparseOperation_t op_a, cusparseOperation_t op_b,
+                      const void *alpha, const dc_emu_sp_mat *a, const void *b, int64_t b_rows, int64_t n, int64_t ldb,
+                      cudaDataType b_type, const void *beta, void *c, int64_t c_rows, int64_t c_cols, int64_t ldc,
+                      cudaDataType c_type, cudaDataType compute, bool alg_ok, bool sizing, void *buffer)
+{
+    if (!handle || !a || !b || !c || !alpha || !beta)
+        return sparse_invalid(what, "a handle, descriptor or scalar is NULL");
+    if (op_a != CUSPARSE_OPERATION_NON_TRANSPOSE || op_b != CUSPARSE_OPERATION_NON_TRANSPOSE || !alg_ok)
+        return CUSPARSE_STATUS_NOT_SUPPORTED;
+    if (a->type != compute || b_type != compute || c_type != compute)
+        return sparse_invalid(what, "the value types differ from the compute type");
+    if (a->cols != b_rows || a->rows != c_rows || n != c_cols)
+        return sparse_invalid(what, "the sizes of A, B and C do not agree");
+    if (ldb < n || ldc < n)
+        return sparse_invalid(what, "a leading dimension is below the row length");
+    if (!sparse_aligned(b) || !sparse_aligned(c))
+        return sparse_invalid(what, "a dense array is not aligned to 16 bytes");
+    if (sizing)
+        return CUSPARSE_STATUS_SUCCESS;
+    if (!buffer)
+        return sparse_invalid(what, "no workspace");
+    const dc_emu_sp_mat m = *a;
+    const int device = handle->device;
+    if (compute == CUDA_R_32F) {
+        const float al = host_scalar<float>(alpha), be = host_scalar<float>(beta);
+        return sparse_queue(what, handle,
+                            [=] { csr_product(device, m, (const float *)b, ldb, (float *)c, ldc, n, al, be); });
+    }
+    const double al = host_scalar<double>(alpha), be = host_scalar<double>(beta);
+    return sparse_queue(what, handle,
+                        [=] { csr_product(device, m, (const double *)b, ldb, (double *)c, ldc, n, al, be); });
+}
+
+cusparseStatus_t sddmm(const char *what, cusparseHandle_t handle, cusparseOperation_t op_a, cusparseOperation_t op_b,
+                       const void *alpha, const dc_emu_dn_mat *a, const dc_emu_dn_mat *b, const void *beta,
+                       const dc_emu_sp_mat *c, cudaDataType compute, cusparseSDDMMAlg_t alg, bool sizing, void *buffer)
+{
+    if (!handle || !a || !b || !c || !alpha || !beta)
+        return sparse_invalid(what, "a handle, descriptor or scalar is NULL");
+    /* the backend's form: A (m x k) times B^T, B stored n x k */
+    if (op_a != CUSPARSE_OPERATION_NON_TRANSPOSE || op_b != CUSPARSE_OPERATION_TRANSPOSE ||
+        alg != CUSPARSE_SDDMM_ALG_DEFAULT)
+        return CUSPARSE_STATUS_NOT_SUPPORTED;
+    if (a->type != compute || b->type != compute || c->type != compute)
+        return sparse_invalid(what, "the value types differ from the compute type");
+    if (a->rows != c->rows || b->rows != c->cols || a->cols != b->cols)
+        return sparse_invalid(what, "the sizes of A, B and C do not agree");
+    if (sizing)
+        return CUSPARSE_STATUS_SUCCESS;
+    if (!buffer)
+        return sparse_invalid(what, "no workspace");
+    const dc_emu_sp_mat m = *c;
+    const int device = handle->device;
+    const int64_t lda = a->ld, ldb = b->ld, k = a->cols;
+    const void *av = a->values, *bv = b->values;
+    if (compute == CUDA_R_32F) {
+        const float al = host_scalar<float>(alpha), be = host_scalar<float>(beta);
+        return sparse_queue(what, handle, [=] {
+            sampled_product(device, m, (const float *)av, lda, (const float *)bv, ldb, k, al, be);
+        });
+    }
+    const double al = host_scalar<double>(alpha), be = host_scalar<double>(beta);
+    return sparse_queue(
+        what, handle, [=] { sampled_product(device, m, (const double *)av, lda, (const double *)bv, ldb, k, al, be); });
+}
+
+} // namespace
+
+cusparseStatus_t cusparseCreate(cusparseHandle_t *handle)
+{
+    *handle = new dc_emu_sparse{current_device, NULL};
+    return CUSPARSE_STATUS_SUCCESS;
+}
+
+cusparseStatus_t cusparseDestroy(cusparseHandle_t handle)
+{
+    if (handle->device != current_device) {
+        fprintf(stderr, "cuda emulation: cusparseDestroy of a handle of device %d while device %d is current\n",
+                handle->device, current_device);
+        abort();
+    }
+    delete handle;
+    return CUSPARSE_STATUS_SUCCESS;
+}
+
+cusparseStatus_t cusparseSetStream(cusparseHandle_t handle, cudaStream_t stream)
+{
+    handle->stream = stream;
+    return CUSPARSE_STATUS_SUCCESS;
+}
+
+cusparseStatus_t cusparseSetPointerMode(cusparseHandle_t, cusparsePointerMode_t mode)
+{
+    return mode == CUSPARSE_POINTER_MODE_HOST ? CUSPARSE_STATUS_SUCCESS : CUSPARSE_STATUS_NOT_SUPPORTED;
+}
+
+cusparseStatus_t cusparseCreateCsr(cusparseSpMatDescr_t *descr, int64_t rows, int64_t cols, int64_t nnz,
+                                   void *row_offsets, void *col_ind, void *values, cusparseIndexType_t row_type,
+                                   cusparseIndexType_t col_type, cusparseIndexBase_t base, cudaDataType value_type)
+{
+    const char *what = "cusparseCreateCsr";
+    if (!descr || rows < 0 || cols < 0 || nnz < 0 || !row_offsets || (nnz > 0 && (!col_ind || !values)))
+        return sparse_invalid(what, "a size is negative or an array NULL");
+    if (row_type != col_type || base != CUSPARSE_INDEX_BASE_ZERO || !sparse_type_ok(value_type))
+        return sparse_invalid(what, "index or value type not emulated");
+    if (row_type == CUSPARSE_INDEX_32I && (rows > INT32_MAX || cols > INT32_MAX || nnz > INT32_MAX))
+        return sparse_invalid(what, "sizes beyond 32-bit indices");
+    if (!sparse_aligned(row_offsets) || !sparse_aligned(col_ind) || !sparse_aligned(values))
+        return sparse_invalid(what, "an array is not aligned to 16 bytes");
+    *descr =
+        new dc_emu_sp_mat{rows, cols, nnz, row_offsets, col_ind, values, row_type == CUSPARSE_INDEX_64I, value_type};
+    return CUSPARSE_STATUS_SUCCESS;
+}
+
+cusparseStatus_t cusparseDestroySpMat(cusparseConstSpMatDescr_t descr)
+{
+    delete descr;
+    return CUSPARSE_STATUS_SUCCESS;
+}
+
+cusparseStatus_t cusparseCreateDnMat(cusparseDnMatDescr_t *descr, int64_t rows, int64_t cols, int64_t ld, void *values,
+                                     cudaDataType value_type, cusparseOrder_t order)
+{
+    const char *what = "cusparseCreateDnMat";
+    if (!descr || rows < 0 || cols < 0 || !values || !sparse_type_ok(value_type) || order != CUSPARSE_ORDER_ROW)
+        return sparse_invalid(what, "a size is negative, the values NULL or a type not emulated");
+    if (ld < cols)
+        return sparse_invalid(what, "the leading dimension is below the number of columns (row-major)");
+    if (!sparse_aligned(values))
+        return sparse_invalid(what, "the values are not aligned to 16 bytes");
+    *descr = new dc_emu_dn_mat{rows, cols, ld, values, value_type};
+    return CUSPARSE_STATUS_SUCCESS;
+}
+
+cusparseStatus_t cusparseDestroyDnMat(cusparseConstDnMatDescr_t descr)
+{
+    delete descr;
+    return CUSPARSE_STATUS_SUCCESS;
+}
+
+cusparseStatus_t cusparseCreateDnVec(cusparseDnVecDescr_t *descr, int64_t size, void *values, cudaDataType value_type)
+{
+    if (!descr || size < 0 || !values || !sparse_type_ok(value_type) || !sparse_aligned(values))
+        return sparse_invalid("cusparseCreateDnVec",
+                              "a negative size, NULL or misaligned values or a type not emulated");
+    *descr = new dc_emu_dn_vec{size, values, value_type};
+    return CUSPARSE_STATUS_SUCCESS;
+}
+
+cusparseStatus_t cusparseDestroyDnVec(cusparseConstDnVecDescr_t descr)
+{
+    delete descr;
+    return CUSPARSE_STATUS_SUCCESS;
+}
+
+cusparseStatus_t cusparseSpMV_bufferSize(cusparseHandle_t handle, cusparseOperation_t op_a, const void *alpha,
+                                         cusparseConstSpMatDescr_t a, cusparseConstDnVecDescr_t x, const void *beta,
+                                         cusparseDnVecDescr_t y, cudaDataType compute_type, cusparseSpMVAlg_t alg,
+                                         size_t *bytes)
+{
+    if (!x || !y || !bytes)
+        return sparse_invalid("cusparseSpMV_bufferSize", "a descriptor or the size is NULL");
+    const cusparseStatus_t s = spmm("cusparseSpMV_bufferSize", handle, op_a, CUSPARSE_OPERATION_NON_TRANSPOSE, alpha, a,
+                                    x->values, x->size, 1, 1, x->type, beta, y->values, y->size, 1, 1, y->type,
+                                    compute_type, alg == CUSPARSE_SPMV_CSR_ALG2, true, NULL);
+    return sparse_sized(s, bytes);
+}
+
+cusparseStatus_t cusparseSpMV(cusparseHandle_t handle, cusparseOperation_t op_a, const void *alpha,
+                              cusparseConstSpMatDescr_t a, cusparseConstDnVecDescr_t x, const void *beta,
+                              cusparseDnVecDescr_t y, cudaDataType compute_type, cusparseSpMVAlg_t alg, void *buffer)
+{
+    if (!x || !y)
+        return sparse_invalid("cusparseSpMV", "a descriptor is NULL");
+    return spmm("cusparseSpMV", handle, op_a, CUSPARSE_OPERATION_NON_TRANSPOSE, alpha, a, x->values, x->size, 1, 1,
+                x->type, beta, y->values, y->size, 1, 1, y->type, compute_type, alg == CUSPARSE_SPMV_CSR_ALG2, false,
+                buffer);
+}
+
+cusparseStatus_t cusparseSpMM_bufferSize(cusparseHandle_t handle, cusparseOperation_t op_a, cusparseOperation_t op_b,
+                                         const void *alpha, cusparseConstSpMatDescr_t a, cusparseConstDnMatDescr_t b,
+                                         const void *beta, cusparseDnMatDescr_t c, cudaDataType compute_type,
+                                         cusparseSpMMAlg_t alg, size_t *bytes)
+{
+    if (!b || !c || !bytes)
+        return sparse_invalid("cusparseSpMM_bufferSize", "a descriptor or the size is NULL");
+    const cusparseStatus_t s =
+        spmm("cusparseSpMM_bufferSize", handle, op_a, op_b, alpha, a, b->values, b->rows, b->cols, b->ld, b->type, beta,
+             c->values, c->rows, c->cols, c->ld, c->type, compute_type, alg == CUSPARSE_SPMM_CSR_ALG3, true, NULL);
+    return sparse_sized(s, bytes);
+}
+
+cusparseStatus_t cusparseSpMM(cusparseHandle_t handle, cusparseOperation_t op_a, cusparseOperation_t op_b,
+                              const void *alpha, cusparseConstSpMatDescr_t a, cusparseConstDnMatDescr_t b,
+                              const void *beta, cusparseDnMatDescr_t c, cudaDataType compute_type,
+                              cusparseSpMMAlg_t alg, void *buffer)
+{
+    if (!b || !c)
+        return sparse_invalid("cusparseSpMM", "a descriptor is NULL");
+    return spmm("cusparseSpMM", handle, op_a, op_b, alpha, a, b->values, b->rows, b->cols, b->ld, b->type, beta,
+                c->values, c->rows, c->cols, c->ld, c->type, compute_type, alg == CUSPARSE_SPMM_CSR_ALG3, false,
+                buffer);
+}
+
+cusparseStatus_t cusparseSDDMM_bufferSize(cusparseHandle_t handle, cusparseOperation_t op_a, cusparseOperation_t op_b,
+                                          const void *alpha, cusparseConstDnMatDescr_t a, cusparseConstDnMatDescr_t b,
+                                          const void *beta, cusparseSpMatDescr_t c, cudaDataType compute_type,
+                                          cusparseSDDMMAlg_t alg, size_t *bytes)
+{
+    if (!bytes)
+        return sparse_invalid("cusparseSDDMM_bufferSize", "the size is NULL");
+    const cusparseStatus_t s =
+        sddmm("cusparseSDDMM_bufferSize", handle, op_a, op_b, alpha, a, b, beta, c, compute_type, alg, true, NULL);
+    return sparse_sized(s, bytes);
+}
+
+cusparseStatus_t cusparseSDDMM(cusparseHandle_t handle, cusparseOperation_t op_a, cusparseOperation_t op_b,
+                               const void *alpha, cusparseConstDnMatDescr_t a, cusparseConstDnMatDescr_t b,
+                               const void *beta, cusparseSpMatDescr_t c, cudaDataType compute_type,
+                               cusparseSDDMMAlg_t alg, void *buffer)
+{
+    return sddmm("cusparseSDDMM", handle, op_a, op_b, alpha, a, b, beta, c, compute_type, alg, false, buffer);
 }

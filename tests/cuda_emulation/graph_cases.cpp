@@ -5,6 +5,7 @@
  * ones announced to the runtime. */
 #include "cublas_v2.h"
 #include "cuda_runtime.h"
+#include "cusparse.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -504,6 +505,172 @@ void replay_keeps_block_order()
     OK(cudaStreamDestroy(s));
 }
 
+/* The 3 x 4 CSR matrix A = [[1, 0, 2, 0], [0, 0, 0, 0], [0, -1, 0, 3]] as
+ * cuSPARSE descriptors see it. */
+const int32_t kCsrPtr[4] = {0, 2, 2, 4}, kCsrIdx[4] = {0, 2, 1, 3};
+const float kCsrVal[4] = {1, 2, -1, 3};
+
+template <typename T> T *device_copy(cudaStream_t s, const T *host, size_t n)
+{
+    T *d;
+    OK(cudaMalloc((void **)&d, n * sizeof(T)));
+    OK(cudaMemcpyAsync(d, host, n * sizeof(T), cudaMemcpyHostToDevice, s));
+    return d;
+}
+
+/* SpMM (Y = A X, X and Y row-major) and SDDMM (A's pattern sampling U V^T)
+ * captured through cuSPARSE: replayed on new values of X and U, with beta
+ * as it was when captured, they give the host's sums in the pattern's
+ * order. */
+void cusparse_replays()
+{
+    constexpr int64_t rows = 3, cols = 4, n = 2;
+    cudaStream_t s = new_stream();
+    cusparseHandle_t h;
+    CHECK(cusparseCreate(&h) == CUSPARSE_STATUS_SUCCESS);
+    CHECK(cusparseSetStream(h, s) == CUSPARSE_STATUS_SUCCESS);
+    CHECK(cusparseSetPointerMode(h, CUSPARSE_POINTER_MODE_HOST) == CUSPARSE_STATUS_SUCCESS);
+    int32_t *ptr = device_copy(s, kCsrPtr, 4), *idx = device_copy(s, kCsrIdx, 4);
+    float *val = device_copy(s, kCsrVal, 4), *sampled = device_copy(s, kCsrVal, 4);
+    float host_x[cols * n], host_y[rows * n], host_u[rows * n], host_s[4];
+    for (int i = 0; i < cols * n; ++i)
+        host_x[i] = 0;
+    float *x = device_copy(s, host_x, cols * n), *y = device_copy(s, host_x, rows * n),
+          *u = device_copy(s, host_x, rows * n);
+    float *v = device_copy(s, host_x, cols * n), *work;
+    OK(cudaMalloc((void **)&work, 256));
+    cusparseSpMatDescr_t a, c;
+    cusparseDnMatDescr_t dx, dy, du, dv;
+    CHECK(cusparseCreateCsr(&a, rows, cols, 4, ptr, idx, val, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
+                            CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F) == CUSPARSE_STATUS_SUCCESS);
+    CHECK(cusparseCreateCsr(&c, rows, cols, 4, ptr, idx, sampled, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
+                            CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F) == CUSPARSE_STATUS_SUCCESS);
+    CHECK(cusparseCreateDnMat(&dx, cols, n, n, x, CUDA_R_32F, CUSPARSE_ORDER_ROW) == CUSPARSE_STATUS_SUCCESS);
+    CHECK(cusparseCreateDnMat(&dy, rows, n, n, y, CUDA_R_32F, CUSPARSE_ORDER_ROW) == CUSPARSE_STATUS_SUCCESS);
+    CHECK(cusparseCreateDnMat(&du, rows, n, n, u, CUDA_R_32F, CUSPARSE_ORDER_ROW) == CUSPARSE_STATUS_SUCCESS);
+    CHECK(cusparseCreateDnMat(&dv, cols, n, n, v, CUDA_R_32F, CUSPARSE_ORDER_ROW) == CUSPARSE_STATUS_SUCCESS);
+    const cusparseOperation_t N = CUSPARSE_OPERATION_NON_TRANSPOSE, T = CUSPARSE_OPERATION_TRANSPOSE;
+    float one = 1, zero = 0;
+    size_t bytes = 0;
+    CHECK(cusparseSpMM_bufferSize(h, N, N, &one, a, dx, &zero, dy, CUDA_R_32F, CUSPARSE_SPMM_CSR_ALG3, &bytes) ==
+          CUSPARSE_STATUS_SUCCESS);
+    CHECK(bytes <= 256);
+    OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    CHECK(cusparseSpMM(h, N, N, &one, a, dx, &zero, dy, CUDA_R_32F, CUSPARSE_SPMM_CSR_ALG3, work) ==
+          CUSPARSE_STATUS_SUCCESS);
+    CHECK(cusparseSDDMM(h, N, T, &one, du, dv, &one, c, CUDA_R_32F, CUSPARSE_SDDMM_ALG_DEFAULT, work) ==
+          CUSPARSE_STATUS_SUCCESS);
+    cudaGraph_t graph;
+    OK(cudaStreamEndCapture(s, &graph));
+    one = 5; /* beta was captured by value (host pointer mode) */
+    cudaGraphExec_t exec;
+    OK(cudaGraphInstantiate(&exec, graph, 0));
+    float want_s[4] = {1, 2, -1, 3};
+    for (int r = 0; r < 2; ++r) {
+        for (int i = 0; i < cols * n; ++i)
+            host_x[i] = (float)((i * (r + 2)) % 5 - 2);
+        for (int i = 0; i < rows * n; ++i)
+            host_u[i] = 0.5f * (float)((i + r) % 3);
+        OK(cudaMemcpyAsync(x, host_x, sizeof host_x, cudaMemcpyHostToDevice, s));
+        OK(cudaMemcpyAsync(v, host_x, sizeof host_x, cudaMemcpyHostToDevice, s));
+        OK(cudaMemcpyAsync(u, host_u, sizeof host_u, cudaMemcpyHostToDevice, s));
+        OK(cudaGraphLaunch(exec, s));
+        OK(cudaMemcpyAsync(host_y, y, sizeof host_y, cudaMemcpyDeviceToHost, s));
+        OK(cudaMemcpyAsync(host_s, sampled, sizeof host_s, cudaMemcpyDeviceToHost, s));
+        for (int64_t i = 0; i < rows; ++i) {
+            for (int64_t col = 0; col < n; ++col) {
+                float want = 0;
+                for (int p = kCsrPtr[i]; p < kCsrPtr[i + 1]; ++p)
+                    want += kCsrVal[p] * host_x[kCsrIdx[p] * n + col];
+                CHECK(host_y[i * n + col] == want);
+            }
+            for (int p = kCsrPtr[i]; p < kCsrPtr[i + 1]; ++p) {
+                float dot = 0;
+                for (int64_t l = 0; l < n; ++l)
+                    dot += host_u[i * n + l] * host_x[kCsrIdx[p] * n + l];
+                want_s[p] = dot + want_s[p]; /* beta 1: the replays accumulate */
+                CHECK(host_s[p] == want_s[p]);
+            }
+        }
+    }
+    OK(cudaGraphExecDestroy(exec));
+    OK(cudaGraphDestroy(graph));
+    CHECK(cusparseDestroySpMat(a) == CUSPARSE_STATUS_SUCCESS);
+    CHECK(cusparseDestroySpMat(c) == CUSPARSE_STATUS_SUCCESS);
+    for (cusparseDnMatDescr_t d : {dx, dy, du, dv})
+        CHECK(cusparseDestroyDnMat(d) == CUSPARSE_STATUS_SUCCESS);
+    CHECK(cusparseDestroy(h) == CUSPARSE_STATUS_SUCCESS);
+    for (float *p : {val, sampled, x, y, u, v, work})
+        OK(cudaFree(p));
+    OK(cudaFree(ptr));
+    OK(cudaFree(idx));
+    OK(cudaStreamDestroy(s));
+}
+
+/* Descriptors and products that the reference rules out are refused with
+ * CUSPARSE_STATUS_INVALID_VALUE, and run nothing. */
+void cusparse_checks_arguments()
+{
+    cudaStream_t s = new_stream();
+    cusparseHandle_t h;
+    CHECK(cusparseCreate(&h) == CUSPARSE_STATUS_SUCCESS);
+    CHECK(cusparseSetStream(h, s) == CUSPARSE_STATUS_SUCCESS);
+    int32_t *ptr = device_copy(s, kCsrPtr, 4), *idx = device_copy(s, kCsrIdx, 4);
+    float *val = device_copy(s, kCsrVal, 4), *x, *y, *work;
+    OK(cudaMalloc((void **)&x, 64 * sizeof(float)));
+    OK(cudaMalloc((void **)&y, 64 * sizeof(float)));
+    OK(cudaMalloc((void **)&work, 256));
+    cusparseSpMatDescr_t a;
+    cusparseDnMatDescr_t dx, dy, bad;
+    cusparseDnVecDescr_t vx, vy;
+    const cusparseStatus_t invalid = CUSPARSE_STATUS_INVALID_VALUE;
+    /* bad descriptors: a negative size, a leading dimension below the row
+     * length, values not aligned to 16 bytes, a NULL row offsets array */
+    CHECK(cusparseCreateCsr(&a, -1, 4, 4, ptr, idx, val, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
+                            CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F) == invalid);
+    CHECK(cusparseCreateCsr(&a, 3, 4, 4, NULL, idx, val, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
+                            CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F) == invalid);
+    CHECK(cusparseCreateDnMat(&bad, 4, 2, 1, x, CUDA_R_32F, CUSPARSE_ORDER_ROW) == invalid);
+    CHECK(cusparseCreateDnMat(&bad, 4, 2, 2, x + 1, CUDA_R_32F, CUSPARSE_ORDER_ROW) == invalid);
+    CHECK(cusparseCreateDnVec(&vx, 4, x + 1, CUDA_R_32F) == invalid);
+    CHECK(cusparseCreateCsr(&a, 3, 4, 4, ptr, idx, val, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
+                            CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F) == CUSPARSE_STATUS_SUCCESS);
+    /* products whose sizes do not agree: X with 3 rows for A's 4 columns,
+     * y of 2 elements for A's 3 rows */
+    CHECK(cusparseCreateDnMat(&dx, 3, 2, 2, x, CUDA_R_32F, CUSPARSE_ORDER_ROW) == CUSPARSE_STATUS_SUCCESS);
+    CHECK(cusparseCreateDnMat(&dy, 3, 2, 2, y, CUDA_R_32F, CUSPARSE_ORDER_ROW) == CUSPARSE_STATUS_SUCCESS);
+    CHECK(cusparseCreateDnVec(&vx, 4, x, CUDA_R_32F) == CUSPARSE_STATUS_SUCCESS);
+    CHECK(cusparseCreateDnVec(&vy, 2, y, CUDA_R_32F) == CUSPARSE_STATUS_SUCCESS);
+    const cusparseOperation_t N = CUSPARSE_OPERATION_NON_TRANSPOSE;
+    const float one = 1, zero = 0;
+    size_t bytes = 0;
+    CHECK(cusparseSpMM_bufferSize(h, N, N, &one, a, dx, &zero, dy, CUDA_R_32F, CUSPARSE_SPMM_CSR_ALG3, &bytes) ==
+          invalid);
+    CHECK(cusparseSpMM(h, N, N, &one, a, dx, &zero, dy, CUDA_R_32F, CUSPARSE_SPMM_CSR_ALG3, work) == invalid);
+    CHECK(cusparseSpMV(h, N, &one, a, vx, &zero, vy, CUDA_R_32F, CUSPARSE_SPMV_CSR_ALG2, work) == invalid);
+    /* a compute type other than the values', and no workspace */
+    CHECK(cusparseSpMV(h, N, &one, a, vx, &zero, vy, CUDA_R_64F, CUSPARSE_SPMV_CSR_ALG2, work) == invalid);
+    CHECK(cusparseDestroyDnVec(vy) == CUSPARSE_STATUS_SUCCESS);
+    CHECK(cusparseCreateDnVec(&vy, 3, y, CUDA_R_32F) == CUSPARSE_STATUS_SUCCESS);
+    CHECK(cusparseSpMV(h, N, &one, a, vx, &zero, vy, CUDA_R_32F, CUSPARSE_SPMV_CSR_ALG2, NULL) == invalid);
+    CHECK(cusparseSpMV(h, N, &one, a, vx, &zero, vy, CUDA_R_32F, CUSPARSE_SPMV_CSR_ALG2, work) ==
+          CUSPARSE_STATUS_SUCCESS);
+    /* the transposed product is not one the backend asks for */
+    CHECK(cusparseSpMV(h, CUSPARSE_OPERATION_TRANSPOSE, &one, a, vy, &zero, vx, CUDA_R_32F, CUSPARSE_SPMV_CSR_ALG2,
+                       work) == CUSPARSE_STATUS_NOT_SUPPORTED);
+    CHECK(cusparseDestroySpMat(a) == CUSPARSE_STATUS_SUCCESS);
+    CHECK(cusparseDestroyDnMat(dx) == CUSPARSE_STATUS_SUCCESS);
+    CHECK(cusparseDestroyDnMat(dy) == CUSPARSE_STATUS_SUCCESS);
+    CHECK(cusparseDestroyDnVec(vx) == CUSPARSE_STATUS_SUCCESS);
+    CHECK(cusparseDestroyDnVec(vy) == CUSPARSE_STATUS_SUCCESS);
+    CHECK(cusparseDestroy(h) == CUSPARSE_STATUS_SUCCESS);
+    for (float *p : {val, x, y, work})
+        OK(cudaFree(p));
+    OK(cudaFree(ptr));
+    OK(cudaFree(idx));
+    OK(cudaStreamDestroy(s));
+}
+
 const struct {
     const char *name;
     void (*run)();
@@ -517,6 +684,8 @@ const struct {
     {"event_synchronize_breaks_capture", event_synchronize_breaks_capture},
     {"legacy_stream_breaks_blocking_capture", legacy_stream_breaks_blocking_capture},
     {"gemm_replays", gemm_replays},
+    {"cusparse_replays", cusparse_replays},
+    {"cusparse_checks_arguments", cusparse_checks_arguments},
     {"replay_keeps_block_order", replay_keeps_block_order},
 };
 
