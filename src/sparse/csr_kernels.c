@@ -18,9 +18,32 @@
 static int team(dc_ctx *ctx, int64_t work) { return dc_pool_team(&ctx->cpu, work > PARALLEL_MIN); }
 
 #define DEFINE_KERNELS(T)                                                                          \
+    /* mm_ for n == 1 (A x): the sum in a register, x NULL read as ones. */  \
+    static void mv_##T(dc_csr_side s, const T *vals, int64_t vs, const T *x, int64_t xr, T *out,      \
+                       int64_t orow, bool add, int threads)                                        \
+    {                                                                                              \
+        static const T one = 1;                                                                    \
+        if (!x) {                                                                                  \
+            x = &one;                                                                              \
+            xr = 0;                                                                                \
+        }                                                                                          \
+        _Pragma("omp parallel for num_threads(threads) schedule(static)")                          \
+        for (int64_t i = 0; i < s.out_rows; ++i) {                                                 \
+            const int64_t p1 = dc_csr_ix(s.ptr, s.wide, i + 1);                                    \
+            T acc = 0;                                                                             \
+            for (int64_t p = dc_csr_ix(s.ptr, s.wide, i); p < p1; ++p)                             \
+                acc += vals[(s.perm ? dc_csr_ix(s.perm, s.wide, p) : p) * vs] *                    \
+                       x[dc_csr_ix(s.idx, s.wide, p) * xr];                                        \
+            out[i * orow] = add ? out[i * orow] + acc : acc;                                       \
+        }                                                                                          \
+    }                                                                                              \
     static void mm_##T(dc_csr_side s, const T *vals, int64_t vs, const T *x, int64_t xr, int64_t xc,    \
                        int64_t n, T *out, int64_t orow, int64_t ocol, bool add, int threads)        \
     {                                                                                              \
+        if (n == 1) {                                                                              \
+            mv_##T(s, vals, vs, x, xr, out, orow, add, threads);                                   \
+            return;                                                                                \
+        }                                                                                          \
         _Pragma("omp parallel for num_threads(threads) schedule(static)")                          \
         for (int64_t i = 0; i < s.out_rows; ++i) {                                                 \
             const int64_t p0 = dc_csr_ix(s.ptr, s.wide, i), p1 = dc_csr_ix(s.ptr, s.wide, i + 1);  \
