@@ -220,8 +220,17 @@ def main():
     ap.add_argument("--reps", type=int, default=15, help="iterations timed for spmm")
     ap.add_argument("--reps-small", type=int, default=200, help="iterations timed for dot and spmv")
     ap.add_argument("--ops", default=None)
+    ap.add_argument("--threads", type=int, default=0,
+                    help="CPU threads of dualcast and PyTorch (OMP_NUM_THREADS, torch.set_num_threads); "
+                         "1 also turns XLA's multithreaded Eigen off; 0: each framework's default")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
+    if args.threads > 0:  # before PyTorch and JAX are imported
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)
+        if args.threads == 1:
+            os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false").strip()
+        import torch
+        torch.set_num_threads(args.threads)
     exe = os.path.join(args.build, "bench", "bench_sparse")
     if not os.access(exe, os.X_OK):
         sys.exit(f"sparse_peers.py: {exe} is missing; build the target bench_sparse first")
@@ -264,8 +273,9 @@ def main():
                 except RuntimeError as e:  # torch.sparse's values gradient as a dense rows x cols product
                     if name != "PyTorch" or "allocate" not in str(e):
                         raise
+                    m = re.search(r"tried to allocate \d+ bytes", str(e))
                     notes.append(f"{case}: PyTorch's CSR (and COO) product fails in its backward pass "
-                                 f"({str(e).splitlines()[0][:160]}): the gradient of the values is formed as the "
+                                 f"(out of memory: {m.group(0) if m else str(e).splitlines()[0][:100]}): the gradient of the values is formed as the "
                                  f"dense product G X^T, then masked. The PyTorch times are those of the same product "
                                  f"written with index_select and index_add (rows of X gathered, scaled by the "
                                  f"values, added into Y), marked *.")
@@ -296,7 +306,11 @@ def main():
     rev = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
                          text=True).stdout.strip()
     load = os.getloadavg()[0]
-    intro = (f"Measured {stamp} at build {rev} on {machine} ({args.device}), float32, median of {args.reps_small} "
+    threads = "each framework's default threads"
+    if args.threads:
+        threads = (f"OMP_NUM_THREADS={args.threads}, torch.set_num_threads({args.threads})"
+                   + (", XLA_FLAGS=--xla_cpu_multi_thread_eigen=false" if args.threads == 1 else ""))
+    intro = (f"Measured {stamp} at build {rev} on {machine} ({args.device}, {threads}), float32, median of {args.reps_small} "
              f"iterations (dot, spmv) and {args.reps} (spmm); load average {load:.2f} at the end of the run. "
              f"SciPy {scipy.__version__}, PyTorch {torch.__version__} ({torch.get_num_threads()} threads), "
              f"JAX {jax.__version__}. Times in microseconds. \"vs\": the peer's time over dualcast's "
