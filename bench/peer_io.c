@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-int npy_write_f32(const char *path, int ndim, const int64_t *shape, const float *data)
+/* Writes n = prod(shape) elements of `size` bytes, NumPy type `descr`. */
+static int npy_write(const char *path, const char *descr, size_t size, int ndim, const int64_t *shape,
+                     const void *data)
 {
     char dims[160] = "";
     size_t used = 0;
@@ -17,7 +19,8 @@ int npy_write_f32(const char *path, int ndim, const int64_t *shape, const float 
     if (ndim > 1)
         dims[used - 1] = '\0'; /* (3, 4) but (5,) */
     char header[256];
-    int len = snprintf(header, sizeof header, "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }", dims);
+    int len = snprintf(header, sizeof header, "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }", descr,
+                       dims);
     /* magic (6) + version (2) + header length (2) + header, padded with
      * spaces to a multiple of 64 and ended by a newline */
     const int total = (10 + len + 1 + 63) / 64 * 64;
@@ -30,9 +33,19 @@ int npy_write_f32(const char *path, int ndim, const int64_t *shape, const float 
     const unsigned char pre[10] = {
         0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(len & 0xff), (unsigned char)(len >> 8)};
     int ok = fwrite(pre, 1, sizeof pre, f) == sizeof pre && fwrite(header, 1, (size_t)len, f) == (size_t)len &&
-             (n == 0 || fwrite(data, sizeof(float), (size_t)n, f) == (size_t)n);
+             (n == 0 || fwrite(data, size, (size_t)n, f) == (size_t)n);
     ok = fclose(f) == 0 && ok;
     return ok ? 0 : -1;
+}
+
+int npy_write_f32(const char *path, int ndim, const int64_t *shape, const float *data)
+{
+    return npy_write(path, "<f4", sizeof *data, ndim, shape, data);
+}
+
+int npy_write_i64(const char *path, int ndim, const int64_t *shape, const int64_t *data)
+{
+    return npy_write(path, "<i8", sizeof *data, ndim, shape, data);
 }
 
 dc_status npy_write_tensor(const char *dir, const char *name, const dc_tensor *t)

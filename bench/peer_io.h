@@ -13,6 +13,9 @@
  * little-endian). ndim may be 0 (a scalar). Returns 0, or -1 with errno set. */
 int npy_write_f32(const char *path, int ndim, const int64_t *shape, const float *data);
 
+/* The same for int64 values (NumPy's '<i8'). */
+int npy_write_i64(const char *path, int ndim, const int64_t *shape, const int64_t *data);
+
 /* Writes a float32 tensor as dir/name.npy. */
 dc_status npy_write_tensor(const char *dir, const char *name, const dc_tensor *t);
 

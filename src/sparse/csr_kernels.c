@@ -12,12 +12,38 @@
  * entries in the pattern's order, while a row of x is read contiguously. */
 #define MM_CHUNK 64
 
+/* Entries of a row whose sampled products run side by side. */
+#define SDDMM_LANES 4
+
 static int team(dc_ctx *ctx, int64_t work) { return dc_pool_team(&ctx->cpu, work > PARALLEL_MIN); }
 
 #define DEFINE_KERNELS(T)                                                                          \
+    /* mm_ for n == 1 (A x): the sum in a register, x NULL read as ones. */  \
+    static void mv_##T(dc_csr_side s, const T *vals, int64_t vs, const T *x, int64_t xr, T *out,      \
+                       int64_t orow, bool add, int threads)                                        \
+    {                                                                                              \
+        static const T one = 1;                                                                    \
+        if (!x) {                                                                                  \
+            x = &one;                                                                              \
+            xr = 0;                                                                                \
+        }                                                                                          \
+        _Pragma("omp parallel for num_threads(threads) schedule(static)")                          \
+        for (int64_t i = 0; i < s.out_rows; ++i) {                                                 \
+            const int64_t p1 = dc_csr_ix(s.ptr, s.wide, i + 1);                                    \
+            T acc = 0;                                                                             \
+            for (int64_t p = dc_csr_ix(s.ptr, s.wide, i); p < p1; ++p)                             \
+                acc += vals[(s.perm ? dc_csr_ix(s.perm, s.wide, p) : p) * vs] *                    \
+                       x[dc_csr_ix(s.idx, s.wide, p) * xr];                                        \
+            out[i * orow] = add ? out[i * orow] + acc : acc;                                       \
+        }                                                                                          \
+    }                                                                                              \
     static void mm_##T(dc_csr_side s, const T *vals, int64_t vs, const T *x, int64_t xr, int64_t xc,    \
                        int64_t n, T *out, int64_t orow, int64_t ocol, bool add, int threads)        \
     {                                                                                              \
+        if (n == 1) {                                                                              \
+            mv_##T(s, vals, vs, x, xr, out, orow, add, threads);                                   \
+            return;                                                                                \
+        }                                                                                          \
         _Pragma("omp parallel for num_threads(threads) schedule(static)")                          \
         for (int64_t i = 0; i < s.out_rows; ++i) {                                                 \
             const int64_t p0 = dc_csr_ix(s.ptr, s.wide, i), p1 = dc_csr_ix(s.ptr, s.wide, i + 1);  \
@@ -37,19 +63,42 @@ static int team(dc_ctx *ctx, int64_t work) { return dc_pool_team(&ctx->cpu, work
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
+    /* SDDMM_LANES entries of a row at once, each its own sum over c in    \
+     * order (the same bits as one at a time): independent chains of adds. \
+     * A NULL operand reads a single 1 with strides 0. A row's last block  \
+     * repeats its first entry in the lanes past the row, results unused. */ \
     static void sddmm_##T(const dc_csr *a, const T *u, int64_t ur, int64_t uc, const T *v, int64_t vr,   \
                           int64_t vc, int64_t n, T *out, int64_t os, bool add, int threads)        \
     {                                                                                              \
+        static const T one = 1;                                                                    \
+        if (!u) {                                                                                  \
+            u = &one;                                                                              \
+            ur = uc = 0;                                                                           \
+        }                                                                                          \
+        if (!v) {                                                                                  \
+            v = &one;                                                                              \
+            vr = vc = 0;                                                                           \
+        }                                                                                          \
         _Pragma("omp parallel for num_threads(threads) schedule(static)")                          \
         for (int64_t i = 0; i < a->rows; ++i) {                                                    \
+            const T *ui = u + i * ur;                                                              \
             const int64_t p1 = dc_csr_ix(a->row_ptr, a->wide, i + 1);                              \
-            for (int64_t p = dc_csr_ix(a->row_ptr, a->wide, i); p < p1; ++p) {                     \
-                const int64_t j = dc_csr_ix(a->col_idx, a->wide, p);                               \
-                T acc = 0;                                                                         \
-                for (int64_t c = 0; c < n; ++c)                                                    \
-                    acc += (u ? u[i * ur + c * uc] : (T)1) * (v ? v[j * vr + c * vc] : (T)1);       \
-                T *o = out + p * os;                                                               \
-                *o = add ? *o + acc : acc;                                                         \
+            for (int64_t p = dc_csr_ix(a->row_ptr, a->wide, i); p < p1; p += SDDMM_LANES) {        \
+                const T *vj[SDDMM_LANES];                                                          \
+                T acc[SDDMM_LANES];                                                                \
+                for (int e = 0; e < SDDMM_LANES; ++e) {                                            \
+                    vj[e] = v + dc_csr_ix(a->col_idx, a->wide, p + e < p1 ? p + e : p) * vr;       \
+                    acc[e] = 0;                                                                    \
+                }                                                                                  \
+                for (int64_t c = 0; c < n; ++c) {                                                  \
+                    const T uc_ = ui[c * uc];                                                      \
+                    for (int e = 0; e < SDDMM_LANES; ++e)                                          \
+                        acc[e] += uc_ * vj[e][c * vc];                                             \
+                }                                                                                  \
+                for (int e = 0; e < SDDMM_LANES && p + e < p1; ++e) {                              \
+                    T *o = out + (p + e) * os;                                                     \
+                    *o = add ? *o + acc[e] : acc[e];                                               \
+                }                                                                                  \
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
