@@ -1058,7 +1058,7 @@ static void test_cuda_step_never_waits(void **state)
     dc_tensor *idx = make_const(gpu, DC_F32, 1, ishape, index);
     dc_tape *tape = dc_tape_new(gpu);
     TEST_OK(gpu, dc_ctx_synchronize(gpu));
-    dc_device_counters warm = {0, 0, 0, 0, 0};
+    dc_device_counters warm = {0, 0, 0, 0, 0, 0};
     const int axes[2] = {0, 2}, row[1] = {1};
     for (int step = 0; step < 4; ++step) {
         const dc_device_counters at_start = dc_ctx_device_counters(gpu);
