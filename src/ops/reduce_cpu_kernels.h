@@ -127,28 +127,38 @@ DC_INLINE void DC_RK(grad_columns)(int kind, const DC_S *x, int64_t l, int64_t c
         g[c] = DC_RK_F(grad)(kind, x[c], l, y[c], nz[c], aux[c], gy[c]);
 }
 
-/* Rows i0..i1 (columns c0..c1 of each) into their segments' outputs,
+/* Value x of row i into output out of y, nz, aux. */
+DC_INLINE void DC_RK(segment_step)(int kind, DC_S x, int64_t i, int64_t out, DC_S *y, DC_S *nz, int64_t *aux)
+{
+    if (kind == DC_RK_SUM) {
+        y[out] += x;
+    } else if (kind == DC_RK_PROD) {
+        y[out] *= x;
+        if (x == 0)
+            aux[out]++;
+        else
+            nz[out] *= x;
+    } else if (aux[out] < 0 || DC_RK(takes)(kind, x, y[out])) {
+        y[out] = x;
+        aux[out] = i;
+    }
+}
+
+/* Rows 0..n (columns c0..c1 of each) into their segments' outputs,
  * initialized; y, nz, aux [n_segments, width]. */
 DC_INLINE void DC_RK(segment_rows)(int kind, const DC_S *v, int64_t width, const int64_t *index, int64_t c0,
                                    int64_t c1, DC_S *y, DC_S *nz, int64_t *aux, int64_t n)
 {
+    if (width == 1) {
+        for (int64_t i = 0; i < n; ++i)
+            DC_RK(segment_step)(kind, v[i], i, index[i], y, nz, aux);
+        return;
+    }
     for (int64_t i = 0; i < n; ++i) {
         const DC_S *row = v + i * width;
         const int64_t base = index[i] * width;
-        for (int64_t c = c0; c < c1; ++c) {
-            const DC_S x = row[c];
-            const int64_t out = base + c;
-            if (kind == DC_RK_SUM) {
-                y[out] += x;
-            } else if (kind == DC_RK_PROD) {
-                y[out] *= x;
-                nz[out] *= x == 0 ? (DC_S)1 : x;
-                aux[out] += x == 0;
-            } else if (aux[out] < 0 || DC_RK(takes)(kind, x, y[out])) {
-                y[out] = x;
-                aux[out] = i;
-            }
-        }
+        for (int64_t c = c0; c < c1; ++c)
+            DC_RK(segment_step)(kind, row[c], i, base + c, y, nz, aux);
     }
 }
 
