@@ -7,9 +7,8 @@
  * indices overwrite it (see read_on_host). */
 enum { kChunk = 1024 };
 
-/* The CPU's way: the values read on the host into the indices' own storage
- * (float32 values in its upper half, float64 values in place), then checked
- * and converted chunk by chunk; the first bad value is reported. */
+/* The CPU's way: the values read on the host, checked and converted chunk
+ * by chunk; the first bad value is reported. */
 static int64_t *read_on_host(dc_tape *tape, const char *op, const char *what, const dc_tensor *ids, int64_t limit)
 {
     dc_ctx *ctx = tape->ctx;
@@ -18,13 +17,20 @@ static int64_t *read_on_host(dc_tape *tape, const char *op, const char *what, co
     if (!out)
         return NULL;
     const bool f32 = ids->dtype != DC_F64;
-    /* float32: element i at float n + i, which the indices reach only at
-     * i == n; float64: element i where index i goes, read before written */
-    float *f = (float *)out + n;
-    if (dc_tensor_to_host(ids, f32 ? (void *)f : (void *)out, (size_t)n * (f32 ? sizeof(float) : sizeof(double))) !=
-        DC_OK)
-        return NULL;
-    const double *d = (const double *)out;
+    /* contiguous values are read where they are (host memory: a CPU
+     * context's); others gathered into out's storage first: float32
+     * element i at float n + i, which the indices reach only at i == n,
+     * float64 element i where index i goes, read before written */
+    const float *f = ids->data;
+    const double *d = ids->data;
+    if (!dc_tensor_is_contiguous(ids)) {
+        float *upper = (float *)out + n;
+        f = upper;
+        d = (const double *)out;
+        if (dc_tensor_to_host(ids, f32 ? (void *)upper : (void *)out,
+                              (size_t)n * (f32 ? sizeof(float) : sizeof(double))) != DC_OK)
+            return NULL;
+    }
     const double top = (double)limit;
     for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
         const int m = n - i0 < kChunk ? (int)(n - i0) : kChunk;
