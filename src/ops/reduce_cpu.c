@@ -305,3 +305,26 @@ void dc_cpu_segment_reduce_grad(const dc_ctx *ctx, int kind, dc_dtype dtype, con
             BY_KIND(kind, dc_rk_segment_grad_f64(K, values, width, index, y, nz, aux, gy, g, e0, e1));
     }
 }
+
+#define DEFINE_WINNERS_CPU(T, SFX)                                                                                     \
+    static void add_winners_##SFX(int64_t outer, int64_t inner, int64_t o_stride, const int64_t *aux, const T *gy,     \
+                                  T *g)                                                                                \
+    {                                                                                                                  \
+        for (int64_t o = 0; o < outer; ++o)                                                                            \
+            for (int64_t c = 0; c < inner; ++c) {                                                                      \
+                const int64_t k = o * inner + c;                                                                       \
+                if (aux[k] >= 0)                                                                                       \
+                    g[o * o_stride + aux[k] * inner + c] += gy[k];                                                     \
+            }                                                                                                          \
+    }
+DEFINE_WINNERS_CPU(float, f32)
+DEFINE_WINNERS_CPU(double, f64)
+
+void dc_cpu_add_winners_grad(dc_dtype dtype, int64_t outer, int64_t inner, int64_t o_stride, const int64_t *aux,
+                             const void *gy, void *g)
+{
+    if (dtype == DC_F32)
+        add_winners_f32(outer, inner, o_stride, aux, gy, g);
+    else
+        add_winners_f64(outer, inner, o_stride, aux, gy, g);
+}

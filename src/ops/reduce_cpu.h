@@ -38,4 +38,14 @@ void dc_cpu_segment_reduce_grad(const dc_ctx *ctx, int kind, dc_dtype dtype, con
                                 int64_t width, const int64_t *index, const void *y, const void *nz, const int64_t *aux,
                                 const void *gy, void *g);
 
+/* The gradient of max and min added straight into g, the contiguous
+ * gradient of the reduced tensor laid out as its elements: output k = o *
+ * inner + c (k < outer * inner) adds its adjoint gy[k] to element o *
+ * o_stride + aux[k] * inner + c, its winner (none where aux[k] < 0); every
+ * other element of g is left as it is (the gradient there is zero).
+ * Blocks: o_stride len * inner; segments: outer the segments, inner the
+ * width, o_stride 0 (aux the winner's row). */
+void dc_cpu_add_winners_grad(dc_dtype dtype, int64_t outer, int64_t inner, int64_t o_stride, const int64_t *aux,
+                             const void *gy, void *g);
+
 #endif /* DC_OPS_REDUCE_CPU_H */
