@@ -1,8 +1,9 @@
 /* The reductions' kernels on the CPU (src/ops/reduce_cpu.c), the
  * counterparts of src/cuda/reduce_cuda.h: the same arguments, host memory,
- * the same element order per output (so the same bits as the CUDA kernels
- * that walk one output per thread: columns, short rows and segments). OpenMP over pieces of a fixed size:
- * the same bits whatever the thread count. `kind`: DC_RK_* of
+ * the same element order per output where CUDA walks one output per thread
+ * (columns, rows of at most 32, segments: the same bits); longer rows in
+ * interleaved lanes (reduce_cpu_kernels.h), as CUDA in its own order. OpenMP
+ * over pieces of a fixed size: the same bits whatever the thread count. `kind`: DC_RK_* of
  * src/ops/reduce_formulas.h. */
 #ifndef DC_OPS_REDUCE_CPU_H
 #define DC_OPS_REDUCE_CPU_H
