@@ -764,6 +764,67 @@ static void test_embedding_gradcheck(void **state)
 /* A table [50, 512] and 3000 ids: wide enough for the threaded adjoint. Two
  * passes give the same bits, equal to the sum in id order; a third pass
  * without zeroing doubles it. */
+/* ids read on the host (float32 and float64): a strided view (transposed)
+ * picks the rows its values name, as the same values laid out contiguously;
+ * ids beyond one conversion chunk (1024) are all read, and a bad id in a
+ * later chunk is reported at its flat position, strided or not. */
+static void test_embedding_ids_strided_and_long(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t tshape[2] = {5, 3}, rshape[2] = {2, 3}, tview[2] = {3, 2}, lshape[1] = {2500};
+    const double raw[6] = {4, 0, 2, 1, 3, 4}; /* [2, 3]; its transpose [3, 2] is {4, 1, 0, 3, 2, 4} */
+    const double flat[6] = {4, 1, 0, 3, 2, 4};
+    double *lng = malloc(2500 * sizeof *lng);
+    assert_non_null(lng);
+    for (int64_t i = 0; i < 2500; ++i)
+        lng[i] = (double)(i * 7 % 5);
+    for (int dt = 0; dt < 2; ++dt) {
+        const dc_dtype dtype = dt ? DC_F32 : DC_F64;
+        dc_tensor *table = test_random(ctx, dtype, 2, tshape, -1.0, 1.0);
+        dc_tensor *ids = test_tensor(ctx, dtype, 2, rshape, raw);
+        dc_tensor *dense = test_tensor(ctx, dtype, 2, tview, flat);
+        dc_tensor *longer = test_tensor(ctx, dtype, 1, lshape, lng);
+        dc_tape *tape = dc_tape_new(ctx);
+        TEST_NONNULL(ctx, tape);
+        dc_tensor *view = dc_op_transpose(tape, ids, 0, 1);
+        TEST_NONNULL(ctx, view);
+        dc_tensor *a = dc_op_embedding(tape, table, view), *b = dc_op_embedding(tape, table, dense);
+        dc_tensor *c = dc_op_embedding(tape, table, longer);
+        TEST_NONNULL(ctx, a);
+        TEST_NONNULL(ctx, b);
+        TEST_NONNULL(ctx, c);
+        double *av = test_values(a), *bv = test_values(b), *cv = test_values(c), *tv = test_values(table);
+        test_assert_close(av, bv, 18, 0, 0, "embedding with transposed ids");
+        for (int64_t i = 0; i < 2500; ++i)
+            for (int64_t k = 0; k < 3; ++k)
+                if (cv[i * 3 + k] != tv[(int64_t)lng[i] * 3 + k])
+                    fail_msg("embedding %s with 2500 ids: row %lld column %lld is %g, expected %g",
+                             dc_dtype_name(dtype), (long long)i, (long long)k, cv[i * 3 + k],
+                             tv[(int64_t)lng[i] * 3 + k]);
+        free(av);
+        free(bv);
+        free(cv);
+        free(tv);
+        /* a bad id in the third chunk, then one in the strided view */
+        lng[2100] = 5;
+        dc_tensor *bad = test_tensor(ctx, dtype, 1, lshape, lng);
+        lng[2100] = (double)(2100 * 7 % 5);
+        EXPECT_OP_FAILS(ctx, dc_op_embedding(tape, table, bad), "dc_op_embedding", "ids[2100]", "5", "0..4");
+        const double raw_bad[6] = {4, 0, 2, 1, 3.5, 4}; /* transposed: flat position 3 */
+        dc_tensor *ids_bad = test_tensor(ctx, dtype, 2, rshape, raw_bad);
+        dc_tensor *view_bad = dc_op_transpose(tape, ids_bad, 0, 1);
+        TEST_NONNULL(ctx, view_bad);
+        EXPECT_OP_FAILS(ctx, dc_op_embedding(tape, table, view_bad), "dc_op_embedding", "ids[3]", "3.5");
+        dc_tape_free(tape);
+        dc_tensor *frees[] = {table, ids, dense, longer, bad, ids_bad};
+        for (size_t i = 0; i < sizeof frees / sizeof frees[0]; ++i)
+            dc_tensor_free(frees[i]);
+    }
+    free(lng);
+    dc_ctx_free(ctx);
+}
+
 static void test_embedding_deterministic(void **state)
 {
     (void)state;
@@ -2467,6 +2528,7 @@ int main(void)
         cmocka_unit_test(test_concat_views),
         cmocka_unit_test(test_embedding_gradcheck),
         cmocka_unit_test(test_embedding_deterministic),
+        cmocka_unit_test(test_embedding_ids_strided_and_long),
         cmocka_unit_test(test_cross_entropy_gradcheck),
         cmocka_unit_test(test_cross_entropy_large_logits),
         cmocka_unit_test(test_cross_entropy_f32_gradient_precision),

@@ -680,6 +680,45 @@ static void segment_reference(dc_reduction op, const double *v, int64_t n, int64
         }
 }
 
+/* The adjoints of max and min on the CPU add the adjoint at the winners
+ * only: into a gradient that other ops also write (the sum of x, the
+ * segments of x), and through a slice whose gradient is a strided view of
+ * x's; every winner's adjoint counted once per reduction that picked it. */
+static void test_winners_gradient_accumulates(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t shape[2] = {3, 4}, ishape[1] = {3};
+    const double v[12] = {1, 5, 3, 2, 4, 0, 7, 7, -1, 6, 6, 2};
+    const double index[3] = {1, 0, 1};
+    /* 1 from the sum; max over columns 1..2 of each row: (0,1), (1,2), (2,1)
+     * (a tie, the first); the minimum of all: (2,0); segment 0 (row 1): all
+     * of row 1; segment 1 (rows 0 and 2): (0,0), (2,1), (2,2), (0,3) (a tie) */
+    const double want[12] = {2, 2, 1, 2, 2, 2, 3, 2, 2, 3, 2, 1};
+    for (int dt = 0; dt < 2; ++dt) {
+        const dc_dtype dtype = dt ? DC_F32 : DC_F64;
+        dc_tensor *x = make(ctx, dtype, 2, shape, v), *idx = make_const(ctx, dtype, 1, ishape, index);
+        dc_tape *tape = dc_tape_new(ctx);
+        TEST_NONNULL(ctx, tape);
+        const int cols[1] = {1};
+        dc_tensor *a = dc_op_slice(tape, x, 1, 1, 2);
+        dc_tensor *y1 = dc_op_sum(tape, dc_op_max(tape, a, 1, cols, false), 0, NULL, false);
+        dc_tensor *y2 = dc_op_min(tape, x, 0, NULL, false);
+        dc_tensor *y3 = dc_op_sum(tape, dc_op_segment_reduce(tape, x, idx, 2, DC_REDUCE_MAX), 0, NULL, false);
+        dc_tensor *y4 = dc_op_sum(tape, x, 0, NULL, false);
+        dc_tensor *loss = dc_op_add(tape, dc_op_add(tape, y1, y2), dc_op_add(tape, y3, y4));
+        TEST_NONNULL(ctx, loss);
+        TEST_OK(ctx, dc_backward(tape, loss));
+        double *g = host(dc_tensor_grad(x));
+        assert_close(g, want, 12, 0, 0, dt ? "winners' gradient, f32" : "winners' gradient, f64");
+        free(g);
+        dc_tape_free(tape);
+        dc_tensor_free(x);
+        dc_tensor_free(idx);
+    }
+    dc_ctx_free(ctx);
+}
+
 static void test_segment_values_and_gradients(void **state)
 {
     (void)state;
@@ -1122,6 +1161,7 @@ int main(void)
         cmocka_unit_test(test_reduce_dispatch),
         cmocka_unit_test(test_bad_axes),
         cmocka_unit_test(test_segment_values_and_gradients),
+        cmocka_unit_test(test_winners_gradient_accumulates),
         cmocka_unit_test(test_segment_shapes_and_edges),
         cmocka_unit_test(test_segment_bad_arguments),
         cmocka_unit_test(test_same_bits_on_one_and_two_threads),

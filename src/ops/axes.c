@@ -70,6 +70,8 @@ static bool one_run(const dc_axes *ax)
     return true;
 }
 
+bool dc_axes_one_run(const dc_axes *ax) { return one_run(ax); }
+
 bool dc_axes_in_place(const dc_tensor *x, const dc_axes *ax)
 {
     return dc_tensor_is_contiguous(x) && one_run(ax);

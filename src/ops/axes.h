@@ -30,6 +30,10 @@ dc_status dc_axes_parse(dc_ctx *ctx, const char *op, const dc_tensor *x, int n_a
  * without a copy: x contiguous and its reduced axes one run. */
 bool dc_axes_in_place(const dc_tensor *x, const dc_axes *ax);
 
+/* Whether the block of *ax lists x's elements in x's own (row-major)
+ * order: its reduced axes one run (x itself or a contiguous copy). */
+bool dc_axes_one_run(const dc_axes *ax);
+
 /* x as a contiguous [outer, len, inner] block: x itself where
  * dc_axes_in_place, else a tape copy with the kept axes first and the
  * reduced ones last (inner 1, as *ax says). NULL when out of memory. */

@@ -3,33 +3,55 @@
 #include <math.h>
 #include <string.h>
 
-/* The CPU's way: the values read on the host and checked one by one. */
+/* Values converted per chunk on the host: a chunk is read before its
+ * indices overwrite it (see read_on_host). */
+enum { kChunk = 1024 };
+
+/* The CPU's way: the values read on the host, checked and converted chunk
+ * by chunk; the first bad value is reported. */
 static int64_t *read_on_host(dc_tape *tape, const char *op, const char *what, const dc_tensor *ids, int64_t limit)
 {
     dc_ctx *ctx = tape->ctx;
     const int64_t n = ids->numel;
     int64_t *out = dc_tape_alloc_meta(tape, (size_t)(n ? n : 1) * sizeof *out);
-    double *vals = dc_tape_alloc_meta(tape, (size_t)(n ? n : 1) * sizeof *vals);
-    if (!out || !vals)
+    if (!out)
         return NULL;
-    if (ids->dtype == DC_F64) {
-        if (dc_tensor_to_host(ids, vals, (size_t)n * sizeof(double)) != DC_OK)
+    const bool f32 = ids->dtype != DC_F64;
+    /* contiguous values are read where they are (host memory: a CPU
+     * context's); others gathered into out's storage first: float32
+     * element i at float n + i, which the indices reach only at i == n,
+     * float64 element i where index i goes, read before written */
+    const float *f = ids->data;
+    const double *d = ids->data;
+    if (!dc_tensor_is_contiguous(ids)) {
+        float *upper = (float *)out + n;
+        f = upper;
+        d = (const double *)out;
+        if (dc_tensor_to_host(ids, f32 ? (void *)upper : (void *)out,
+                              (size_t)n * (f32 ? sizeof(float) : sizeof(double))) != DC_OK)
             return NULL;
-    } else {
-        float *f = (float *)out; /* int64 storage holds twice the floats we need */
-        if (dc_tensor_to_host(ids, f, (size_t)n * sizeof(float)) != DC_OK)
-            return NULL;
-        for (int64_t i = n; i-- > 0;)
-            vals[i] = f[i];
     }
-    for (int64_t i = 0; i < n; ++i) {
-        const double v = vals[i];
-        if (!(v >= 0 && v < (double)limit) || v != floor(v)) {
-            dc_error(ctx, DC_ERR_ARG, "%s: %s[%lld] is %g, not an index in 0..%lld", op, what, (long long)i, v,
-                     (long long)limit - 1);
-            return NULL;
+    const double top = (double)limit;
+    for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+        const int m = n - i0 < kChunk ? (int)(n - i0) : kChunk;
+        double buf[kChunk];
+        for (int k = 0; k < m; ++k)
+            buf[k] = f32 ? (double)f[i0 + k] : d[i0 + k];
+        int bad = 0;
+        for (int k = 0; k < m; ++k) {
+            const double v = buf[k];
+            const int ok = (v >= 0) & (v < top) & (v == floor(v));
+            bad += 1 - ok;
+            out[i0 + k] = (int64_t)(ok ? v : 0.0);
         }
-        out[i] = (int64_t)v;
+        for (int k = 0; bad && k < m; ++k) {
+            const double v = buf[k];
+            if (!(v >= 0 && v < top) || v != floor(v)) {
+                dc_error(ctx, DC_ERR_ARG, "%s: %s[%lld] is %g, not an index in 0..%lld", op, what,
+                         (long long)(i0 + k), v, (long long)limit - 1);
+                return NULL;
+            }
+        }
     }
     return out;
 }

@@ -1,10 +1,13 @@
 /* The reductions' CPU kernels (reduce_cpu.h). Work is split in pieces of a
  * fixed size: an output row and up to kColumns of its columns for the
  * block reductions, up to kColumns columns of every segment for the
- * segment reductions; each output is walked in ascending element order
- * within one piece. Rows longer than kSplit (a whole tensor reduced, a long
- * row) are cut into pieces of kSplit elements whose states are then
- * combined in order. Either way the bits never depend on the thread count. */
+ * segment reductions, whole rows (inner 1) one or kSplit elements at a
+ * time. Columns and segments walk each output in ascending element order,
+ * rows in interleaved lanes (reduce_cpu_kernels.h). Rows longer than kSplit
+ * (a whole tensor reduced, a long row) are cut into pieces of kSplit
+ * elements whose states are then combined in order. Either way the bits
+ * never depend on the thread count. The element loops are compiled once per
+ * kind (BY_KIND). */
 #include "reduce_cpu.h"
 #include "reduce_kinds.h"
 
@@ -13,22 +16,56 @@
 #include "../../broadcast/pp.h"
 #include "../../dual/scalar_math.h"
 
-#define DC_S float
-#define DC_SFX f32
-#include "reduce_formulas.h"
-#undef DC_S
-#undef DC_SFX
-#define DC_S double
-#define DC_SFX f64
-#include "reduce_formulas.h"
-#undef DC_S
-#undef DC_SFX
-
 /* Columns of one piece: the states of a piece stay in registers or L1. */
 enum { kColumns = 64 };
 
 /* Rows (inner 1) longer than this are reduced in pieces of this length. */
 enum { kSplit = 16384 };
+
+/* Lanes of a row's walk (reduce_cpu_kernels.h); rows shorter than kShortRow
+ * are walked in order, as CUDA walks them (a thread per row). */
+enum { kLanes = 16, kShortRow = 33 };
+
+#define DC_S float
+#define DC_SFX f32
+#include "reduce_formulas.h"
+#include "reduce_cpu_kernels.h"
+#undef DC_S
+#undef DC_SFX
+#define DC_S double
+#define DC_SFX f64
+#include "reduce_formulas.h"
+#include "reduce_cpu_kernels.h"
+#undef DC_S
+#undef DC_SFX
+
+/* Runs the statement with K the constant kind equal to kind, so that the
+ * always-inline functions it calls are compiled once per kind. */
+#define BY_KIND(kind, ...)                                                                                             \
+    do {                                                                                                               \
+        switch (kind) {                                                                                                \
+        case DC_RK_SUM: {                                                                                              \
+            const int K = DC_RK_SUM;                                                                                   \
+            __VA_ARGS__;                                                                                               \
+        } break;                                                                                                       \
+        case DC_RK_PROD: {                                                                                             \
+            const int K = DC_RK_PROD;                                                                                  \
+            __VA_ARGS__;                                                                                               \
+        } break;                                                                                                       \
+        case DC_RK_MAX: {                                                                                              \
+            const int K = DC_RK_MAX;                                                                                   \
+            __VA_ARGS__;                                                                                               \
+        } break;                                                                                                       \
+        case DC_RK_MIN: {                                                                                              \
+            const int K = DC_RK_MIN;                                                                                   \
+            __VA_ARGS__;                                                                                               \
+        } break;                                                                                                       \
+        default: {                                                                                                     \
+            const int K = DC_RK_LSE;                                                                                   \
+            __VA_ARGS__;                                                                                               \
+        } break;                                                                                                       \
+        }                                                                                                              \
+    } while (0)
 
 /* Elements below which one thread does the whole op. */
 static const int64_t kSerial = 32768;
@@ -40,8 +77,8 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
 
 #define DEFINE_REDUCE_CPU(T, SFX)                                                                                      \
     /* output row o, columns c0..c1 of the block */                                                                    \
-    static void block_piece_##SFX(int kind, const T *x, int64_t o, int64_t len, int64_t inner, int64_t c0, int64_t c1, \
-                                  T *y, T *nz, int64_t *aux)                                                           \
+    DC_INLINE void block_piece_##SFX(int kind, const T *x, int64_t o, int64_t len, int64_t inner, int64_t c0,          \
+                                     int64_t c1, T *y, T *nz, int64_t *aux)                                            \
     {                                                                                                                  \
         dc_rf_state_##SFX st[kColumns];                                                                                \
         const int64_t w = c1 - c0;                                                                                     \
@@ -67,19 +104,45 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
             aux[out] = st[c].aux;                                                                                      \
         }                                                                                                              \
     }                                                                                                                  \
-    /* elements e0..e1 of the block's gradient */                                                                      \
-    static void block_grad_##SFX(int kind, const T *x, int64_t len, int64_t inner, const T *y, const T *nz,            \
-                                 const int64_t *aux, const T *gy, T *g, int64_t e0, int64_t e1)                        \
+    /* row r of a [rows, len] block (len at most kSplit) */                                                            \
+    DC_INLINE void row_piece_##SFX(int kind, const T *x, int64_t r, int64_t len, T *y, T *nz, int64_t *aux)            \
     {                                                                                                                  \
-        for (int64_t e = e0; e < e1; ++e) {                                                                            \
-            const int64_t o = e / (len * inner), l = e / inner % len;                                                  \
-            const int64_t out = o * inner + e % inner;                                                                 \
-            g[e] = dc_rf_grad_##SFX(kind, x[e], l, y[out], nz[out], aux[out], gy[out]);                                \
+        const T *row = x + r * len;                                                                                    \
+        dc_rf_state_##SFX st = dc_rk_row_##SFX(kind, row, 0, len);                                                     \
+        if (kind == DC_RK_LSE)                                                                                         \
+            st.acc = dc_rf_lse_finish_##SFX(                                                                           \
+                st.acc, dc_rf_lse_sums_##SFX(st.acc) ? dc_rk_lse_sum_##SFX(row, 0, len, st.acc) : (T)0);               \
+        y[r] = st.acc;                                                                                                 \
+        nz[r] = st.nz;                                                                                                 \
+        aux[r] = st.aux;                                                                                               \
+    }                                                                                                                  \
+    /* elements e0..e1 of the block's gradient */                                                                      \
+    DC_INLINE void block_grad_##SFX(int kind, const T *x, int64_t len, int64_t inner, const T *y, const T *nz,         \
+                                    const int64_t *aux, const T *gy, T *g, int64_t e0, int64_t e1)                     \
+    {                                                                                                                  \
+        if (inner == 1) {                                                                                              \
+            for (int64_t e = e0, o = e0 / len, l = e0 % len; e < e1; ++o, l = 0) {                                     \
+                const int64_t l1 = len - l < e1 - e ? len : l + (e1 - e);                                              \
+                dc_rk_grad_row_##SFX(kind, x + o * len, l, l1, y[o], nz[o], aux[o], gy[o], g + o * len);               \
+                e += l1 - l;                                                                                           \
+            }                                                                                                          \
+            return;                                                                                                    \
+        }                                                                                                              \
+        const int64_t o0 = e0 / (len * inner), r0 = e0 % (len * inner);                                                \
+        for (int64_t e = e0, o = o0, l = r0 / inner, c = r0 % inner; e < e1; c = 0) {                                  \
+            const int64_t c1 = inner - c < e1 - e ? inner : c + (e1 - e), at = (o * len + l) * inner;                 \
+            dc_rk_grad_columns_##SFX(kind, x + at, l, c, c1, y + o * inner, nz + o * inner, aux + o * inner,           \
+                                     gy + o * inner, g + at);                                                          \
+            e += c1 - c;                                                                                               \
+            if (++l == len) {                                                                                          \
+                l = 0;                                                                                                 \
+                ++o;                                                                                                   \
+            }                                                                                                          \
         }                                                                                                              \
     }                                                                                                                  \
     /* columns c0..c1 of every segment, the rows in ascending order */                                                 \
-    static void segment_piece_##SFX(int kind, const T *v, int64_t n, int64_t width, const int64_t *index,              \
-                                    int64_t n_segments, int64_t c0, int64_t c1, T *y, T *nz, int64_t *aux)             \
+    DC_INLINE void segment_piece_##SFX(int kind, const T *v, int64_t n, int64_t width, const int64_t *index,           \
+                                       int64_t n_segments, int64_t c0, int64_t c1, T *y, T *nz, int64_t *aux)          \
     {                                                                                                                  \
         const dc_rf_state_##SFX s0 = dc_rf_init_##SFX(kind);                                                           \
         for (int64_t s = 0; s < n_segments; ++s)                                                                       \
@@ -88,24 +151,7 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
                 nz[s * width + c] = s0.nz;                                                                             \
                 aux[s * width + c] = s0.aux;                                                                           \
             }                                                                                                          \
-        for (int64_t i = 0; i < n; ++i)                                                                                \
-            for (int64_t c = c0; c < c1; ++c) {                                                                        \
-                const int64_t out = index[i] * width + c;                                                              \
-                dc_rf_state_##SFX st = {y[out], nz[out], aux[out]};                                                    \
-                dc_rf_step_##SFX(kind, &st, v[i * width + c], i);                                                      \
-                y[out] = st.acc;                                                                                       \
-                nz[out] = st.nz;                                                                                       \
-                aux[out] = st.aux;                                                                                     \
-            }                                                                                                          \
-    }                                                                                                                  \
-    /* elements e0..e1 of the values' gradient */                                                                      \
-    static void segment_grad_##SFX(int kind, const T *v, int64_t width, const int64_t *index, const T *y, const T *nz, \
-                                   const int64_t *aux, const T *gy, T *g, int64_t e0, int64_t e1)                      \
-    {                                                                                                                  \
-        for (int64_t e = e0; e < e1; ++e) {                                                                            \
-            const int64_t i = e / width, out = index[i] * width + e % width;                                           \
-            g[e] = dc_rf_grad_##SFX(kind, v[e], i, y[out], nz[out], aux[out], gy[out]);                                \
-        }                                                                                                              \
+        dc_rk_segment_rows_##SFX(kind, v, width, index, c0, c1, y, nz, aux, n);                                        \
     }
 DEFINE_REDUCE_CPU(float, f32)
 DEFINE_REDUCE_CPU(double, f64)
@@ -115,19 +161,18 @@ DEFINE_REDUCE_CPU(double, f64)
  * row's maximum in y by then). The rows' results from their parts, in
  * order: pass 0 into y, nz, aux; pass 1 log-sum-exp finished. */
 #define DEFINE_SPLIT_CPU(T, SFX)                                                                                       \
-    static void split_piece_##SFX(int kind, int pass, const T *x, int64_t len, int64_t splits, int64_t p, const T *y,  \
-                                  dc_rf_state_##SFX *part)                                                             \
+    DC_INLINE void split_piece_##SFX(int kind, int pass, const T *x, int64_t len, int64_t splits, int64_t p,           \
+                                     const T *y, dc_rf_state_##SFX *part)                                              \
     {                                                                                                                  \
         const int64_t r = p / splits, l0 = p % splits * kSplit, l1 = l0 + kSplit < len ? l0 + kSplit : len;            \
         const T *row = x + r * len;                                                                                    \
-        dc_rf_state_##SFX st = dc_rf_init_##SFX(pass ? DC_RK_SUM : kind);                                              \
-        for (int64_t l = l0; l < l1; ++l) {                                                                            \
-            if (pass == 0)                                                                                             \
-                dc_rf_step_##SFX(kind, &st, row[l], l);                                                                \
-            else if (dc_rf_lse_sums_##SFX(y[r]))                                                                       \
-                st.acc += dc_rf_lse_term_##SFX(row[l], y[r]);                                                          \
+        if (pass == 0) {                                                                                               \
+            part[p] = dc_rk_row_##SFX(kind, row, l0, l1);                                                              \
+        } else {                                                                                                       \
+            part[p] = dc_rf_init_##SFX(DC_RK_SUM);                                                                     \
+            if (dc_rf_lse_sums_##SFX(y[r]))                                                                            \
+                part[p].acc = dc_rk_lse_sum_##SFX(row, l0, l1, y[r]);                                                  \
         }                                                                                                              \
-        part[p] = st;                                                                                                  \
     }                                                                                                                  \
     static void split_combine_##SFX(int kind, int pass, int64_t r, int64_t splits, const dc_rf_state_##SFX *part,      \
                                     T *y, T *nz, int64_t *aux)                                                         \
@@ -166,9 +211,9 @@ static void reduce_split(const dc_ctx *ctx, int kind, dc_dtype dtype, const void
 #pragma omp parallel for num_threads(n_threads) schedule(static)
         for (int64_t p = 0; p < pieces; ++p) {
             if (dtype == DC_F32)
-                split_piece_f32(kind, pass, x, len, splits, p, y, scratch);
+                BY_KIND(kind, split_piece_f32(K, pass, x, len, splits, p, y, scratch));
             else
-                split_piece_f64(kind, pass, x, len, splits, p, y, scratch);
+                BY_KIND(kind, split_piece_f64(K, pass, x, len, splits, p, y, scratch));
         }
 #pragma omp parallel for num_threads(row_threads) schedule(static)
         for (int64_t r = 0; r < rows; ++r) {
@@ -188,6 +233,17 @@ void dc_cpu_reduce_block(const dc_ctx *ctx, int kind, dc_dtype dtype, const void
         reduce_split(ctx, kind, dtype, x, outer, len, splits, y, nz, aux, scratch);
         return;
     }
+    if (inner == 1 && len >= kShortRow) {
+        const int n_threads = threads_for(ctx, outer * len, outer);
+#pragma omp parallel for num_threads(n_threads) schedule(static)
+        for (int64_t r = 0; r < outer; ++r) {
+            if (dtype == DC_F32)
+                BY_KIND(kind, row_piece_f32(K, x, r, len, y, nz, aux));
+            else
+                BY_KIND(kind, row_piece_f64(K, x, r, len, y, nz, aux));
+        }
+        return;
+    }
     const int64_t chunks = (inner + kColumns - 1) / kColumns, pieces = outer * chunks;
     const int n_threads = threads_for(ctx, outer * len * inner, pieces);
 #pragma omp parallel for num_threads(n_threads) schedule(static)
@@ -195,9 +251,9 @@ void dc_cpu_reduce_block(const dc_ctx *ctx, int kind, dc_dtype dtype, const void
         const int64_t o = p / chunks, c0 = p % chunks * kColumns;
         const int64_t c1 = c0 + kColumns < inner ? c0 + kColumns : inner;
         if (dtype == DC_F32)
-            block_piece_f32(kind, x, o, len, inner, c0, c1, y, nz, aux);
+            BY_KIND(kind, block_piece_f32(K, x, o, len, inner, c0, c1, y, nz, aux));
         else
-            block_piece_f64(kind, x, o, len, inner, c0, c1, y, nz, aux);
+            BY_KIND(kind, block_piece_f64(K, x, o, len, inner, c0, c1, y, nz, aux));
     }
 }
 
@@ -213,9 +269,9 @@ void dc_cpu_reduce_block_grad(const dc_ctx *ctx, int kind, dc_dtype dtype, const
     for (int64_t p = 0; p < pieces; ++p) {
         const int64_t e0 = p * kGradPiece, e1 = e0 + kGradPiece < total ? e0 + kGradPiece : total;
         if (dtype == DC_F32)
-            block_grad_f32(kind, x, len, inner, y, nz, aux, gy, g, e0, e1);
+            BY_KIND(kind, block_grad_f32(K, x, len, inner, y, nz, aux, gy, g, e0, e1));
         else
-            block_grad_f64(kind, x, len, inner, y, nz, aux, gy, g, e0, e1);
+            BY_KIND(kind, block_grad_f64(K, x, len, inner, y, nz, aux, gy, g, e0, e1));
     }
 }
 
@@ -228,9 +284,9 @@ void dc_cpu_segment_reduce(const dc_ctx *ctx, int kind, dc_dtype dtype, const vo
     for (int64_t p = 0; p < pieces; ++p) {
         const int64_t c0 = p * kColumns, c1 = c0 + kColumns < width ? c0 + kColumns : width;
         if (dtype == DC_F32)
-            segment_piece_f32(kind, values, n, width, index, n_segments, c0, c1, y, nz, aux);
+            BY_KIND(kind, segment_piece_f32(K, values, n, width, index, n_segments, c0, c1, y, nz, aux));
         else
-            segment_piece_f64(kind, values, n, width, index, n_segments, c0, c1, y, nz, aux);
+            BY_KIND(kind, segment_piece_f64(K, values, n, width, index, n_segments, c0, c1, y, nz, aux));
     }
 }
 
@@ -244,8 +300,31 @@ void dc_cpu_segment_reduce_grad(const dc_ctx *ctx, int kind, dc_dtype dtype, con
     for (int64_t p = 0; p < pieces; ++p) {
         const int64_t e0 = p * kGradPiece, e1 = e0 + kGradPiece < total ? e0 + kGradPiece : total;
         if (dtype == DC_F32)
-            segment_grad_f32(kind, values, width, index, y, nz, aux, gy, g, e0, e1);
+            BY_KIND(kind, dc_rk_segment_grad_f32(K, values, width, index, y, nz, aux, gy, g, e0, e1));
         else
-            segment_grad_f64(kind, values, width, index, y, nz, aux, gy, g, e0, e1);
+            BY_KIND(kind, dc_rk_segment_grad_f64(K, values, width, index, y, nz, aux, gy, g, e0, e1));
     }
+}
+
+#define DEFINE_WINNERS_CPU(T, SFX)                                                                                     \
+    static void add_winners_##SFX(int64_t outer, int64_t inner, int64_t o_stride, const int64_t *aux, const T *gy,     \
+                                  T *g)                                                                                \
+    {                                                                                                                  \
+        for (int64_t o = 0; o < outer; ++o)                                                                            \
+            for (int64_t c = 0; c < inner; ++c) {                                                                      \
+                const int64_t k = o * inner + c;                                                                       \
+                if (aux[k] >= 0)                                                                                       \
+                    g[o * o_stride + aux[k] * inner + c] += gy[k];                                                     \
+            }                                                                                                          \
+    }
+DEFINE_WINNERS_CPU(float, f32)
+DEFINE_WINNERS_CPU(double, f64)
+
+void dc_cpu_add_winners_grad(dc_dtype dtype, int64_t outer, int64_t inner, int64_t o_stride, const int64_t *aux,
+                             const void *gy, void *g)
+{
+    if (dtype == DC_F32)
+        add_winners_f32(outer, inner, o_stride, aux, gy, g);
+    else
+        add_winners_f64(outer, inner, o_stride, aux, gy, g);
 }

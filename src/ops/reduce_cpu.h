@@ -1,8 +1,9 @@
 /* The reductions' kernels on the CPU (src/ops/reduce_cpu.c), the
  * counterparts of src/cuda/reduce_cuda.h: the same arguments, host memory,
- * the same element order per output (so the same bits as the CUDA kernels
- * that walk one output per thread: columns, short rows and segments). OpenMP over pieces of a fixed size:
- * the same bits whatever the thread count. `kind`: DC_RK_* of
+ * the same element order per output where CUDA walks one output per thread
+ * (columns, rows of at most 32, segments: the same bits); longer rows in
+ * interleaved lanes (reduce_cpu_kernels.h), as CUDA in its own order. OpenMP
+ * over pieces of a fixed size: the same bits whatever the thread count. `kind`: DC_RK_* of
  * src/ops/reduce_formulas.h. */
 #ifndef DC_OPS_REDUCE_CPU_H
 #define DC_OPS_REDUCE_CPU_H
@@ -37,5 +38,15 @@ void dc_cpu_segment_reduce(const dc_ctx *ctx, int kind, dc_dtype dtype, const vo
 void dc_cpu_segment_reduce_grad(const dc_ctx *ctx, int kind, dc_dtype dtype, const void *values, int64_t n,
                                 int64_t width, const int64_t *index, const void *y, const void *nz, const int64_t *aux,
                                 const void *gy, void *g);
+
+/* The gradient of max and min added straight into g, the contiguous
+ * gradient of the reduced tensor laid out as its elements: output k = o *
+ * inner + c (k < outer * inner) adds its adjoint gy[k] to element o *
+ * o_stride + aux[k] * inner + c, its winner (none where aux[k] < 0); every
+ * other element of g is left as it is (the gradient there is zero).
+ * Blocks: o_stride len * inner; segments: outer the segments, inner the
+ * width, o_stride 0 (aux the winner's row). */
+void dc_cpu_add_winners_grad(dc_dtype dtype, int64_t outer, int64_t inner, int64_t o_stride, const int64_t *aux,
+                             const void *gy, void *g);
 
 #endif /* DC_OPS_REDUCE_CPU_H */

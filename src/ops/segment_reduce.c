@@ -97,11 +97,22 @@ dc_status dc_segment_reduce_backward(dc_tape *tape, dc_node *node)
     dc_tensor *values = node->in[0];
     const dc_node_segment_reduce *r = &node->as.segment_reduce;
     const dc_tensor *gy = dc_grad_contiguous(tape, node->out[0]);
+    const int64_t n = values->shape[0], width = n ? values->numel / n : 0;
+    if (gy && !tape->ctx->cuda && (r->op == DC_REDUCE_MAX || r->op == DC_REDUCE_MIN)) {
+        /* only the winners' gradient is not zero: added where they lie */
+        const dc_status st = dc_grad_prepare_partial(tape, values);
+        if (st != DC_OK)
+            return st;
+        if (dc_tensor_is_contiguous(values->grad)) {
+            const int64_t n_segments = node->out[0]->shape[0];
+            dc_cpu_add_winners_grad(values->dtype, n_segments, width, 0, r->aux, gy->data, values->grad->data);
+            return DC_OK;
+        }
+    }
     const int64_t numel[1] = {values->numel};
     dc_tensor *g = gy ? dc_tape_alloc_tensor(tape, values->dtype, 1, numel) : NULL;
     if (!g)
         return DC_ERR_MEMORY;
-    const int64_t n = values->shape[0], width = n ? values->numel / n : 0;
     const void *y = node->out[0]->data;
     if (tape->ctx->cuda) {
         const dc_status st = dc_cuda_segment_reduce_grad(tape->ctx, r->op, values->dtype, r->values->data, n, width,
