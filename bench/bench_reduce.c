@@ -15,7 +15,8 @@
  * reductions by index SEGMENTS segments picked uniformly per element.
  * --dump DIR writes each size's inputs (x_<n>.npy, near1_<n>.npy,
  * index_<n>.npy) and each case's output and gradient (<case>_<n>_out.npy,
- * <case>_<n>_grad.npy) for the peers to compare. */
+ * <case>_<n>_grad.npy; the user operator's cases also <case>_<n>_grad_a.npy,
+ * the gradient of its field a) for the peers to compare. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,13 @@
 
 enum { SEGMENTS = 1000 };
 
-typedef enum kind { K_REDUCE, K_LOGSUMEXP, K_SCAN, K_SEGMENT } kind;
+DC_ASSOC_DECLARE(linrec);
+
+/* K_USER_*: the user operator linrec (tests/assoc/linrec.dc.h), the
+ * composition of affine maps x -> a x + b over the pair (a, b) = (near1,
+ * x): its scan is the linear recurrence x_t = a_t x_{t-1} + b_t, in field
+ * b, the output whose adjoint is all ones. */
+typedef enum kind { K_REDUCE, K_LOGSUMEXP, K_SCAN, K_SEGMENT, K_USER_SCAN, K_USER_REDUCE } kind;
 
 typedef struct bench_case {
     const char *name;
@@ -42,7 +49,8 @@ static const bench_case cases[] = {
     {"scan_prod", K_SCAN, DC_REDUCE_PROD},     {"scan_max", K_SCAN, DC_REDUCE_MAX},
     {"scan_min", K_SCAN, DC_REDUCE_MIN},       {"segment_sum", K_SEGMENT, DC_REDUCE_SUM},
     {"segment_prod", K_SEGMENT, DC_REDUCE_PROD}, {"segment_max", K_SEGMENT, DC_REDUCE_MAX},
-    {"segment_min", K_SEGMENT, DC_REDUCE_MIN},
+    {"segment_min", K_SEGMENT, DC_REDUCE_MIN}, {"user_scan_linrec", K_USER_SCAN, DC_REDUCE_SUM},
+    {"user_reduce_linrec", K_USER_REDUCE, DC_REDUCE_SUM},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
@@ -52,9 +60,14 @@ static void die(dc_ctx *ctx, const char *what)
     exit(1);
 }
 
-static dc_tensor *run_case(dc_tape *tape, const bench_case *c, dc_tensor *x, dc_tensor *index)
+static dc_tensor *run_case(dc_tape *tape, const bench_case *c, dc_tensor *x, dc_tensor *near1, dc_tensor *index)
 {
+    dc_tensor *pair[2] = {near1, x}, *out[2] = {NULL, NULL};
     switch (c->kind) {
+    case K_USER_SCAN:
+        return dc_op_scan_fn(tape, DC_ASSOC_REF(linrec), pair, 0, false, out) == DC_OK ? out[1] : NULL;
+    case K_USER_REDUCE:
+        return dc_op_reduce_fn(tape, DC_ASSOC_REF(linrec), pair, 0, NULL, false, out) == DC_OK ? out[1] : NULL;
     case K_REDUCE:
         return dc_op_reduce(tape, x, c->op, 0, NULL, false);
     case K_LOGSUMEXP:
@@ -113,29 +126,31 @@ static void free_inputs(inputs *in)
     dc_tensor_free(in->one);
 }
 
-/* The input a case reads. */
+/* The input a built-in case reads (a user case reads both). */
 static dc_tensor *input_of(const inputs *in, const bench_case *c)
 {
     return c->op == DC_REDUCE_PROD ? in->near1 : in->x;
 }
 
+static bool is_user(const bench_case *c) { return c->kind == K_USER_SCAN || c->kind == K_USER_REDUCE; }
+
 static dc_tensor *ones_for(const inputs *in, const bench_case *c)
 {
-    return c->kind == K_SCAN ? in->ones_n : c->kind == K_SEGMENT ? in->ones_seg : in->one;
+    return c->kind == K_SCAN || c->kind == K_USER_SCAN ? in->ones_n : c->kind == K_SEGMENT ? in->ones_seg : in->one;
 }
 
 /* One iteration, from the device at rest to the device at rest: seconds. */
 static double iterate(dc_ctx *ctx, dc_tape *tape, const bench_case *c, const inputs *in, bool gradient,
                       dc_tensor **out)
 {
-    dc_tensor *x = input_of(in, c);
     dc_tape_reset(tape);
-    dc_tensor_zero_grad(x);
+    dc_tensor_zero_grad(in->x);
+    dc_tensor_zero_grad(in->near1);
     if (dc_ctx_synchronize(ctx) != DC_OK)
         die(ctx, "synchronize");
     dc_tape_set_recording(tape, gradient);
     const double t0 = bench_now();
-    dc_tensor *y = run_case(tape, c, x, in->index);
+    dc_tensor *y = run_case(tape, c, in->x, in->near1, in->index);
     if (!y)
         die(ctx, c->name);
     if (gradient && dc_backward_with(tape, y, ones_for(in, c)) != DC_OK)
@@ -172,7 +187,10 @@ static void dump_case(dc_ctx *ctx, dc_tape *tape, const bench_case *c, const inp
     if (npy_write_tensor(dir, name, y) != DC_OK)
         die(ctx, "writing an output");
     snprintf(name, sizeof name, "%s_%lld_grad", c->name, (long long)in->n);
-    if (npy_write_tensor(dir, name, dc_tensor_grad(input_of(in, c))) != DC_OK)
+    if (npy_write_tensor(dir, name, dc_tensor_grad(is_user(c) ? in->x : input_of(in, c))) != DC_OK)
+        die(ctx, "writing a gradient");
+    snprintf(name, sizeof name, "%s_%lld_grad_a", c->name, (long long)in->n);
+    if (is_user(c) && npy_write_tensor(dir, name, dc_tensor_grad(in->near1)) != DC_OK)
         die(ctx, "writing a gradient");
 }
 
