@@ -150,7 +150,7 @@ static double iterate(dc_ctx *ctx, dc_tape *tape, const bench_case *c, const inp
         die(ctx, "synchronize");
     dc_tape_set_recording(tape, gradient);
     const double t0 = bench_now();
-    dc_tensor *y = run_case(tape, c, in->x, in->near1, in->index);
+    dc_tensor *y = run_case(tape, c, input_of(in, c), in->near1, in->index);
     if (!y)
         die(ctx, c->name);
     if (gradient && dc_backward_with(tape, y, ones_for(in, c)) != DC_OK)

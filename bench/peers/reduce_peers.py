@@ -43,22 +43,33 @@ MARK_END = "<!-- reduce-peers:end -->"
 SEGMENTS = 1000  # bench_reduce.c's
 # float32 sums of 10^7 terms in different orders, and products of 10^7
 # factors, differ in more digits than elementwise math does.
-TOLERANCE = {"default": 1e-4, "prod": 2e-3, "sum": 1e-3}
+TOLERANCE = {"default": 1e-4, "prod": 2e-3, "sum": 1e-3, "user": 2e-3}
 # The overhead each case must stay within (gradient / primal).
 OVERHEAD_TARGET = {"sum": 2.0, "default": 3.0}
 
 
 def cases():
     return ["reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "logsumexp", "scan_sum", "scan_prod",
-            "scan_max", "scan_min", "segment_sum", "segment_prod", "segment_max", "segment_min"]
+            "scan_max", "scan_min", "segment_sum", "segment_prod", "segment_max", "segment_min", "user_scan_linrec",
+            "user_reduce_linrec"]
 
 
 def op_of(case):
+    """sum, prod, max, min, logsumexp; "user" for the user operator linrec."""
+    if case.startswith("user_"):
+        return "user"
     return case.split("_")[1] if "_" in case else case
+
+
+def linrec(l, r):
+    """The composition of affine maps x -> a x + b, l then r (tests/assoc/linrec.dc.h)."""
+    return r[0] * l[0], r[0] * l[1] + r[1]
 
 
 def torch_fn(case, torch, index):
     op = op_of(case)
+    if op == "user":
+        raise NotImplementedError("PyTorch has no associative scan of a user operator")
     if case.startswith("reduce_"):
         return {"sum": torch.sum, "prod": torch.prod, "max": torch.amax, "min": torch.amin}[op]
     if case == "logsumexp":
@@ -73,6 +84,10 @@ def torch_fn(case, torch, index):
 
 def jax_fn(case, jax, jnp, index):
     op = op_of(case)
+    if case == "user_scan_linrec":
+        return lambda a, b: jax.lax.associative_scan(linrec, (a, b))[1]
+    if case == "user_reduce_linrec":  # no differentiable reduction of a user operator: the scan's last element
+        return lambda a, b: jax.lax.associative_scan(linrec, (a, b))[1][-1]
     if case.startswith("reduce_"):
         return {"sum": jnp.sum, "prod": jnp.prod, "max": jnp.max, "min": jnp.min}[op]
     if case == "logsumexp":
@@ -107,7 +122,7 @@ def rel_diff(a, b):
     return float(np.max(np.abs(a - b)) / scale) if a.size else 0.0
 
 
-def run_torch(case, x_np, idx_np, device, reps):
+def run_torch(case, x_np, idx_np, device, reps, a_np=None):
     import torch
     dev = torch.device("cuda" if device == "cuda" else "cpu")
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
@@ -132,29 +147,31 @@ def run_torch(case, x_np, idx_np, device, reps):
     return t_primal, t_grad, y.detach().cpu().numpy(), g.cpu().numpy()
 
 
-def run_jax(case, x_np, idx_np, device, reps):
+def run_jax(case, x_np, idx_np, device, reps, a_np=None):
+    """a_np: the user operator's field a (its field b is x_np); the gradient
+    returned is then b's, and a's is in the fifth value."""
     import jax
     import jax.numpy as jnp
     dev = jax.devices("gpu" if device == "cuda" else "cpu")[0]
     index = jax.device_put(jnp.asarray(idx_np.astype(np.int32)), dev)
     f = jax_fn(case, jax, jnp, index)
-    x = jax.device_put(jnp.asarray(x_np), dev)
-    ones = jnp.ones_like(f(x))
+    args = [jax.device_put(jnp.asarray(v), dev) for v in ([a_np, x_np] if a_np is not None else [x_np])]
+    ones = jnp.ones_like(f(*args))
 
     primal_fn = jax.jit(f)
 
     @jax.jit
-    def grad_fn(x, ct):
-        y, vjp = jax.vjp(f, x)
-        return y, vjp(ct)[0]
+    def grad_fn(args, ct):
+        y, vjp = jax.vjp(f, *args)
+        return y, vjp(ct)
 
     state = {}
 
     def primal():
-        state["r"] = primal_fn(x)
+        state["r"] = primal_fn(*args)
 
     def gradient():
-        state["r"] = grad_fn(x, ones)
+        state["r"] = grad_fn(args, ones)
 
     def sync():
         if "r" in state:
@@ -162,8 +179,10 @@ def run_jax(case, x_np, idx_np, device, reps):
 
     t_primal = median_time(primal, sync, reps)
     t_grad = median_time(gradient, sync, reps)
-    y, g = grad_fn(x, ones)
-    return t_primal, t_grad, np.asarray(y), np.asarray(g)
+    y, g = grad_fn(args, ones)
+    if a_np is not None:
+        return t_primal, t_grad, np.asarray(y), np.asarray(g[1]), np.asarray(g[0])
+    return t_primal, t_grad, np.asarray(y), np.asarray(g[0])
 
 
 def parse_dualcast(text):
@@ -221,12 +240,15 @@ def main():
                 agree = []
                 for name, runner in (("PyTorch", run_torch), ("jax.jit", run_jax)):
                     try:
-                        tp, tg, y, g = runner(case, xin, idx, args.device, args.reps)
-                    except NotImplementedError as e:  # JAX's segment_prod has no gradient
-                        agree.append(f"{name}: no gradient ({str(e).splitlines()[0]})")
+                        r = runner(case, xin, idx, args.device, args.reps, near1 if op == "user" else None)
+                    except NotImplementedError as e:  # JAX's segment_prod has no gradient; PyTorch no user scan
+                        agree.append(f"{name}: none ({str(e).splitlines()[0]})")
                         peers.append(None)
                         continue
+                    tp, tg, y, g = r[:4]
                     d = max(rel_diff(y, dc_out), rel_diff(g, dc_g))
+                    if op == "user":
+                        d = max(d, rel_diff(r[4], np.load(os.path.join(dump, f"{case}_{n}_grad_a.npy"))))
                     ok = d <= tol
                     failures += not ok
                     agree.append(f"{name} {d:.0e}" + ("" if ok else " FAIL"))
