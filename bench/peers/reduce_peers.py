@@ -205,7 +205,16 @@ def main():
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--ops", default=None)
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="threads of every framework (OMP_NUM_THREADS, torch.set_num_threads, XLA's Eigen pool "
+                         "off for 1); 0: each framework's default")
     args = ap.parse_args()
+    if args.threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)
+        if args.threads == 1:
+            os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false").strip()
+        import torch
+        torch.set_num_threads(args.threads)
     exe = os.path.join(args.build, "bench", "bench_reduce")
     if not os.access(exe, os.X_OK):
         sys.exit(f"reduce_peers.py: {exe} is missing; build the target bench_reduce first")
@@ -269,9 +278,11 @@ def main():
     stamp = datetime.date.today().isoformat()
     rev = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
                          text=True).stdout.strip()
-    intro = (f"Measured {stamp} at build {rev} on {machine} ({args.device}), float32, median of {args.reps} "
-             f"iterations each; PyTorch {torch.__version__}, JAX {jax.__version__}. \"vs\": the peer's gradient "
-             f"time over dualcast's (above 1: dualcast faster).")
+    load = os.getloadavg()[0]
+    threads = f"{args.threads} thread(s) in every framework" if args.threads else "each framework's default threads"
+    intro = (f"Measured {stamp} at build {rev} on {machine} ({args.device}; {threads}), float32, median of "
+             f"{args.reps} iterations each; load average {load:.1f} at the end of the run; PyTorch "
+             f"{torch.__version__}, JAX {jax.__version__}. Times in ms.")
     if args.write:
         path = os.path.join(REPO, "bench", "RESULTS.md")
         text = open(path).read()
