@@ -145,9 +145,18 @@ DC_INLINE double adjoint_step(int mode, dc_scan_terms t, dc_scan_affine *acc)
                 dc_scan_terms t;                                                                                       \
                 t.c = (double)g[exclusive ? at + es : at];                                                             \
                 if (op == DC_REDUCE_SUM) {                                                                             \
-                    t.k = 1.0;                                                                                         \
-                    t.s = 1.0;                                                                                         \
-                } else if (op == DC_REDUCE_PROD) {                                                                     \
+                    /* k = s = 1: dc_scan_mul(1, v) is v + 0.0 (a zero made                                            \
+                     * +0), without a test on the recurrence's path */                                                 \
+                    if (mode == SUMMARIZE) {                                                                           \
+                        acc[l].c = t.c + (acc[l].c + 0.0);                                                             \
+                        acc[l].m = acc[l].m + 0.0;                                                                     \
+                    } else {                                                                                           \
+                        acc[l].c = t.c + (acc[l].c + 0.0);                                                             \
+                        gx[at] = (T)(acc[l].c + 0.0);                                                                  \
+                    }                                                                                                  \
+                    continue;                                                                                          \
+                }                                                                                                      \
+                if (op == DC_REDUCE_PROD) {                                                                            \
                     t.k = (double)x[at + es];                                                                          \
                     t.s = (double)y[exclusive ? at : at - es];                                                         \
                 } else {                                                                                               \
