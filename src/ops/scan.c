@@ -160,10 +160,19 @@ DC_INLINE double adjoint_step(int mode, dc_scan_terms t, dc_scan_affine *acc)
                     t.k = (double)x[at + es];                                                                          \
                     t.s = (double)y[exclusive ? at : at - es];                                                         \
                 } else {                                                                                               \
+                    /* k, s: 0 or 1; dc_scan_mul(1, v) is v + 0.0 */                                                   \
                     const double here = (double)y[exclusive ? at + es : at];                                           \
                     const double before = (double)y[exclusive ? at : at - es];                                         \
-                    t.k = dc_scan_takes_over(op, here, (double)x[at + es]) ? 0.0 : 1.0;                                \
-                    t.s = dc_scan_takes_over(op, before, (double)x[at]) ? 1.0 : 0.0;                                   \
+                    const bool next_wins = dc_scan_takes_over(op, here, (double)x[at + es]);                           \
+                    const bool wins = dc_scan_takes_over(op, before, (double)x[at]);                                   \
+                    if (mode == SUMMARIZE) {                                                                           \
+                        acc[l].c = t.c + (next_wins ? 0.0 : acc[l].c + 0.0);                                           \
+                        acc[l].m = next_wins ? 0.0 : acc[l].m + 0.0;                                                   \
+                    } else {                                                                                           \
+                        acc[l].c = t.c + (next_wins ? 0.0 : acc[l].c + 0.0);                                           \
+                        gx[at] = (T)(wins ? acc[l].c + 0.0 : 0.0);                                                     \
+                    }                                                                                                  \
+                    continue;                                                                                          \
                 }                                                                                                      \
                 const double v = adjoint_step(mode, t, &acc[l]);                                                       \
                 if (mode == APPLY)                                                                                     \
