@@ -345,17 +345,19 @@ static void test_gradcheck(void **state)
 }
 
 /* The same across chunks: a long row and a few long columns, every op and
- * mode, 24 elements of each checked (spread over the chunks). */
+ * mode, 24 elements of each checked (spread over the chunks); and rows whose
+ * pieces the CPU scans side by side (a row of nine chunks, sixteen short
+ * rows). */
 static void test_gradcheck_long(void **state)
 {
     (void)state;
     dc_ctx *ctx = test_cpu_ctx();
-    const int64_t shapes[2][2] = {{1, 9001}, {4500, 2}};
-    const int axes[2] = {1, 0};
-    double *xv = malloc(9001 * sizeof *xv), *wv = malloc(9001 * sizeof *wv);
+    const int64_t shapes[4][2] = {{1, 9001}, {4500, 2}, {1, 36869}, {16, 300}};
+    const int axes[4] = {1, 0, 1, 1};
+    double *xv = malloc(36869 * sizeof *xv), *wv = malloc(36869 * sizeof *wv);
     assert_non_null(xv);
     assert_non_null(wv);
-    for (int l = 0; l < 2; ++l)
+    for (int l = 0; l < 4; ++l)
         for (int o = 0; o < 4; ++o)
             for (int e = 0; e < 2; ++e) {
                 gc_case k = {{ops[o], e == 1, axes[l], false}, NULL, false, axes[l]};
@@ -547,13 +549,13 @@ static void test_long_gradients(void **state)
 {
     (void)state;
     dc_ctx *ctx = test_cpu_ctx();
-    const int64_t shape[1] = {20000};
-    double *xv = malloc(20000 * sizeof *xv), *gv = malloc(20000 * sizeof *gv), *want = malloc(20000 * sizeof *want);
+    const int64_t shape[1] = {40000};
+    double *xv = malloc(40000 * sizeof *xv), *gv = malloc(40000 * sizeof *gv), *want = malloc(40000 * sizeof *want);
     assert_non_null(xv);
     assert_non_null(gv);
     assert_non_null(want);
-    fill(xv, 20000, -1, 1, 3);
-    for (int64_t i = 0; i < 20000; ++i)
+    fill(xv, 40000, -1, 1, 3);
+    for (int64_t i = 0; i < 40000; ++i)
         gv[i] = (double)((i * 7) % 5) - 2; /* integers: every sum exact */
     for (int o = 0; o < 4; o += 2) {
         const scan_case c = {ops[o], false, 0, false};
@@ -561,17 +563,17 @@ static void test_long_gradients(void **state)
         run_scan(ctx, DC_F64, &c, 1, shape, xv, gv, &y, &gx);
         if (o == 0) {
             double acc = 0;
-            for (int64_t i = 20000; i-- > 0;)
+            for (int64_t i = 40000; i-- > 0;)
                 want[i] = acc += gv[i];
         } else {
-            memset(want, 0, 20000 * sizeof *want);
+            memset(want, 0, 40000 * sizeof *want);
             int64_t win = 0;
-            for (int64_t i = 0; i < 20000; ++i) {
+            for (int64_t i = 0; i < 40000; ++i) {
                 win = xv[i] > xv[win] ? i : win;
                 want[win] += gv[i];
             }
         }
-        assert_same_bits(gx, want, 20000, dc_reduction_name(c.op));
+        assert_same_bits(gx, want, 40000, dc_reduction_name(c.op));
         free(y);
         free(gx);
     }

@@ -80,57 +80,248 @@ static cpu_piece piece_of(const cpu_plan *p, int64_t k)
 
 enum { SUMMARIZE, APPLY };
 
-#define DEFINE_CPU_SCAN(T, SFX)                                                                                        \
-    /* SUMMARIZE: the piece's totals into sums; APPLY: its outputs, from the                                           \
-     * carries in sums (the neutral element where lines are not cut) */                                                \
-    static void forward_piece_##SFX(const cpu_plan *p, int64_t k, const T *x, T *y, double *sums, int mode)            \
+/* LANES: pieces of single lines (inner 1) scanned side by side by one
+ * thread, so that their independent recurrences overlap instead of each
+ * waiting on the latency of its own. Each piece is computed exactly as alone:
+ * the bits do not depend on it. */
+enum { LANES = 8 };
+_Static_assert((int)LANES <= (int)CPU_WIDTH, "a piece's carries hold the lanes' too");
+
+/* One step of the adjoint's recurrence at a position of terms t: SUMMARIZE
+ * composes the position into the map acc of the positions after it; APPLY
+ * carries the adjoint acc->c and returns the input's adjoint. */
+DC_INLINE double adjoint_step(int mode, dc_scan_terms t, dc_scan_affine *acc)
+{
+    if (mode == SUMMARIZE) {
+        const dc_scan_affine here = {t.c, t.k};
+        *acc = dc_scan_affine_then(*acc, here);
+        return 0.0;
+    }
+    acc->c = t.c + dc_scan_mul(t.k, acc->c);
+    return dc_scan_mul(t.s, acc->c);
+}
+
+/* The kernels, written once per dtype, and inlined into one loop per op,
+ * mode and direction, so that none of these is tested inside the loop.
+ * They run over nl lines of n positions: position i of line l at element
+ * l * ls + i * es (columns: ls 1, es inner; side-by-side lanes of a row: ls
+ * the distance of the pieces, es 1). */
+#define DEFINE_CPU_KERNELS(T, SFX)                                                                                     \
+    /* acc: the lines' carries (SUMMARIZE: totals from the neutral element) */                                        \
+    DC_INLINE void forward_lines_##SFX(int op, bool exclusive, int mode, int nl, const T *x, T *y, int64_t n,         \
+                                       int64_t es, int64_t ls, double *acc)                                           \
     {                                                                                                                  \
-        const cpu_piece q = piece_of(p, k);                                                                            \
-        double acc[CPU_WIDTH];                                                                                         \
-        double *sum = sums ? sums + k * p->width : NULL;                                                               \
-        for (int64_t j = 0; j < q.lines; ++j)                                                                          \
-            acc[j] = mode == APPLY && sum ? sum[j] : dc_scan_neutral(p->op);                                           \
-        for (int64_t i = q.b; i < q.e; ++i) {                                                                          \
-            const T *xi = x + q.offset + i * p->inner;                                                                 \
-            T *yi = y + q.offset + i * p->inner;                                                                       \
-            for (int64_t j = 0; j < q.lines; ++j) {                                                                    \
-                if (mode == APPLY && p->exclusive)                                                                     \
-                    yi[j] = (T)acc[j];                                                                                 \
-                acc[j] = dc_scan_combine(p->op, acc[j], (double)xi[j]);                                                \
-                if (mode == APPLY && !p->exclusive)                                                                    \
-                    yi[j] = (T)acc[j];                                                                                 \
+        for (int64_t i = 0; i < n; ++i) {                                                                              \
+            DC_UNROLL                                                                                                  \
+            for (int l = 0; l < nl; ++l) {                                                                             \
+                const int64_t at = l * ls + i * es;                                                                    \
+                const double v = (double)x[at];                                                                        \
+                if (mode == APPLY && exclusive)                                                                        \
+                    y[at] = (T)acc[l];                                                                                 \
+                acc[l] = dc_scan_combine(op, acc[l], v);                                                               \
+                if (mode == APPLY && !exclusive)                                                                       \
+                    y[at] = (T)acc[l];                                                                                 \
             }                                                                                                          \
         }                                                                                                              \
-        for (int64_t j = 0; mode == SUMMARIZE && j < q.lines; ++j)                                                     \
-            sum[j] = acc[j];                                                                                           \
     }                                                                                                                  \
-    /* SUMMARIZE: the affine map of the piece's adjoint into maps; APPLY: the                                          \
-     * input's adjoint gx, from the adjoint after the chunk in maps (0 where                                           \
-     * lines are not cut) */                                                                                           \
-    static void adjoint_piece_##SFX(const cpu_plan *p, int64_t k, const T *x, const T *y, const T *g, T *gx,           \
-                                    dc_scan_affine *maps, int mode)                                                    \
+    static void forward_run_##SFX(int op, bool exclusive, int mode, int nl, const T *x, T *y, int64_t n, int64_t es,   \
+                                  int64_t ls, double *acc)                                                             \
     {                                                                                                                  \
-        const cpu_piece q = piece_of(p, k);                                                                            \
-        dc_scan_affine acc[CPU_WIDTH];                                                                                 \
-        dc_scan_affine *map = maps ? maps + k * p->width : NULL;                                                       \
-        for (int64_t j = 0; j < q.lines; ++j)                                                                          \
-            acc[j] = mode == APPLY && map ? map[j] : dc_scan_affine_identity();                                        \
-        for (int64_t i = q.e; i-- > q.b;) {                                                                            \
-            for (int64_t j = 0; j < q.lines; ++j) {                                                                    \
-                const int64_t at = q.offset + j;                                                                       \
-                const dc_scan_terms t =                                                                                \
-                    dc_scan_terms_##SFX(p->op, p->exclusive, x + at, y + at, g + at, i, p->len, p->inner);             \
-                const dc_scan_affine here = {t.c, t.k};                                                                \
-                if (mode == SUMMARIZE) {                                                                               \
-                    acc[j] = dc_scan_affine_then(acc[j], here);                                                        \
-                } else {                                                                                               \
-                    acc[j].c = t.c + dc_scan_mul(t.k, acc[j].c);                                                       \
-                    gx[at + i * p->inner] = (T)dc_scan_mul(t.s, acc[j].c);                                             \
+        _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wswitch\"")                                 \
+        FOR_EACH_SCAN_VARIANT(forward_lines_##SFX, x, y, n, es, ls, acc)                                               \
+        _Pragma("GCC diagnostic pop")                                                                                  \
+    }                                                                                                                  \
+    /* Positions 1 .. n - 2 of a piece of n positions, the last first (the                                            \
+     * terms of scan_formulas.h without the cases of a line's ends, which                                             \
+     * the caller steps through with dc_scan_terms); x, y, g, gx at the                                               \
+     * piece's first position. */                                                                                      \
+    DC_INLINE void adjoint_lines_##SFX(int op, bool exclusive, int mode, int nl, const T *x, const T *y,              \
+                                       const T *g, T *gx, int64_t n, int64_t es, int64_t ls, dc_scan_affine *acc)     \
+    {                                                                                                                  \
+        for (int64_t i = n - 1; i-- > 1;) {                                                                            \
+            DC_UNROLL                                                                                                  \
+            for (int l = 0; l < nl; ++l) {                                                                             \
+                const int64_t at = l * ls + i * es;                                                                    \
+                dc_scan_terms t;                                                                                       \
+                t.c = (double)g[exclusive ? at + es : at];                                                             \
+                if (op == DC_REDUCE_SUM) {                                                                             \
+                    /* k = s = 1: dc_scan_mul(1, v) is v + 0.0 (a zero made                                            \
+                     * +0), without a test on the recurrence's path */                                                 \
+                    if (mode == SUMMARIZE) {                                                                           \
+                        acc[l].c = t.c + (acc[l].c + 0.0);                                                             \
+                        acc[l].m = acc[l].m + 0.0;                                                                     \
+                    } else {                                                                                           \
+                        acc[l].c = t.c + (acc[l].c + 0.0);                                                             \
+                        gx[at] = (T)(acc[l].c + 0.0);                                                                  \
+                    }                                                                                                  \
+                    continue;                                                                                          \
                 }                                                                                                      \
+                if (op == DC_REDUCE_PROD) {                                                                            \
+                    t.k = (double)x[at + es];                                                                          \
+                    t.s = (double)y[exclusive ? at : at - es];                                                         \
+                } else {                                                                                               \
+                    /* k, s: 0 or 1; dc_scan_mul(1, v) is v + 0.0 */                                                   \
+                    const double here = (double)y[exclusive ? at + es : at];                                           \
+                    const double before = (double)y[exclusive ? at : at - es];                                         \
+                    const bool next_wins = dc_scan_takes_over(op, here, (double)x[at + es]);                           \
+                    const bool wins = dc_scan_takes_over(op, before, (double)x[at]);                                   \
+                    if (mode == SUMMARIZE) {                                                                           \
+                        acc[l].c = t.c + (next_wins ? 0.0 : acc[l].c + 0.0);                                           \
+                        acc[l].m = next_wins ? 0.0 : acc[l].m + 0.0;                                                   \
+                    } else {                                                                                           \
+                        acc[l].c = t.c + (next_wins ? 0.0 : acc[l].c + 0.0);                                           \
+                        gx[at] = (T)(wins ? acc[l].c + 0.0 : 0.0);                                                     \
+                    }                                                                                                  \
+                    continue;                                                                                          \
+                }                                                                                                      \
+                const double v = adjoint_step(mode, t, &acc[l]);                                                       \
+                if (mode == APPLY)                                                                                     \
+                    gx[at] = (T)v;                                                                                     \
             }                                                                                                          \
         }                                                                                                              \
-        for (int64_t j = 0; mode == SUMMARIZE && j < q.lines; ++j)                                                     \
-            map[j] = acc[j];                                                                                           \
+    }                                                                                                                  \
+    static void adjoint_run_##SFX(int op, bool exclusive, int mode, int nl, const T *x, const T *y, const T *g, T *gx, \
+                                  int64_t n, int64_t es, int64_t ls, dc_scan_affine *acc)                              \
+    {                                                                                                                  \
+        _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wswitch\"")                                 \
+        FOR_EACH_SCAN_VARIANT(adjoint_lines_##SFX, x, y, g, gx, n, es, ls, acc)                                        \
+        _Pragma("GCC diagnostic pop")                                                                                  \
+    }                                                                                                                  \
+    /* One position i of a piece's lines through the general terms (a line's                                          \
+     * first and last positions included); x, y, g, gx at the lines' starts */                                        \
+    static void adjoint_edge_##SFX(const cpu_plan *p, int mode, int64_t lines, const T *x, const T *y, const T *g,    \
+                                   T *gx, int64_t i, int64_t ls, dc_scan_affine *acc)                                  \
+    {                                                                                                                  \
+        for (int64_t l = 0; l < lines; ++l) {                                                                          \
+            const int64_t at = l * ls;                                                                                 \
+            const dc_scan_terms t =                                                                                    \
+                dc_scan_terms_##SFX(p->op, p->exclusive, x + at, y + at, g + at, i, p->len, p->inner);                 \
+            const double v = adjoint_step(mode, t, &acc[l]);                                                           \
+            if (mode == APPLY)                                                                                         \
+                gx[at + i * p->inner] = (T)v;                                                                          \
+        }                                                                                                              \
+    }
+
+/* Calls KERNEL(op, exclusive, mode, nl, ...) with all four constant (nl
+ * LANES, or any count), from the variables op, exclusive, mode and nl. */
+#define SCAN_VARIANT_MODES(KERNEL, OP, NL, ...)                                                                        \
+    if (mode == SUMMARIZE && exclusive)                                                                                \
+        KERNEL(OP, true, SUMMARIZE, NL, __VA_ARGS__);                                                                  \
+    else if (mode == SUMMARIZE)                                                                                        \
+        KERNEL(OP, false, SUMMARIZE, NL, __VA_ARGS__);                                                                 \
+    else if (exclusive)                                                                                                \
+        KERNEL(OP, true, APPLY, NL, __VA_ARGS__);                                                                      \
+    else                                                                                                               \
+        KERNEL(OP, false, APPLY, NL, __VA_ARGS__);
+#define SCAN_VARIANT_OP(KERNEL, OP, ...)                                                                               \
+    case OP:                                                                                                           \
+        if (nl == LANES) {                                                                                             \
+            SCAN_VARIANT_MODES(KERNEL, OP, LANES, __VA_ARGS__)                                                         \
+        } else {                                                                                                       \
+            SCAN_VARIANT_MODES(KERNEL, OP, nl, __VA_ARGS__)                                                            \
+        }                                                                                                              \
+        break;
+#define FOR_EACH_SCAN_VARIANT(KERNEL, ...)                                                                             \
+    switch (op) {                                                                                                      \
+        SCAN_VARIANT_OP(KERNEL, DC_REDUCE_SUM, __VA_ARGS__)                                                            \
+        SCAN_VARIANT_OP(KERNEL, DC_REDUCE_PROD, __VA_ARGS__)                                                           \
+        SCAN_VARIANT_OP(KERNEL, DC_REDUCE_MAX, __VA_ARGS__)                                                            \
+        SCAN_VARIANT_OP(KERNEL, DC_REDUCE_MIN, __VA_ARGS__)                                                            \
+    }
+
+DEFINE_CPU_KERNELS(float, f32)
+DEFINE_CPU_KERNELS(double, f64)
+
+/* Whether pieces k0 .. k0 + nl - 1 can be the lanes of one kernel call:
+ * pieces of rows (inner 1), of the same length, evenly spaced (chunks of one
+ * row, or whole rows); their distance in *ls. */
+static bool as_lanes(const cpu_plan *p, int64_t k0, int nl, int64_t *ls)
+{
+    if (p->inner != 1 || nl < 2)
+        return false;
+    const cpu_piece first = piece_of(p, k0);
+    const int64_t start = first.offset + first.b;
+    const cpu_piece second = piece_of(p, k0 + 1);
+    *ls = second.offset + second.b - start;
+    for (int l = 0; l < nl; ++l) {
+        const cpu_piece q = piece_of(p, k0 + l);
+        if (q.e - q.b != first.e - first.b || q.offset + q.b != start + l * *ls)
+            return false;
+    }
+    return true;
+}
+
+#define DEFINE_CPU_SCAN(T, SFX)                                                                                        \
+    /* SUMMARIZE: the totals of pieces k0 .. k0 + nl - 1 into sums; APPLY:                                             \
+     * their outputs, from the carries in sums (the neutral element where                                              \
+     * lines are not cut) */                                                                                           \
+    static void forward_pieces_##SFX(const cpu_plan *p, int64_t k0, int nl, const T *x, T *y, double *sums, int mode) \
+    {                                                                                                                  \
+        int64_t ls;                                                                                                    \
+        double acc[CPU_WIDTH];                                                             \
+        if (nl == LANES && as_lanes(p, k0, nl, &ls)) {                                                                 \
+            const cpu_piece q = piece_of(p, k0);                                                                       \
+            for (int l = 0; l < nl; ++l)                                                                               \
+                acc[l] = mode == APPLY && sums ? sums[k0 + l] : dc_scan_neutral(p->op);                                \
+            const int64_t at = q.offset + q.b;                                                                         \
+            forward_run_##SFX(p->op, p->exclusive, mode, nl, x + at, y + at, q.e - q.b, 1, ls, acc);                  \
+            for (int l = 0; mode == SUMMARIZE && l < nl; ++l)                                                          \
+                sums[k0 + l] = acc[l];                                                                                 \
+            return;                                                                                                    \
+        }                                                                                                              \
+        for (int64_t k = k0; k < k0 + nl; ++k) {                                                                       \
+            const cpu_piece q = piece_of(p, k);                                                                        \
+            double *sum = sums ? sums + k * p->width : NULL;                                                           \
+            for (int64_t j = 0; j < q.lines; ++j)                                                                      \
+                acc[j] = mode == APPLY && sum ? sum[j] : dc_scan_neutral(p->op);                                       \
+            const int64_t at = q.offset + q.b * p->inner;                                                              \
+            forward_run_##SFX(p->op, p->exclusive, mode, (int)q.lines, x + at, y + at, q.e - q.b, p->inner, 1, acc);  \
+            for (int64_t j = 0; mode == SUMMARIZE && j < q.lines; ++j)                                                 \
+                sum[j] = acc[j];                                                                                       \
+        }                                                                                                              \
+    }                                                                                                                  \
+    /* SUMMARIZE: the affine maps of the adjoints of pieces k0 .. k0 + nl - 1                                          \
+     * into maps; APPLY: the input's adjoint gx, from the adjoint after each                                           \
+     * piece in maps (0 where lines are not cut) */                                                                    \
+    static void adjoint_pieces_##SFX(const cpu_plan *p, int64_t k0, int nl, const T *x, const T *y, const T *g,        \
+                                     T *gx, dc_scan_affine *maps, int mode)                                            \
+    {                                                                                                                  \
+        int64_t ls;                                                                                                    \
+        dc_scan_affine acc[CPU_WIDTH];                                                     \
+        if (nl == LANES && as_lanes(p, k0, nl, &ls)) {                                                                 \
+            cpu_piece q[LANES];                                                                                        \
+            for (int l = 0; l < nl; ++l) {                                                                             \
+                q[l] = piece_of(p, k0 + l);                                                                            \
+                acc[l] = mode == APPLY && maps ? maps[k0 + l] : dc_scan_affine_identity();                             \
+                const int64_t o = q[l].offset;                                                                         \
+                adjoint_edge_##SFX(p, mode, 1, x + o, y + o, g + o, gx + o, q[l].e - 1, 1, &acc[l]);                   \
+            }                                                                                                          \
+            const int64_t at = q[0].offset + q[0].b;                                                                   \
+            adjoint_run_##SFX(p->op, p->exclusive, mode, nl, x + at, y + at, g + at, gx + at, q[0].e - q[0].b, 1, ls,  \
+                              acc);                                                                                    \
+            for (int l = 0; l < nl; ++l) {                                                                             \
+                const int64_t o = q[l].offset;                                                                         \
+                if (q[l].e - q[l].b > 1)                                                                               \
+                    adjoint_edge_##SFX(p, mode, 1, x + o, y + o, g + o, gx + o, q[l].b, 1, &acc[l]);                   \
+                if (mode == SUMMARIZE)                                                                                 \
+                    maps[k0 + l] = acc[l];                                                                             \
+            }                                                                                                          \
+            return;                                                                                                    \
+        }                                                                                                              \
+        for (int64_t k = k0; k < k0 + nl; ++k) {                                                                       \
+            const cpu_piece q = piece_of(p, k);                                                                        \
+            dc_scan_affine *map = maps ? maps + k * p->width : NULL;                                                   \
+            for (int64_t j = 0; j < q.lines; ++j)                                                                      \
+                acc[j] = mode == APPLY && map ? map[j] : dc_scan_affine_identity();                                    \
+            const int64_t o = q.offset, at = q.offset + q.b * p->inner;                                                \
+            adjoint_edge_##SFX(p, mode, q.lines, x + o, y + o, g + o, gx + o, q.e - 1, 1, acc);                        \
+            adjoint_run_##SFX(p->op, p->exclusive, mode, (int)q.lines, x + at, y + at, g + at, gx + at, q.e - q.b,     \
+                              p->inner, 1, acc);                                                                       \
+            if (q.e - q.b > 1)                                                                                         \
+                adjoint_edge_##SFX(p, mode, q.lines, x + o, y + o, g + o, gx + o, q.b, 1, acc);                        \
+            for (int64_t j = 0; mode == SUMMARIZE && j < q.lines; ++j)                                                 \
+                map[j] = acc[j];                                                                                       \
+        }                                                                                                              \
     }
 DEFINE_CPU_SCAN(float, f32)
 DEFINE_CPU_SCAN(double, f64)
@@ -170,6 +361,8 @@ static dc_status scan_cpu(dc_tape *tape, const cpu_plan *p, dc_dtype dtype, bool
                           const void *g, void *out)
 {
     const int64_t n_pieces = p->groups * p->chunks;
+    /* rows' pieces go LANES at a time */
+    const int64_t batch = p->inner == 1 ? LANES : 1, n_batches = (n_pieces + batch - 1) / batch;
     const int64_t numel = p->groups * p->width * p->len;
     const int n_threads = numel > 32768 ? tape->ctx->cpu.num_threads : 1;
     double *sums = NULL;
@@ -193,15 +386,17 @@ static dc_status scan_cpu(dc_tape *tape, const cpu_plan *p, dc_dtype dtype, bool
         }
         const int mode = pass == 0 ? SUMMARIZE : APPLY;
 #pragma omp parallel for num_threads(n_threads) schedule(static)
-        for (int64_t k = 0; k < n_pieces; ++k) {
+        for (int64_t b = 0; b < n_batches; ++b) {
+            const int64_t k0 = b * batch;
+            const int nl = (int)(n_pieces - k0 < batch ? n_pieces - k0 : batch);
             if (adjoint && f32)
-                adjoint_piece_f32(p, k, x, y, g, out, maps, mode);
+                adjoint_pieces_f32(p, k0, nl, x, y, g, out, maps, mode);
             else if (adjoint)
-                adjoint_piece_f64(p, k, x, y, g, out, maps, mode);
+                adjoint_pieces_f64(p, k0, nl, x, y, g, out, maps, mode);
             else if (f32)
-                forward_piece_f32(p, k, x, out, sums, mode);
+                forward_pieces_f32(p, k0, nl, x, out, sums, mode);
             else
-                forward_piece_f64(p, k, x, out, sums, mode);
+                forward_pieces_f64(p, k0, nl, x, out, sums, mode);
         }
     }
     return DC_OK;
