@@ -866,7 +866,7 @@ static void test_f32_matches_f64(void **state)
 }
 
 /* A random matrix big enough for a team of threads. */
-static dc_csr *random_csr(dc_ctx *ctx, int64_t rows, int64_t cols, int64_t nnz)
+static dc_csr *random_csr(dc_ctx *ctx, dc_dtype dtype, int64_t rows, int64_t cols, int64_t nnz)
 {
     int64_t *r = malloc((size_t)nnz * sizeof *r), *c = malloc((size_t)nnz * sizeof *c);
     double *v = malloc((size_t)nnz * sizeof *v);
@@ -877,7 +877,7 @@ static dc_csr *random_csr(dc_ctx *ctx, int64_t rows, int64_t cols, int64_t nnz)
         c[k] = (int64_t)((s >> 13) % (uint64_t)cols);
         v[k] = (double)((s >> 40) & 0xffff) / 65536.0 - 0.5;
     }
-    dc_csr *a = dc_csr_from_coo(ctx, DC_F32, rows, cols, nnz, r, c, v, DC_COO_SUM);
+    dc_csr *a = dc_csr_from_coo(ctx, dtype, rows, cols, nnz, r, c, v, DC_COO_SUM);
     free(r);
     free(c);
     free(v);
@@ -893,7 +893,7 @@ static void test_same_bits_on_any_thread_count(void **state)
     int64_t sizes[5] = {0};
     for (int threads = 1; threads <= 3; ++threads) {
         dc_ctx *ctx = test_cpu_ctx_threads(threads, 7);
-        dc_csr *a = random_csr(ctx, 300, 200, 6000);
+        dc_csr *a = random_csr(ctx, DC_F32, 300, 200, 6000);
         TEST_NONNULL(ctx, a);
         const int64_t sx[2] = {200, 16}, st[2] = {300, 16}, su[2] = {300, 8}, sv[2] = {200, 8};
         dc_tensor *x = dc_tensor_new(ctx, DC_F32, 2, sx), *xt = dc_tensor_new(ctx, DC_F32, 2, st);
@@ -936,6 +936,81 @@ static void test_same_bits_on_any_thread_count(void **state)
     }
     for (int m = 0; m < 5; ++m)
         free(first[m]);
+}
+
+/* The gradients of one spmm/spmv used twice (the second contribution adds)
+ * with respect to whichever of vals and x require them, as host doubles. */
+static void product_grads(dc_ctx *ctx, dc_csr *a, dc_tensor *vals, dc_tensor *x, bool transpose, bool vector,
+                          double *gv, double *gx)
+{
+    dc_tape *tape = dc_tape_new(ctx);
+    dc_tensor *y = vector ? dc_op_spmv(tape, a, vals, x, transpose) : dc_op_spmm(tape, a, vals, x, transpose);
+    dc_tensor *z = vector ? dc_op_spmv(tape, a, vals, x, transpose) : dc_op_spmm(tape, a, vals, x, transpose);
+    dc_tensor *loss = dc_op_add(tape, dc_op_sum(tape, dc_op_mul(tape, y, y), 0, NULL, false),
+                                dc_op_sum(tape, dc_op_tanh(tape, z), 0, NULL, false));
+    TEST_OK(ctx, dc_backward(tape, loss));
+    dc_tensor *t[2] = {vals, x};
+    double *out[2] = {gv, gx};
+    for (int m = 0; m < 2; ++m) {
+        if (!dc_tensor_requires_grad(t[m]))
+            continue;
+        dc_tensor *g = dc_tensor_grad(t[m]);
+        TEST_NONNULL(ctx, g);
+        TEST_OK(ctx, dc_tensor_to_host(g, out[m], (size_t)dc_tensor_numel(g) * sizeof(double)));
+        dc_tensor_zero_grad(t[m]);
+    }
+    dc_tape_free(tape);
+}
+
+/* The backward of a product that both adjoints are wanted from walks the
+ * pattern once for both (its rows of the dense operand contiguous, n up to
+ * 256): the same bits as the two adjoints wanted one at a time, A and A^T,
+ * vectors and matrices of 1 to 300 columns, a row's entries past a block of
+ * four, int32 and int64 indices, on 1 and 3 threads. */
+static void test_fused_backward_same_bits(void **state)
+{
+    (void)state;
+    const int64_t widths[] = {1, 3, 64, 67, 256, 300};
+    for (int wide = 0; wide < 2; ++wide) {
+        set_index64(wide == 1);
+        for (int threads = 1; threads <= 3; threads += 2) {
+            dc_ctx *ctx = test_cpu_ctx_threads(threads, 11);
+            dc_csr *a = random_csr(ctx, DC_F64, 90, 70, 1500);
+            TEST_NONNULL(ctx, a);
+            assert_int_equal(dc_csr_index_bits(a), wide ? 64 : 32);
+            const int64_t nnz = dc_csr_nnz(a);
+            dc_tensor *vals = dc_csr_values(a);
+            for (size_t w = 0; w < sizeof widths / sizeof *widths; ++w)
+                for (int tr = 0; tr < 2; ++tr)
+                    for (int vector = 0; vector < (widths[w] == 1 ? 2 : 1); ++vector) {
+                        const int64_t rows = tr ? 90 : 70, n = widths[w];
+                        dc_tensor *x = random_tensor(ctx, vector ? 1 : 2, rows, vector ? 0 : n);
+                        const size_t nx = (size_t)(rows * n);
+                        double *both_v = malloc((size_t)nnz * sizeof(double)), *one_v = malloc((size_t)nnz * sizeof(double));
+                        double *both_x = malloc(nx * sizeof(double)), *one_x = malloc(nx * sizeof(double));
+                        TEST_OK(ctx, dc_tensor_set_requires_grad(vals, true));
+                        TEST_OK(ctx, dc_tensor_set_requires_grad(x, true));
+                        product_grads(ctx, a, vals, x, tr, vector, both_v, both_x);
+                        TEST_OK(ctx, dc_tensor_set_requires_grad(x, false));
+                        product_grads(ctx, a, vals, x, tr, vector, one_v, NULL);
+                        TEST_OK(ctx, dc_tensor_set_requires_grad(vals, false));
+                        TEST_OK(ctx, dc_tensor_set_requires_grad(x, true));
+                        product_grads(ctx, a, vals, x, tr, vector, NULL, one_x);
+                        if (memcmp(both_v, one_v, (size_t)nnz * sizeof(double)) != 0 ||
+                            memcmp(both_x, one_x, nx * sizeof(double)) != 0)
+                            fail_msg("n %d, %s, %s: the adjoints differ from those taken one at a time", (int)n,
+                                     tr ? "A^T" : "A", wide ? "int64" : "int32");
+                        free(both_v);
+                        free(one_v);
+                        free(both_x);
+                        free(one_x);
+                        dc_tensor_free(x);
+                    }
+            dc_csr_free(a);
+            dc_ctx_free(ctx);
+        }
+    }
+    set_index64(false);
 }
 
 static void test_op_errors(void **state)
@@ -1001,6 +1076,7 @@ int main(void)
         cmocka_unit_test(test_empty_inner_size),
         cmocka_unit_test(test_f32_matches_f64),
         cmocka_unit_test(test_same_bits_on_any_thread_count),
+        cmocka_unit_test(test_fused_backward_same_bits),
         cmocka_unit_test(test_op_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -15,6 +15,29 @@
 /* Entries of a row whose sampled products run side by side. */
 #define SDDMM_LANES 4
 
+/* The fused backward of a product (mm_back_): entries of a pattern row
+ * whose sampled products run side by side, and the widest product it takes
+ * (its row of the dense adjoint sums in registers and on the stack). */
+#define BACK_LANES 4
+#define BACK_MAX_N 256
+
+/* Entries ahead of the one at hand whose rows of the output's adjoint are
+ * fetched into the cache before use: the rows are read at random. */
+#define BACK_AHEAD 16
+
+/* Asks for the cache lines of `bytes` bytes at p (a hint: no effect on
+ * results; nothing where the compiler has no such builtin). */
+static inline void prefetch_row(const void *p, int64_t bytes)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    for (int64_t b = 0; b < bytes; b += 64)
+        __builtin_prefetch((const char *)p + b);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
 static int team(dc_ctx *ctx, int64_t work) { return dc_pool_team(&ctx->cpu, work > PARALLEL_MIN); }
 
 #define DEFINE_KERNELS(T)                                                                          \
@@ -99,6 +122,99 @@ static int team(dc_ctx *ctx, int64_t work) { return dc_pool_team(&ctx->cpu, work
                     T *o = out + (p + e) * os;                                                     \
                     *o = add ? *o + acc[e] : acc[e];                                               \
                 }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    /* mm_back_ for n == 1 (A x): the sums in registers. */                  \
+    static void mv_back_##T(dc_csr_side s, const T *vals, int64_t vs, const T *g, int64_t gr, const T *x,  \
+                            int64_t xr, T *vg, int64_t vgs, bool vadd, T *xg, int64_t xgr, bool xadd,    \
+                            int threads)                                                           \
+    {                                                                                              \
+        _Pragma("omp parallel for num_threads(threads) schedule(static)")                          \
+        for (int64_t r = 0; r < s.out_rows; ++r) {                                                 \
+            const T xr_ = x[r * xr];                                                               \
+            const int64_t p1 = dc_csr_ix(s.ptr, s.wide, r + 1);                                    \
+            T acc = 0;                                                                             \
+            for (int64_t p = dc_csr_ix(s.ptr, s.wide, r); p < p1; ++p) {                           \
+                const int64_t k = s.perm ? dc_csr_ix(s.perm, s.wide, p) : p;                       \
+                const T gq = g[dc_csr_ix(s.idx, s.wide, p) * gr];                                  \
+                T dot = 0;                                                                         \
+                dot += gq * xr_;                                                                   \
+                acc += vals[k * vs] * gq;                                                          \
+                T *o = vg + k * vgs;                                                               \
+                *o = vadd ? *o + dot : dot;                                                        \
+            }                                                                                      \
+            T *o = xg + r * xgr;                                                                   \
+            *o = xadd ? *o + acc : acc;                                                            \
+        }                                                                                          \
+    }                                                                                              \
+    /* Both adjoints of out = side * x in one walk of the side: for each    \
+     * entry p of row r (q = idx[p], k = perm[p] or p), vg[k] (= or +=)     \
+     * sum over c of g[q, c] * x[r, c] in order of c, as sddmm_, and        \
+     * xg[r, c] (= or +=) sum over the entries of vals[k] * g[q, c] in the  \
+     * side's order, as mm_ on the same side: the same bits as the two      \
+     * kernels, g[q] read once for both. Dense rows contiguous, n at most   \
+     * BACK_MAX_N. BACK_LANES entries at a time, then the rest one by one.  */ \
+    static void mm_back_##T(dc_csr_side s, const T *vals, int64_t vs, const T *g, int64_t gr, const T *x,  \
+                            int64_t xr, int64_t n, T *vg, int64_t vgs, bool vadd, T *xg, int64_t xgr,    \
+                            bool xadd, int threads)                                                \
+    {                                                                                              \
+        if (n == 1) {                                                                              \
+            mv_back_##T(s, vals, vs, g, gr, x, xr, vg, vgs, vadd, xg, xgr, xadd, threads);        \
+            return;                                                                                \
+        }                                                                                          \
+        _Pragma("omp parallel for num_threads(threads) schedule(static)")                          \
+        for (int64_t r = 0; r < s.out_rows; ++r) {                                                 \
+            const T *xrow = x + r * xr;                                                            \
+            T acc[BACK_MAX_N];                                                                     \
+            for (int64_t c = 0; c < n; ++c)                                                        \
+                acc[c] = 0;                                                                        \
+            const int64_t p1 = dc_csr_ix(s.ptr, s.wide, r + 1);                                    \
+            int64_t p = dc_csr_ix(s.ptr, s.wide, r);                                               \
+            for (; p + BACK_LANES <= p1; p += BACK_LANES) {                                        \
+                const T *gq[BACK_LANES];                                                           \
+                T v[BACK_LANES], dot[BACK_LANES];                                                  \
+                int64_t k[BACK_LANES];                                                             \
+                for (int e = 0; e < BACK_LANES; ++e) {                                             \
+                    if (p + e + BACK_AHEAD < s.nnz)                                                \
+                        prefetch_row(g + dc_csr_ix(s.idx, s.wide, p + e + BACK_AHEAD) * gr,        \
+                                     n * (int64_t)sizeof(T));                                      \
+                    k[e] = s.perm ? dc_csr_ix(s.perm, s.wide, p + e) : p + e;                      \
+                    gq[e] = g + dc_csr_ix(s.idx, s.wide, p + e) * gr;                              \
+                    v[e] = vals[k[e] * vs];                                                        \
+                    dot[e] = 0;                                                                    \
+                }                                                                                  \
+                for (int64_t c = 0; c < n; ++c) {                                                  \
+                    const T xc = xrow[c];                                                          \
+                    for (int e = 0; e < BACK_LANES; ++e)                                           \
+                        dot[e] += gq[e][c] * xc;                                                   \
+                }                                                                                  \
+                for (int64_t c = 0; c < n; ++c) {                                                  \
+                    T a = acc[c];                                                                  \
+                    for (int e = 0; e < BACK_LANES; ++e)                                           \
+                        a += v[e] * gq[e][c];                                                      \
+                    acc[c] = a;                                                                    \
+                }                                                                                  \
+                for (int e = 0; e < BACK_LANES; ++e) {                                             \
+                    T *o = vg + k[e] * vgs;                                                        \
+                    *o = vadd ? *o + dot[e] : dot[e];                                              \
+                }                                                                                  \
+            }                                                                                      \
+            for (; p < p1; ++p) {                                                                  \
+                const int64_t k = s.perm ? dc_csr_ix(s.perm, s.wide, p) : p;                       \
+                const T *gq = g + dc_csr_ix(s.idx, s.wide, p) * gr;                                \
+                const T v = vals[k * vs];                                                          \
+                T dot = 0;                                                                         \
+                for (int64_t c = 0; c < n; ++c) {                                                  \
+                    dot += gq[c] * xrow[c];                                                        \
+                    acc[c] += v * gq[c];                                                           \
+                }                                                                                  \
+                T *o = vg + k * vgs;                                                               \
+                *o = vadd ? *o + dot : dot;                                                        \
+            }                                                                                      \
+            for (int64_t c = 0; c < n; ++c) {                                                      \
+                T *o = xg + r * xgr + c;                                                           \
+                *o = xadd ? *o + acc[c] : acc[c];                                                  \
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
@@ -189,6 +305,27 @@ dc_status dc_csr_kernel_sddmm(dc_tape *tape, dc_dtype dtype, const dc_csr *a, dc
         sddmm_float(a, u.ptr, u.rs, u.cs, v.ptr, v.rs, v.cs, n, out.ptr, out.s, add, threads);
     else
         sddmm_double(a, u.ptr, u.rs, u.cs, v.ptr, v.rs, v.cs, n, out.ptr, out.s, add, threads);
+    return DC_OK;
+}
+
+dc_status dc_csr_kernel_mm_backward(dc_tape *tape, dc_dtype dtype, dc_csr_side side, dc_vec_view vals,
+                                    dc_dense_view g, dc_dense_view x, int64_t n, dc_vec_view vals_grad,
+                                    dc_write_mode vals_mode, dc_dense_view x_grad, dc_write_mode x_mode, bool *taken)
+{
+    dc_ctx *ctx = tape->ctx;
+    /* a column stride matters only when there are several columns */
+    const bool rows_contiguous = n == 1 || (g.cs == 1 && x.cs == 1 && x_grad.cs == 1);
+    *taken = !ctx->cuda && n <= BACK_MAX_N && rows_contiguous && vals.ptr && g.ptr && x.ptr;
+    if (!*taken)
+        return DC_OK;
+    const bool vadd = vals_mode == DC_WRITE_ACCUMULATE, xadd = x_mode == DC_WRITE_ACCUMULATE;
+    const int threads = team(ctx, side.nnz * n);
+    if (dtype == DC_F32)
+        mm_back_float(side, vals.ptr, vals.s, g.ptr, g.rs, x.ptr, x.rs, n, vals_grad.ptr, vals_grad.s, vadd,
+                      x_grad.ptr, x_grad.rs, xadd, threads);
+    else
+        mm_back_double(side, vals.ptr, vals.s, g.ptr, g.rs, x.ptr, x.rs, n, vals_grad.ptr, vals_grad.s, vadd,
+                       x_grad.ptr, x_grad.rs, xadd, threads);
     return DC_OK;
 }
 

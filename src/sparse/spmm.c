@@ -44,6 +44,9 @@ dc_tensor *dc_op_spmm(dc_tape *tape, const dc_csr *a, dc_tensor *values, dc_tens
     return product(tape, "dc_op_spmm", a, values, x, transpose_a, false);
 }
 
+/* Whether t's gradient is (or will be) a view into its slice base's. */
+static bool grad_shares_base(const dc_tensor *t) { return t->slice_base && t->slice_base->requires_grad; }
+
 dc_status dc_spmm_backward(dc_tape *tape, dc_node *node)
 {
     const dc_csr *a = node->as.csr.a;
@@ -53,6 +56,28 @@ dc_status dc_spmm_backward(dc_tape *tape, dc_node *node)
     const int64_t n = x->ndim == 1 ? 1 : x->shape[1];
     dc_write_mode mode;
     dc_status st;
+    if (values->requires_grad && x->requires_grad && !grad_shares_base(values) && !grad_shares_base(x)) {
+        /* Both in one walk of the side that x's adjoint sums over (the
+         * column order for A, the row order for A^T): gy's row read once.
+         * Not for slices, whose gradients may share a base's memory. */
+        dc_write_mode x_mode;
+        st = dc_grad_prepare(tape, values, &mode);
+        if (st == DC_OK)
+            st = dc_grad_prepare(tape, x, &x_mode);
+        bool taken = false;
+        if (st == DC_OK)
+            st = dc_csr_kernel_mm_backward(tape, x->dtype, t ? dc_csr_rows_side(a) : dc_csr_cols_side(a),
+                                           dc_csr_vec_of(values), dc_csr_dense_of(gy), dc_csr_dense_of(x), n,
+                                           dc_csr_vec_of(values->grad), mode, dc_csr_dense_of(x->grad), x_mode,
+                                           &taken);
+        if (st != DC_OK)
+            return st;
+        if (taken) {
+            dc_grad_done(values);
+            dc_grad_done(x);
+            return DC_OK;
+        }
+    }
     if (values->requires_grad) {
         /* values_k += <gy[i], x[j]>, or <x[i], gy[j]> for A^T */
         st = dc_grad_prepare(tape, values, &mode);
