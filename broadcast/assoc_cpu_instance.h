@@ -41,8 +41,15 @@
 void DC_ASSOC_KERNEL(_scan)(const dc_assoc_scan_launch *launch, int64_t begin, int64_t end);
 void DC_ASSOC_KERNEL(_scan)(const dc_assoc_scan_launch *launch, int64_t begin, int64_t end)
 {
-    for (int64_t piece = begin; piece < end; ++piece)
-        dc_assoc_scan_piece_primal(launch, piece, 0, launch->inner);
+    for (int64_t piece = begin; piece < end;) {
+        if (end - piece >= DC_ASSOC_GROUP && dc_assoc_scan_group_fits_primal(launch, piece)) {
+            dc_assoc_scan_group_primal(launch, piece);
+            piece += DC_ASSOC_GROUP;
+        } else {
+            dc_assoc_scan_piece_primal(launch, piece, 0, launch->inner);
+            ++piece;
+        }
+    }
 }
 
 #include "bfn_dsl_end.h"
@@ -61,8 +68,7 @@ void DC_ASSOC_KERNEL(_scan)(const dc_assoc_scan_launch *launch, int64_t begin, i
 void DC_ASSOC_KERNEL(_vjp)(const dc_assoc_vjp_launch *launch, int64_t begin, int64_t end);
 void DC_ASSOC_KERNEL(_vjp)(const dc_assoc_vjp_launch *launch, int64_t begin, int64_t end)
 {
-    for (int64_t e = begin; e < end; ++e)
-        dc_assoc_vjp_element_dual(launch, e);
+    dc_assoc_vjp_range_dual(launch, begin, end);
 }
 
 void DC_ASSOC_KERNEL(_scan_adjoint)(const dc_assoc_scan_adjoint_launch *launch, int64_t begin, int64_t end);

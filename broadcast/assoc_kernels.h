@@ -97,6 +97,63 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_piece)(const dc_assoc_scan_launch *
     }
 }
 
+/* Pieces that a CPU work item walks together (dc_assoc_scan_group). */
+#ifndef DC_ASSOC_GROUP
+#define DC_ASSOC_GROUP 8
+#endif
+
+/* Whether pieces [p0, p0 + DC_ASSOC_GROUP) of a launch suit
+ * dc_assoc_scan_group: their totals only (no y: the eight streams of
+ * writes, a chunk of 4 KiB apart, were slower than one piece at a time),
+ * one lane, rows not segments, and every piece a whole chunk long. */
+DC_INLINE DC_HD int DC_BFN_ID(dc_assoc_scan_group_fits)(const dc_assoc_scan_launch *L, int64_t p0)
+{
+    if (L->y[0] || L->inner != 1 || L->seg_start || L->len <= 0)
+        return 0;
+    const int64_t n_chunks = (L->len + L->chunk - 1) / L->chunk;
+    return (p0 + DC_ASSOC_GROUP - 1) % n_chunks < n_chunks - 1 || L->len % L->chunk == 0;
+}
+
+/* Pieces [p0, p0 + DC_ASSOC_GROUP) of a launch that suits them
+ * (dc_assoc_scan_group_fits), walked together step by step so that their
+ * independent chains of operations overlap; each piece combines the same
+ * elements in the same order as dc_assoc_scan_piece, to the same bits. */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_group)(const dc_assoc_scan_launch *L, int64_t p0)
+{
+    const int reverse = (L->flags & DC_ASSOC_REVERSE) != 0;
+    const int exclusive = (L->flags & DC_ASSOC_EXCLUSIVE) != 0;
+    const int from_neutral = (L->flags & DC_ASSOC_FROM_NEUTRAL) != 0;
+    const int write = L->y[0] != 0;
+    const int64_t chunk = L->chunk, n_chunks = (L->len + chunk - 1) / chunk;
+    const dc_real *x[DC_ASSOC_K];
+    dc_real *y[DC_ASSOC_K], *carry[DC_ASSOC_K];
+    DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+    {
+        x[f] = (const dc_real *)L->x[f];
+        y[f] = (dc_real *)L->y[f];
+        carry[f] = (dc_real *)L->carry[f];
+    }
+    int64_t first[DC_ASSOC_GROUP];
+    dc_var c[DC_ASSOC_GROUP][DC_ASSOC_K];
+    DC_UNROLL for (int g = 0; g < DC_ASSOC_GROUP; ++g)
+    {
+        const int64_t piece = p0 + g;
+        first[g] = piece / n_chunks * L->len + piece % n_chunks * chunk + (reverse ? chunk - 1 : 0);
+        DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+            c[g][f] = from_neutral ? DC_ASSOC_NEUTRAL(f) : carry[f][piece];
+    }
+    const int64_t dir = reverse ? -1 : 1;
+    for (int64_t s = 0; s < chunk; ++s)
+        DC_UNROLL for (int g = 0; g < DC_ASSOC_GROUP; ++g)
+        {
+            const int64_t at = first[g] + dir * s;
+            DC_ASSOC_SCAN_STEP(c[g], at)
+        }
+    DC_UNROLL for (int g = 0; g < DC_ASSOC_GROUP; ++g)
+        DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+            carry[f][p0 + g] = c[g][f];
+}
+
 #undef DC_ASSOC_SCAN_STEP
 
 #else /* DC_BFN_DUAL */
@@ -110,11 +167,10 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_piece)(const dc_assoc_scan_launch *
             g += DC_BFN_P_(adj_mul)(lambda[dc_q_], DC_BFN_PARTIAL(out[dc_q_], j));                 \
     }
 
-/* One element of a vector-Jacobian launch. */
-DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_vjp_element)(const dc_assoc_vjp_launch *L, int64_t e)
+/* Element e of a vector-Jacobian launch, at index (i0, i1, i2). */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_vjp_at)(const dc_assoc_vjp_launch *L, int64_t e, int64_t i0, int64_t i1,
+                                                int64_t i2)
 {
-    const int64_t i2 = e % L->shape[2], t = e / L->shape[2];
-    const int64_t i1 = t % L->shape[1], i0 = t / L->shape[1];
     const int64_t r1 = L->row_index ? L->row_index[i1] : i1;
     dc_var lr[2 * DC_ASSOC_K];
     DC_UNROLL for (int j = 0; j < 2 * DC_ASSOC_K; ++j)
@@ -140,6 +196,33 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_vjp_element)(const dc_assoc_vjp_launch *
         dc_real g;
         DC_ASSOC_VJP_TERM(u, o, j, g)
         ((dc_real *)L->adj[j])[e] = g;
+    }
+}
+
+/* One element of a vector-Jacobian launch. */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_vjp_element)(const dc_assoc_vjp_launch *L, int64_t e)
+{
+    const int64_t i2 = e % L->shape[2], t = e / L->shape[2];
+    DC_BFN_ID(dc_assoc_vjp_at)(L, e, t / L->shape[1], t % L->shape[1], i2);
+}
+
+/* Elements [begin, end) of a vector-Jacobian launch, in order: the index
+ * divided out once, then stepped. */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_vjp_range)(const dc_assoc_vjp_launch *L, int64_t begin, int64_t end)
+{
+    if (begin >= end)
+        return;
+    const int64_t n1 = L->shape[1], n2 = L->shape[2];
+    int64_t i2 = begin % n2, t = begin / n2, i1 = t % n1, i0 = t / n1;
+    for (int64_t e = begin; e < end; ++e) {
+        DC_BFN_ID(dc_assoc_vjp_at)(L, e, i0, i1, i2);
+        if (++i2 == n2) {
+            i2 = 0;
+            if (++i1 == n1) {
+                i1 = 0;
+                ++i0;
+            }
+        }
     }
 }
 

@@ -621,6 +621,78 @@ static void test_threads_give_identical_bits(void **state)
     dc_ctx_free(two);
 }
 
+/* Outputs and gradients (float32) of a row of n steps repeated in `width`
+ * lanes ([n, width], reduced or scanned along axis 0), lane 0's only, as
+ * raw bytes (malloc'd). */
+static unsigned char *lane_bits(dc_ctx *ctx, const op_case *c, run_kind kind, bool exclusive, const double *v,
+                                int64_t n, int64_t width, size_t *size)
+{
+    const int k = c->op->n_state;
+    double *wide = malloc((size_t)(k * n * width) * sizeof *wide);
+    for (int f = 0; f < k; ++f)
+        for (int64_t i = 0; i < n * width; ++i)
+            wide[f * n * width + i] = v[f * n + i / width];
+    const int64_t shape[2] = {n, width};
+    dc_tensor *x[4];
+    make_fields(ctx, DC_F32, k, 2, shape, wide, n * width, x);
+    free(wide);
+    for (int f = 0; f < k; ++f)
+        TEST_OK(ctx, dc_tensor_set_requires_grad(x[f], true));
+    dc_tape *tape = dc_tape_new(ctx);
+    run_spec s = {.op = c->op, .kind = kind, .n_axes = 1, .axes = {0}, .flag = kind == RUN_SCAN && exclusive};
+    dc_tensor *out[4];
+    TEST_OK(ctx, run_op(tape, &s, x, out));
+    const int64_t m = dc_tensor_numel(out[0]) / width;
+    dc_tensor *loss = loss_of(tape, &s, x);
+    TEST_NONNULL(ctx, loss);
+    TEST_OK(ctx, dc_backward(tape, loss));
+    *size = (size_t)(k * (m + n)) * sizeof(float);
+    float *bits = malloc(*size), *at = bits;
+    float *h = malloc((size_t)(n * width) * sizeof *h);
+    for (int f = 0; f < k; ++f) {
+        TEST_OK(ctx, dc_tensor_to_host(out[f], h, (size_t)(m * width) * sizeof(float)));
+        for (int64_t i = 0; i < m; ++i)
+            *at++ = h[i * width];
+        TEST_OK(ctx, dc_tensor_to_host(dc_tensor_grad(x[f]), h, (size_t)(n * width) * sizeof(float)));
+        for (int64_t i = 0; i < n; ++i)
+            *at++ = h[i * width];
+    }
+    free(h);
+    dc_tape_free(tape);
+    free_fields(k, x);
+    return (unsigned char *)bits;
+}
+
+/* A row of one lane is walked in runs of whole pieces together (the CPU
+ * kernels' groups), a row of two lanes piece by piece: the same bits. The
+ * row has 20 pieces, the last one short: two runs, then single pieces. */
+static void test_grouped_pieces_match_lanes(void **state)
+{
+    (void)state;
+    int n_cases;
+    const op_case *cs = cases(&n_cases);
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t n = 19 * DC_ASSOC_CHUNK + 37;
+    for (int ci = 0; ci < n_cases; ++ci) {
+        if (ci == 2)
+            continue;
+        double *v = case_values(&cs[ci], n);
+        for (int kind = RUN_REDUCE; kind <= RUN_SCAN; ++kind)
+            for (int ex = 0; ex < 1 + (kind == RUN_SCAN); ++ex) {
+                size_t s1, s2;
+                unsigned char *b1 = lane_bits(ctx, &cs[ci], kind, ex, v, n, 1, &s1);
+                unsigned char *b2 = lane_bits(ctx, &cs[ci], kind, ex, v, n, 2, &s2);
+                assert_int_equal(s1, s2);
+                if (memcmp(b1, b2, s1) != 0)
+                    fail_msg("%s, kind %d, exclusive %d: one lane and two lanes differ", cs[ci].op->name, kind, ex);
+                free(b1);
+                free(b2);
+            }
+        free(v);
+    }
+    dc_ctx_free(ctx);
+}
+
 /* ---- refusals ---- */
 
 static void expect_error(dc_ctx *ctx, dc_status st, dc_status want, const char *a, const char *b)
@@ -818,6 +890,7 @@ int main(void)
         cmocka_unit_test(test_scan_gradients),
         cmocka_unit_test(test_segment_gradients),
         cmocka_unit_test(test_threads_give_identical_bits),
+        cmocka_unit_test(test_grouped_pieces_match_lanes),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_cuda_matches_cpu),
     };

@@ -9,6 +9,11 @@
  * work item writes its own elements. */
 enum { VJP_PIECE = 4096, SPLIT_WORK = 32768 };
 
+/* Pieces of a scan per CPU work item: the kernel walks runs of whole
+ * one-lane pieces together (broadcast/assoc_kernels.h, DC_ASSOC_GROUP).
+ * The result is the same whatever the grouping. */
+enum { SCAN_GROUP = 8 };
+
 static int type_index(dc_dtype dtype) { return dtype == DC_F64 ? DC_ASSOC_F64 : DC_ASSOC_F32; }
 
 dc_status dc_assoc_run_scan(dc_tape *tape, const dc_assoc *op, dc_dtype dtype, dc_assoc_scan_launch *launch)
@@ -22,9 +27,10 @@ dc_status dc_assoc_run_scan(dc_tape *tape, const dc_assoc *op, dc_dtype dtype, d
                                            : launch->outer * launch->len * launch->inner;
     const dc_assoc_cpu_scan kernel = op->cpu[type_index(dtype)].scan;
     const int team = dc_pool_team(&ctx->cpu, pieces > 1 && work >= SPLIT_WORK);
+    const int64_t groups = (pieces + SCAN_GROUP - 1) / SCAN_GROUP;
 #pragma omp parallel for num_threads(team) schedule(dynamic, 1)
-    for (int64_t p = 0; p < pieces; ++p)
-        kernel(launch, p, p + 1);
+    for (int64_t g = 0; g < groups; ++g)
+        kernel(launch, g * SCAN_GROUP, (g + 1) * SCAN_GROUP < pieces ? (g + 1) * SCAN_GROUP : pieces);
     return DC_OK;
 }
 
