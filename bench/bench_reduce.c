@@ -10,7 +10,7 @@
  *
  * Inputs (float32): for the products, x uniform in [0.999, 1.001] (products
  * of 10^7 of them stay finite); for the others, uniform in [-1, 1], whose
- * finer grid of floats leaves no ties at a maximum (PyTorch and JAX split
+ * finer grid of floats leaves few ties at a maximum (PyTorch and JAX split
  * a tie's adjoint, dualcast gives it to the first winner); for the
  * reductions by index SEGMENTS segments picked uniformly per element.
  * --dump DIR writes each size's inputs (x_<n>.npy, near1_<n>.npy,

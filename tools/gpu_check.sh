@@ -3,8 +3,10 @@
 # configures for the local GPU's architecture, builds, runs the whole test
 # suite with DC_REQUIRE_CUDA=1 (so a CUDA test that cannot reach the device
 # fails instead of skipping), runs compute-sanitizer's four tools over
-# test_cuda and test_graph, the GPU benchmarks (bench_cuda, and
-# bench_hmlstm_step: the training step eager and replayed as a CUDA graph)
+# test_cuda, test_graph and the reductions', scans', user operators' and
+# sparse matrices' tests, the GPU benchmarks (bench_cuda, bench_reduce,
+# bench_sparse, and bench_hmlstm_step: the training step eager and replayed
+# as a CUDA graph)
 # and a one-minute HM-LSTM training on the GPU, and writes one markdown
 # report. Exits non-zero if any step fails.
 #
@@ -147,7 +149,7 @@ if [ $built -eq 1 ]; then
         env DC_REQUIRE_CUDA=1 ctest --test-dir "$build" --output-on-failure -j "$jobs"
 
     # ---- compute-sanitizer over test_cuda and test_graph (replayed graphs) --------
-    for test in test_cuda test_graph; do
+    for test in test_cuda test_graph test_reduce test_scan test_assoc test_sparse_cuda; do
         for tool in memcheck racecheck initcheck synccheck; do
             extra=""
             [ $tool = memcheck ] && extra="--leak-check full"
@@ -161,6 +163,9 @@ if [ $built -eq 1 ]; then
     # ---- benchmark and training ---------------------------------------------
     # shellcheck disable=SC2086
     step "bench_cuda $bench_args" "$logs/bench_cuda.log" run_bench_cuda $bench_args
+    step "bench_reduce --device cuda (reductions, scans, user operators)" "$logs/bench_reduce.log" \
+        "$build/bench/bench_reduce" --device cuda
+    step "bench_sparse --device cuda" "$logs/bench_sparse.log" "$build/bench/bench_sparse" --device cuda
     step "bench_hmlstm_step (CPU and GPU, eager and graph replay)" "$logs/bench_hmlstm_step.log" \
         "$build/bench/bench_hmlstm_step" --device both --corpus "$corpus"
     step "hmlstm_demo --device cuda, $demo_minutes min" "$logs/demo.log" \
