@@ -28,13 +28,13 @@ import datetime
 import os
 import platform
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
+
+from peer_timing import median_time, rel_diff
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -97,29 +97,6 @@ def jax_fn(case, jax, jnp, index):
     seg = {"sum": jax.ops.segment_sum, "prod": jax.ops.segment_prod, "max": jax.ops.segment_max,
            "min": jax.ops.segment_min}[op]
     return lambda x: seg(x, index, num_segments=SEGMENTS)
-
-
-def median_time(run, sync, reps):
-    for _ in range(2):
-        run()
-        sync()
-    times = []
-    for _ in range(reps):
-        sync()
-        t0 = time.perf_counter()
-        run()
-        sync()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
-def rel_diff(a, b):
-    a = np.asarray(a, dtype=np.float64).reshape(-1)
-    b = np.asarray(b, dtype=np.float64).reshape(-1)
-    if a.shape != b.shape:
-        return float("inf")
-    scale = max(np.max(np.abs(b)) if b.size else 0.0, 1e-30)
-    return float(np.max(np.abs(a - b)) / scale) if a.size else 0.0
 
 
 def run_torch(case, x_np, idx_np, device, reps, a_np=None):

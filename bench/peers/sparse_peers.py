@@ -45,14 +45,14 @@ import datetime
 import os
 import platform
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import warnings
 
 import numpy as np
+
+from peer_timing import median_time, rel_diff
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -63,29 +63,6 @@ SECOND = {"dot": "b", "spmv": "v", "spmm": "x"}
 # float32 sums in different orders: 50,000 terms for dot, 50 or 64 elsewhere.
 TOLERANCE = {"dot": 1e-3, "spmv": 1e-4, "spmm": 1e-4}
 GRADIENT_TARGET = 2.0  # dualcast's gradient / SciPy's forward
-
-
-def median_time(run, sync, reps):
-    for _ in range(2):
-        run()
-        sync()
-    times = []
-    for _ in range(reps):
-        sync()
-        t0 = time.perf_counter()
-        run()
-        sync()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
-def rel_diff(a, b):
-    a = np.asarray(a, dtype=np.float64).reshape(-1)
-    b = np.asarray(b, dtype=np.float64).reshape(-1)
-    if a.shape != b.shape:
-        return float("inf")
-    scale = max(np.max(np.abs(b)) if b.size else 0.0, 1e-30)
-    return float(np.max(np.abs(a - b)) / scale) if a.size else 0.0
 
 
 def load_inputs(dump, case):
