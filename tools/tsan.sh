@@ -10,7 +10,8 @@
 #                 more than one thread: the ops and their gradients on the
 #                 context's threads, optimizers and clip, contexts on several
 #                 threads at once, the HM-LSTM training steps, the captured
-#                 step's replay)
+#                 step's replay, the reductions, scans, user operators and
+#                 sparse ops)
 #
 # Needs clang, libomp-dev (its Archer tool makes ThreadSanitizer understand
 # OpenMP's barriers and locks) and OpenBLAS's pthread build. OpenBLAS is not
@@ -19,7 +20,7 @@ set -eu
 
 build=build-tsan
 jobs=2
-tests="test_tape test_ops test_bfn test_nn test_broadcast_random test_hmlstm test_graph"
+tests="test_tape test_ops test_bfn test_nn test_broadcast_random test_hmlstm test_graph test_reduce test_scan test_assoc test_sparse"
 while [ $# -gt 0 ]; do
     case $1 in
     --build) build=$2; shift 2 ;;
