@@ -13,8 +13,8 @@
 #define dc_var DC_BFN_DUAL
 #define dc_real DC_S
 #define DC_BFN_SEED(value, wrt_index) DC_BFN_D_(seed)((value), (wrt_index))
-#define DC_BFN_VALUE(v) ((v).v)
-#define DC_BFN_PARTIAL(v, j) ((v).d[j])
+#define DC_BFN_VALUE(x) ((x).v)
+#define DC_BFN_PARTIAL(x, j) ((x).d[j])
 
 #define DC_BFN_D_(op) DC_PP_CAT(DC_BFN_DUAL, DC_PP_CAT(_, op))
 #define DC_BFN_P_(op) DC_PP_CAT(DC_PP_CAT(dc_, op), DC_PP_CAT(_, DC_SFX))
