@@ -106,13 +106,22 @@ DC_INLINE double adjoint_step(int mode, dc_scan_terms t, dc_scan_affine *acc)
  * They run over nl lines of n positions: position i of line l at element
  * l * ls + i * es (columns: ls 1, es inner; side-by-side lanes of a row: ls
  * the distance of the pieces, es 1). */
+/* The lanes' loop unrolled where its count is a constant after inlining
+ * (gcc); clang refuses, as an error under -Werror, to unroll the calls whose
+ * count stays a variable, and unrolls the constant ones on its own. */
+#if defined(__clang__)
+#define SCAN_LANES_UNROLL
+#else
+#define SCAN_LANES_UNROLL DC_UNROLL
+#endif
+
 #define DEFINE_CPU_KERNELS(T, SFX)                                                                                     \
     /* acc: the lines' carries (SUMMARIZE: totals from the neutral element) */                                        \
     DC_INLINE void forward_lines_##SFX(int op, bool exclusive, int mode, int nl, const T *x, T *y, int64_t n,         \
                                        int64_t es, int64_t ls, double *acc)                                           \
     {                                                                                                                  \
         for (int64_t i = 0; i < n; ++i) {                                                                              \
-            DC_UNROLL                                                                                                  \
+            SCAN_LANES_UNROLL                                                                                          \
             for (int l = 0; l < nl; ++l) {                                                                             \
                 const int64_t at = l * ls + i * es;                                                                    \
                 const double v = (double)x[at];                                                                        \
@@ -139,7 +148,7 @@ DC_INLINE double adjoint_step(int mode, dc_scan_terms t, dc_scan_affine *acc)
                                        const T *g, T *gx, int64_t n, int64_t es, int64_t ls, dc_scan_affine *acc)     \
     {                                                                                                                  \
         for (int64_t i = n - 1; i-- > 1;) {                                                                            \
-            DC_UNROLL                                                                                                  \
+            SCAN_LANES_UNROLL                                                                                          \
             for (int l = 0; l < nl; ++l) {                                                                             \
                 const int64_t at = l * ls + i * es;                                                                    \
                 dc_scan_terms t;                                                                                       \
