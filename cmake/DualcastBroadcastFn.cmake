@@ -68,6 +68,60 @@ function(_dc_bfn_c_flags out_var)
   set(${out_var} -O3 ${kept} PARENT_SCOPE)
 endfunction()
 
+# _dc_generated_fn_name(<caller> <macro> <file> <src_var> <name_var>)
+#
+# Sets <src_var> to <file>'s absolute path and <name_var> to the first
+# argument of the <macro>( that defines the function in it (comments
+# skipped), or stops the configuration naming <caller> and what is missing.
+function(_dc_generated_fn_name caller macro file src_var name_var)
+  get_filename_component(src "${file}" ABSOLUTE)
+  if(NOT EXISTS "${src}")
+    message(FATAL_ERROR "${caller}: ${file} does not exist")
+  endif()
+  file(READ "${src}" body)
+  string(REGEX REPLACE "/\\*([^*]|\\*+[^*/])*\\*+/" "" body "${body}")
+  string(REGEX REPLACE "//[^\n]*" "" body "${body}")
+  string(REGEX MATCH "${macro}[ \t\r\n]*\\([ \t\r\n]*([A-Za-z_][A-Za-z0-9_]*)" found "${body}")
+  if(NOT found)
+    message(FATAL_ERROR "${caller}: no ${macro}(name, ...) in ${file}")
+  endif()
+  set(${src_var} "${src}" PARENT_SCOPE)
+  set(${name_var} "${CMAKE_MATCH_1}" PARENT_SCOPE)
+endfunction()
+
+# _dc_generated_fn_target(<caller> <target> <file> <with_cuda_var>)
+#
+# Checks that <target> exists and sets <with_cuda_var> to ON when dualcast
+# was built with CUDA and this project enabled the CUDA language; warns,
+# naming <caller> and <file>, when only the first holds (the function then
+# runs on the CPU only).
+function(_dc_generated_fn_target caller target file with_cuda_var)
+  if(NOT TARGET ${target})
+    message(FATAL_ERROR "${caller}: ${target} is not a target")
+  endif()
+  get_property(languages GLOBAL PROPERTY ENABLED_LANGUAGES)
+  set(with_cuda OFF)
+  if(DUALCAST_WITH_CUDA AND "CUDA" IN_LIST languages)
+    set(with_cuda ON)
+  elseif(DUALCAST_WITH_CUDA)
+    get_filename_component(fname "${file}" NAME)
+    message(WARNING "${caller}(${fname}): CUDA is not enabled in this project, so it "
+                    "runs on the CPU only; call enable_language(CUDA) to build its GPU kernels")
+  endif()
+  set(${with_cuda_var} ${with_cuda} PARENT_SCOPE)
+endfunction()
+
+# _dc_generated_fn_attach(<target> <source>...)
+#
+# Adds the generated units to <target> and links it to dualcast when the
+# imported target exists.
+function(_dc_generated_fn_attach target)
+  target_sources(${target} PRIVATE ${ARGN})
+  if(TARGET dualcast::dualcast)
+    target_link_libraries(${target} PRIVATE dualcast::dualcast)
+  endif()
+endfunction()
+
 # _dc_broadcast_fn_sources(<file> <with_cuda> <cuda_suffix> <dir> <out_var>)
 #
 # Writes the translation units that instantiate <file> under <dir>/<name>/
@@ -76,19 +130,7 @@ endfunction()
 # named <name>_cuda<cuda_suffix>. Used by dc_add_broadcast_fn, and by the
 # tests' CUDA emulation with the suffix .cpp.
 function(_dc_broadcast_fn_sources file with_cuda cuda_suffix out_dir out_var)
-  get_filename_component(src "${file}" ABSOLUTE)
-  if(NOT EXISTS "${src}")
-    message(FATAL_ERROR "dc_add_broadcast_fn: ${file} does not exist")
-  endif()
-  file(READ "${src}" body)
-  # Skip comments before looking for the DC_BFN( that names the function.
-  string(REGEX REPLACE "/\\*([^*]|\\*+[^*/])*\\*+/" "" body "${body}")
-  string(REGEX REPLACE "//[^\n]*" "" body "${body}")
-  string(REGEX MATCH "DC_BFN[ \t\r\n]*\\([ \t\r\n]*([A-Za-z_][A-Za-z0-9_]*)" found "${body}")
-  if(NOT found)
-    message(FATAL_ERROR "dc_add_broadcast_fn: no DC_BFN(name, ...) in ${file}")
-  endif()
-  set(name "${CMAKE_MATCH_1}")
+  _dc_generated_fn_name(dc_add_broadcast_fn DC_BFN "${file}" src name)
   set(dir "${out_dir}/${name}")
   set(sources "")
   # One translation unit per scalar type, kind (primal; dual and adjoint)
@@ -136,23 +178,9 @@ ${extra}#include <broadcast/bfn_cpu_instance.h>
 endfunction()
 
 function(dc_add_broadcast_fn target file)
-  if(NOT TARGET ${target})
-    message(FATAL_ERROR "dc_add_broadcast_fn: ${target} is not a target")
-  endif()
-  get_property(languages GLOBAL PROPERTY ENABLED_LANGUAGES)
-  set(with_cuda OFF)
-  if(DUALCAST_WITH_CUDA AND "CUDA" IN_LIST languages)
-    set(with_cuda ON)
-  elseif(DUALCAST_WITH_CUDA)
-    get_filename_component(fname "${file}" NAME)
-    message(WARNING "dc_add_broadcast_fn(${fname}): CUDA is not enabled in this project, so it "
-                    "runs on the CPU only; call enable_language(CUDA) to build its GPU kernels")
-  endif()
+  _dc_generated_fn_target(dc_add_broadcast_fn ${target} "${file}" with_cuda)
   _dc_broadcast_fn_sources("${file}" ${with_cuda} .cu "${CMAKE_CURRENT_BINARY_DIR}/dc_bfn" sources)
-  target_sources(${target} PRIVATE ${sources})
-  if(TARGET dualcast::dualcast)
-    target_link_libraries(${target} PRIVATE dualcast::dualcast)
-  endif()
+  _dc_generated_fn_attach(${target} ${sources})
 endfunction()
 
 # Associative operators (dc_add_assoc_fn) share the C units' options above.
