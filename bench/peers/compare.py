@@ -54,6 +54,8 @@ import time
 
 import numpy as np
 
+import results_file
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 MARK_BEGIN = "<!-- peers:begin (written by bench/peers/run.sh; replaced on each run) -->"
@@ -605,17 +607,8 @@ def versions():
 
 
 def write_results(path, section, begin=MARK_BEGIN, end=MARK_END):
-    """Replaces the text between the markers begin and end in path (appends
-    the marked section where it has none)."""
-    text = open(path).read() if os.path.exists(path) else "# Benchmark results\n"
-    block = begin + "\n" + section.strip() + "\n" + end
-    pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.S)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: block, text)
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    with open(path, "w") as f:
-        f.write(text)
+    """Replaces the marked section of path (RESULTS.md) with section."""
+    results_file.replace_section(path, begin, end, section.strip())
 
 
 # ---- the GPU mode (--device cuda) ---------------------------------------------

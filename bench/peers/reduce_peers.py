@@ -34,6 +34,7 @@ import tempfile
 
 import numpy as np
 
+import results_file
 from peer_timing import median_time, rel_diff
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -253,22 +254,15 @@ def main():
     import jax
     import torch
     stamp = datetime.date.today().isoformat()
-    rev = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
-                         text=True).stdout.strip()
+    rev = results_file.build_revision(REPO)
     load = os.getloadavg()[0]
     threads = f"{args.threads} thread(s) in every framework" if args.threads else "each framework's default threads"
     intro = (f"Measured {stamp} at build {rev} on {machine} ({args.device}; {threads}), float32, median of "
              f"{args.reps} iterations each; load average {load:.1f} at the end of the run; PyTorch "
              f"{torch.__version__}, JAX {jax.__version__}. Times in ms.")
     if args.write:
-        path = os.path.join(REPO, "bench", "RESULTS.md")
-        text = open(path).read()
-        section = "\n".join([MARK_BEGIN, "", intro, "", *lines, "", MARK_END])
-        if MARK_BEGIN in text:
-            text = re.sub(re.escape(MARK_BEGIN) + ".*?" + re.escape(MARK_END), lambda _: section, text, flags=re.S)
-        else:
-            text += "\n" + section + "\n"
-        open(path, "w").write(text)
+        results_file.replace_section(os.path.join(REPO, "bench", "RESULTS.md"), MARK_BEGIN, MARK_END,
+                                     "\n".join(["", intro, "", *lines, ""]))
     if failures:
         print(f"reduce_peers.py: {failures} comparison(s) beyond the tolerance", file=sys.stderr)
         return 1

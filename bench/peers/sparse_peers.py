@@ -52,6 +52,7 @@ import warnings
 
 import numpy as np
 
+import results_file
 from peer_timing import median_time, rel_diff
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -280,8 +281,7 @@ def main():
     import scipy
     import torch
     stamp = datetime.date.today().isoformat()
-    rev = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
-                         text=True).stdout.strip()
+    rev = results_file.build_revision(REPO)
     load = os.getloadavg()[0]
     threads = "each framework's default threads"
     if args.threads:
@@ -293,14 +293,8 @@ def main():
              f"JAX {jax.__version__}. Times in microseconds. \"vs\": the peer's time over dualcast's "
              f"(above 1: dualcast faster).")
     if args.write:
-        path = os.path.join(REPO, "bench", "RESULTS.md")
-        text = open(path).read()
-        section = "\n".join([MARK_BEGIN, "", intro, "", *lines, "", *[f"- {n}" for n in notes], "", MARK_END])
-        if MARK_BEGIN in text:
-            text = re.sub(re.escape(MARK_BEGIN) + ".*?" + re.escape(MARK_END), lambda _: section, text, flags=re.S)
-        else:
-            text += "\n" + section + "\n"
-        open(path, "w").write(text)
+        results_file.replace_section(os.path.join(REPO, "bench", "RESULTS.md"), MARK_BEGIN, MARK_END,
+                                     "\n".join(["", intro, "", *lines, "", *[f"- {n}" for n in notes], ""]))
     if failures:
         print(f"sparse_peers.py: {failures} comparison(s) beyond the tolerance", file=sys.stderr)
         return 1
