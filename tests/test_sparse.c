@@ -966,7 +966,10 @@ static void product_grads(dc_ctx *ctx, dc_csr *a, dc_tensor *vals, dc_tensor *x,
  * pattern once for both (its rows of the dense operand contiguous, n up to
  * 256): the same bits as the two adjoints wanted one at a time, A and A^T,
  * vectors and matrices of 1 to 300 columns, a row's entries past a block of
- * four, int32 and int64 indices, on 1 and 3 threads. */
+ * four, int32 and int64 indices, on 1 and 3 threads. For A, the walk of the
+ * CSR side on one thread (A x, and A X up to 67 columns here) and the walk
+ * of the CSC side on a team (256 columns), each assigning the adjoints and
+ * then adding to them. */
 static void test_fused_backward_same_bits(void **state)
 {
     (void)state;
