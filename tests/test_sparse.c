@@ -938,6 +938,71 @@ static void test_same_bits_on_any_thread_count(void **state)
         free(first[m]);
 }
 
+/* A X with X's rows contiguous (its columns summed in registers, its rows
+ * fetched ahead) and with X a transposed view (its columns strided): the
+ * same bits, A and A^T, 130 columns (two full chunks and a part), on 1 and
+ * 3 threads; the output assigned, then added to through a gradient. */
+static void test_contiguous_and_strided_products_same_bits(void **state)
+{
+    (void)state;
+    for (int threads = 1; threads <= 3; threads += 2) {
+        dc_ctx *ctx = test_cpu_ctx_threads(threads, 5);
+        dc_csr *a = random_csr(ctx, DC_F64, 300, 200, 6000);
+        TEST_NONNULL(ctx, a);
+        for (int tr = 0; tr < 2; ++tr) {
+            const int64_t rows = tr ? 300 : 200, n = 130, shape[2] = {rows, n}, shape_t[2] = {n, rows};
+            double *h = malloc((size_t)(rows * n) * sizeof *h), *ht = malloc((size_t)(rows * n) * sizeof *ht);
+            for (int64_t i = 0; i < rows * n; ++i)
+                h[i] = (double)((i * 7919) % 2003) / 1001.0 - 1.0;
+            for (int64_t i = 0; i < rows; ++i)
+                for (int64_t c = 0; c < n; ++c)
+                    ht[c * rows + i] = h[i * n + c];
+            dc_tensor *x = dc_tensor_from_host(ctx, DC_F64, 2, shape, h);
+            dc_tensor *xt = dc_tensor_from_host(ctx, DC_F64, 2, shape_t, ht);
+            TEST_NONNULL(ctx, xt);
+            dc_tensor *src[2] = {x, xt};
+            double *out[2], *grad[2];
+            for (int strided = 0; strided < 2; ++strided) {
+                TEST_OK(ctx, dc_tensor_set_requires_grad(src[strided], true));
+                dc_tape *tape = dc_tape_new(ctx);
+                dc_tensor *in = strided ? dc_op_transpose(tape, xt, 0, 1) : x;
+                dc_tensor *y = dc_op_spmm(tape, a, dc_csr_values(a), in, tr);
+                /* the gradient of x is A^T (or A) times the weights: a
+                 * product into it, assigned then added to */
+                dc_tensor *z = dc_op_spmm(tape, a, dc_csr_values(a), in, tr);
+                dc_tensor *loss = dc_op_add(tape, dc_op_sum(tape, dc_op_mul(tape, y, weights(tape, y, 2.0)), 0, NULL, false),
+                                            dc_op_sum(tape, z, 0, NULL, false));
+                TEST_NONNULL(ctx, loss);
+                TEST_OK(ctx, dc_backward(tape, loss));
+                out[strided] = test_values(y);
+                grad[strided] = test_values(dc_tensor_grad(src[strided]));
+                dc_tape_free(tape);
+                TEST_OK(ctx, dc_tensor_set_requires_grad(src[strided], false));
+            }
+            const int64_t n_out = (tr ? 200 : 300) * n;
+            if (memcmp(out[0], out[1], (size_t)n_out * sizeof(double)) != 0)
+                fail_msg("%s: the product differs between contiguous and strided rows (%d threads)", tr ? "A^T" : "A",
+                         threads);
+            /* the strided source's gradient is X^T's: compare element by element */
+            for (int64_t i = 0; i < rows; ++i)
+                for (int64_t c = 0; c < n; ++c)
+                    if (memcmp(&grad[0][i * n + c], &grad[1][c * rows + i], sizeof(double)) != 0)
+                        fail_msg("%s: the gradient differs at [%lld, %lld] (%d threads)", tr ? "A^T" : "A",
+                                 (long long)i, (long long)c, threads);
+            for (int k = 0; k < 2; ++k) {
+                free(out[k]);
+                free(grad[k]);
+            }
+            free(h);
+            free(ht);
+            dc_tensor_free(x);
+            dc_tensor_free(xt);
+        }
+        dc_csr_free(a);
+        dc_ctx_free(ctx);
+    }
+}
+
 /* The gradients of one spmm/spmv used twice (the second contribution adds)
  * with respect to whichever of vals and x require them, as host doubles. */
 static void product_grads(dc_ctx *ctx, dc_csr *a, dc_tensor *vals, dc_tensor *x, bool transpose, bool vector,
@@ -1080,6 +1145,7 @@ int main(void)
         cmocka_unit_test(test_f32_matches_f64),
         cmocka_unit_test(test_same_bits_on_any_thread_count),
         cmocka_unit_test(test_fused_backward_same_bits),
+        cmocka_unit_test(test_contiguous_and_strided_products_same_bits),
         cmocka_unit_test(test_op_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

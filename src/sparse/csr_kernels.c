@@ -14,6 +14,10 @@
  * entries in the pattern's order, while a row of x is read contiguously. */
 #define MM_CHUNK 64
 
+/* Entries ahead of the one at hand whose rows of x a product fetches into
+ * the cache before use (mm_rows_): the rows are read at random. */
+#define MM_AHEAD 16
+
 /* Entries of a row whose sampled products run side by side. */
 #define SDDMM_LANES 4
 
@@ -105,11 +109,52 @@ DEFINE_MV_BACK_SERIAL(double, int64_t)
             out[i * orow] = add ? out[i * orow] + acc : acc;                                       \
         }                                                                                          \
     }                                                                                              \
+    /* mm_ for rows of x and out contiguous: a whole chunk of MM_CHUNK     \
+     * columns sums in registers (its loops of a constant count), and the \
+     * rows of x that the entries MM_AHEAD further on read are fetched     \
+     * into the cache meanwhile. The same sums, in the same order, as mm_. */ \
+    static void mm_rows_##T(dc_csr_side s, const T *vals, int64_t vs, const T *x, int64_t xr, int64_t n, T *out, \
+                            int64_t orow, bool add, int threads)                                   \
+    {                                                                                              \
+        _Pragma("omp parallel for num_threads(threads) schedule(static)")                          \
+        for (int64_t i = 0; i < s.out_rows; ++i) {                                                 \
+            const int64_t p0 = dc_csr_ix(s.ptr, s.wide, i), p1 = dc_csr_ix(s.ptr, s.wide, i + 1);  \
+            T *o = out + i * orow;                                                                 \
+            for (int64_t c0 = 0; c0 < n; c0 += MM_CHUNK) {                                         \
+                const int64_t cn = n - c0 < MM_CHUNK ? n - c0 : MM_CHUNK;                          \
+                T acc[MM_CHUNK] = {0};                                                             \
+                for (int64_t p = p0; p < p1; ++p) {                                                \
+                    if (p + MM_AHEAD < s.nnz)                                                      \
+                        prefetch_row(x + dc_csr_ix(s.idx, s.wide, p + MM_AHEAD) * xr + c0,         \
+                                     cn * (int64_t)sizeof(T));                                     \
+                    const T v = vals[(s.perm ? dc_csr_ix(s.perm, s.wide, p) : p) * vs];            \
+                    const T *xp = x + dc_csr_ix(s.idx, s.wide, p) * xr + c0;                       \
+                    if (cn == MM_CHUNK) {                                                          \
+                        for (int c = 0; c < MM_CHUNK; ++c)                                         \
+                            acc[c] += v * xp[c];                                                   \
+                    } else {                                                                       \
+                        for (int64_t c = 0; c < cn; ++c)                                           \
+                            acc[c] += v * xp[c];                                                   \
+                    }                                                                              \
+                }                                                                                  \
+                if (add)                                                                           \
+                    for (int64_t c = 0; c < cn; ++c)                                               \
+                        o[c0 + c] += acc[c];                                                       \
+                else                                                                               \
+                    for (int64_t c = 0; c < cn; ++c)                                               \
+                        o[c0 + c] = acc[c];                                                        \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
     static void mm_##T(dc_csr_side s, const T *vals, int64_t vs, const T *x, int64_t xr, int64_t xc,    \
                        int64_t n, T *out, int64_t orow, int64_t ocol, bool add, int threads)        \
     {                                                                                              \
         if (n == 1) {                                                                              \
             mv_##T(s, vals, vs, x, xr, out, orow, add, threads);                                   \
+            return;                                                                                \
+        }                                                                                          \
+        if (x && xc == 1 && ocol == 1) {                                                           \
+            mm_rows_##T(s, vals, vs, x, xr, n, out, orow, add, threads);                           \
             return;                                                                                \
         }                                                                                          \
         _Pragma("omp parallel for num_threads(threads) schedule(static)")                          \
