@@ -10,38 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "support/sparse_cases.h"
 #include "support/test_support.h"
 
 DC_BFN_DECLARE(csr_edge);
 DC_BFN_DECLARE(gated_scale);
-
-/* A matrix as triplets, in the order a user might give them. */
-typedef struct coo_case {
-    const char *name;
-    int64_t rows, cols, nnz;
-    int64_t row[12], col[12];
-    double val[12];
-} coo_case;
-
-static const coo_case cases[] = {
-    /* row 2 and column 3 empty; (1, 5) and (4, 6) given twice */
-    {"rectangular, unsorted, duplicates",
-     5,
-     7,
-     11,
-     {4, 0, 3, 1, 0, 4, 3, 1, 0, 4, 1},
-     {6, 2, 0, 5, 0, 1, 4, 5, 6, 6, 1},
-     {0.5, -1.25, 2.0, 0.75, 1.5, -0.5, 0.25, -2.0, 1.0, 0.125, 3.0}},
-    {"no entries", 3, 4, 0, {0}, {0}, {0}},
-    {"no rows", 0, 3, 0, {0}, {0}, {0}},
-    {"no columns", 2, 0, 0, {0}, {0}, {0}},
-    {"one entry", 1, 1, 1, {0}, {0}, {1.75}},
-    {"one entry, tall", 4, 2, 1, {3}, {0}, {-0.5}},
-    {"wide, sorted", 2, 9, 6, {0, 0, 1, 1, 1, 1}, {3, 7, 0, 2, 4, 8}, {0.3, -0.7, 1.1, 0.9, -1.3, 0.6}},
-};
-#define N_CASES (int)(sizeof cases / sizeof cases[0])
-
-static void set_index64(bool on) { setenv("DC_CSR_INDEX64", on ? "1" : "0", 1); }
 
 static dc_csr *case_csr(dc_ctx *ctx, dc_dtype dtype, const coo_case *c)
 {
@@ -97,8 +70,8 @@ static void test_coo_sorts_and_sums(void **state)
 {
     (void)state;
     dc_ctx *ctx = test_cpu_ctx();
-    const coo_case *c = &cases[0];
-    set_index64(false);
+    const coo_case *c = &sparse_cases[0];
+    sparse_set_index64(false);
     dc_csr *a = case_csr(ctx, DC_F64, c);
     assert_int_equal(dc_csr_rows(a), 5);
     assert_int_equal(dc_csr_cols(a), 7);
@@ -129,7 +102,7 @@ static void test_coo_sorts_and_sums(void **state)
     free(v);
     dc_csr_free(a);
 
-    set_index64(true);
+    sparse_set_index64(true);
     a = case_csr(ctx, DC_F64, c);
     assert_int_equal(dc_csr_index_bits(a), 64);
     p = pattern_of(a);
@@ -137,7 +110,7 @@ static void test_coo_sorts_and_sums(void **state)
     assert_memory_equal(p.col, want_col, sizeof want_col);
     pattern_free(&p);
     dc_csr_free(a);
-    set_index64(false);
+    sparse_set_index64(false);
     dc_csr_free(NULL);
     dc_ctx_free(ctx);
 }
@@ -156,7 +129,7 @@ static void test_coo_refusals(void **state)
 {
     (void)state;
     dc_ctx *ctx = test_cpu_ctx();
-    const coo_case *c = &cases[0];
+    const coo_case *c = &sparse_cases[0];
     expect_error(ctx, dc_csr_from_coo(ctx, DC_F64, 5, 7, 11, c->row, c->col, c->val, DC_COO_REFUSE), DC_ERR_ARG,
                  "dc_csr_from_coo: triplets 3 and 7 are both at (1, 5)");
     const int64_t bad_row[2] = {0, 5}, bad_col[2] = {1, -1}, ok[2] = {0, 1};
@@ -269,9 +242,9 @@ static void test_transpose(void **state)
     (void)state;
     dc_ctx *ctx = test_cpu_ctx();
     for (int f = 0; f < 2; ++f)
-        for (int ci = 0; ci < N_CASES; ++ci) {
-            set_index64(f == 1);
-            const coo_case *c = &cases[ci];
+        for (int ci = 0; ci < sparse_n_cases; ++ci) {
+            sparse_set_index64(f == 1);
+            const coo_case *c = &sparse_cases[ci];
             dc_csr *a = case_csr(ctx, DC_F64, c);
             dc_csr *at = dc_csr_transpose(a);
             TEST_NONNULL(ctx, at);
@@ -308,113 +281,28 @@ static void test_transpose(void **state)
             dc_csr_free(at);
             dc_csr_free(a);
         }
-    set_index64(false);
+    sparse_set_index64(false);
     assert_null(dc_csr_transpose(NULL));
     dc_ctx_free(ctx);
 }
 
 /* ---- every op: forward against dense, adjoints against differences ---- */
 
-typedef enum op_kind {
-    OP_SPMV,
-    OP_SPMV_T,
-    OP_SPMM,
-    OP_SPMM_T,
-    OP_SPMM_VIEW, /* X given as a transposed view */
-    OP_SDDMM,
-    OP_ROW_SUM,
-    OP_COL_SUM,
-    OP_TO_DENSE,
-    OP_SAMPLE,
-    OP_TRANSPOSE_VALUES,
-    OP_BROADCAST,
-    OP_COUNT
-} op_kind;
-
-static const char *const op_names[OP_COUNT] = {
-    "spmv",    "spmv^T",  "spmm",     "spmm^T", "spmm(view)",       "sddmm",
-    "row_sum", "col_sum", "to_dense", "sample", "transpose_values", "broadcast"};
-
 typedef struct op_call {
     const dc_csr *a;
     op_kind op;
 } op_call;
 
-/* The op's dense operands for A (values first where the op takes them). */
+/* The op's operands for A: its values, or random dense ones. */
 static int op_inputs(dc_ctx *ctx, dc_csr *a, op_kind op, dc_tensor **in)
 {
-    const int64_t r = dc_csr_rows(a), c = dc_csr_cols(a);
-    switch (op) {
-    case OP_SPMV:
-        in[1] = random_tensor(ctx, 1, c, 0);
-        break;
-    case OP_SPMV_T:
-        in[1] = random_tensor(ctx, 1, r, 0);
-        break;
-    case OP_SPMM:
-        in[1] = random_tensor(ctx, 2, c, 3);
-        break;
-    case OP_SPMM_T:
-        in[1] = random_tensor(ctx, 2, r, 2);
-        break;
-    case OP_SPMM_VIEW:
-        in[1] = random_tensor(ctx, 2, 3, c);
-        break;
-    case OP_SDDMM:
-        in[0] = random_tensor(ctx, 2, r, 3);
-        in[1] = random_tensor(ctx, 2, c, 3);
-        return 2;
-    case OP_SAMPLE:
-        in[0] = random_tensor(ctx, 2, r, c);
-        return 1;
-    case OP_BROADCAST:
-        in[0] = dc_csr_values(a);
-        in[1] = random_tensor(ctx, 1, r, 0);
-        in[2] = random_tensor(ctx, 1, c, 0);
-        return 3;
-    default:
-        in[0] = dc_csr_values(a);
-        return 1;
-    }
-    in[0] = dc_csr_values(a);
-    return 2;
-}
-
-static dc_tensor *apply(dc_tape *tape, const op_call *call, dc_tensor *const *in)
-{
-    const dc_csr *a = call->a;
-    switch (call->op) {
-    case OP_SPMV:
-        return dc_op_spmv(tape, a, in[0], in[1], false);
-    case OP_SPMV_T:
-        return dc_op_spmv(tape, a, in[0], in[1], true);
-    case OP_SPMM:
-        return dc_op_spmm(tape, a, in[0], in[1], false);
-    case OP_SPMM_T:
-        return dc_op_spmm(tape, a, in[0], in[1], true);
-    case OP_SPMM_VIEW:
-        return dc_op_spmm(tape, a, in[0], dc_op_transpose(tape, in[1], 0, 1), false);
-    case OP_SDDMM:
-        return dc_op_sddmm(tape, a, in[0], in[1]);
-    case OP_ROW_SUM:
-        return dc_op_csr_row_sum(tape, a, in[0]);
-    case OP_COL_SUM:
-        return dc_op_csr_col_sum(tape, a, in[0]);
-    case OP_TO_DENSE:
-        return dc_op_csr_to_dense(tape, a, in[0]);
-    case OP_SAMPLE:
-        return dc_op_csr_sample(tape, a, in[0]);
-    case OP_TRANSPOSE_VALUES:
-        return dc_op_csr_transpose_values(tape, a, in[0]);
-    case OP_BROADCAST: {
-        const dc_csr_operand kinds[3] = {DC_CSR_ENTRY, DC_CSR_ROW, DC_CSR_COL};
-        dc_tensor *out = NULL;
-        return dc_op_csr_broadcast(tape, DC_BFN_REF(csr_edge), a, 3, in, kinds, 1, &out) == DC_OK ? out : NULL;
-    }
-    case OP_COUNT:
-        break;
-    }
-    return NULL;
+    int ndim[3];
+    int64_t shape[3][2];
+    bool is_values[3];
+    const int n = sparse_op_operands(a, op, ndim, shape, is_values);
+    for (int m = 0; m < n; ++m)
+        in[m] = is_values[m] ? dc_csr_values(a) : random_tensor(ctx, ndim[m], shape[m][0], shape[m][1]);
+    return n;
 }
 
 /* Fixed weights of y's shape (the same at every call). */
@@ -434,7 +322,7 @@ static dc_tensor *weights(dc_tape *tape, const dc_tensor *y, double salt)
 static dc_tensor *op_loss(dc_tape *tape, dc_tensor *const *in, void *user)
 {
     const op_call *call = user;
-    dc_tensor *y1 = apply(tape, call, in), *y2 = apply(tape, call, in);
+    dc_tensor *y1 = sparse_op_apply(tape, call->a, call->op, in), *y2 = sparse_op_apply(tape, call->a, call->op, in);
     if (!y1 || !y2)
         return NULL;
     dc_tensor *l1 = dc_op_sum(tape, dc_op_mul(tape, y1, weights(tape, y1, 0.0)), 0, NULL, false);
@@ -551,16 +439,16 @@ static void check_op(dc_ctx *ctx, dc_csr *a, op_kind op, const char *what)
     }
     /* the forward against the dense definition */
     dc_tape *tape = dc_tape_new(ctx);
-    dc_tensor *y = apply(tape, &call, in);
+    dc_tensor *y = sparse_op_apply(tape, call.a, call.op, in);
     if (!y)
-        fail_msg("%s %s: %s", what, op_names[op], dc_last_error(ctx));
+        fail_msg("%s %s: %s", what, sparse_op_names[op], dc_last_error(ctx));
     double *v = test_values(dc_csr_values(a));
     int64_t n_ref;
     double *ref = reference(&call, v, in, &n_ref);
     assert_int_equal(dc_tensor_numel(y), n_ref);
     double *got = test_values(y);
     char label[160];
-    snprintf(label, sizeof label, "%s: %s", what, op_names[op]);
+    snprintf(label, sizeof label, "%s: %s", what, sparse_op_names[op]);
     test_assert_close(got, ref, n_ref, 1e-14, 1e-12, label);
     free(got);
     free(ref);
@@ -584,17 +472,17 @@ static void test_ops_against_dense_and_differences(void **state)
     (void)state;
     dc_ctx *ctx = test_cpu_ctx();
     for (int wide = 0; wide < 2; ++wide) {
-        set_index64(wide == 1);
-        for (int ci = 0; ci < N_CASES; ++ci) {
-            dc_csr *a = case_csr(ctx, DC_F64, &cases[ci]);
+        sparse_set_index64(wide == 1);
+        for (int ci = 0; ci < sparse_n_cases; ++ci) {
+            dc_csr *a = case_csr(ctx, DC_F64, &sparse_cases[ci]);
             char what[128];
-            snprintf(what, sizeof what, "%s (int%d)", cases[ci].name, wide ? 64 : 32);
+            snprintf(what, sizeof what, "%s (int%d)", sparse_cases[ci].name, wide ? 64 : 32);
             for (int op = 0; op < OP_COUNT; ++op)
                 check_op(ctx, a, (op_kind)op, what);
             dc_csr_free(a);
         }
     }
-    set_index64(false);
+    sparse_set_index64(false);
     dc_ctx_free(ctx);
 }
 
@@ -623,7 +511,7 @@ static void test_gradients_into_views(void **state)
 {
     (void)state;
     dc_ctx *ctx = test_cpu_ctx();
-    dc_csr *a = case_csr(ctx, DC_F64, &cases[0]);
+    dc_csr *a = case_csr(ctx, DC_F64, &sparse_cases[0]);
     dc_tensor *in[2] = {random_tensor(ctx, 2, 7, 5), random_tensor(ctx, 1, 12, 0)};
     for (int m = 0; m < 2; ++m)
         TEST_OK(ctx, dc_tensor_set_requires_grad(in[m], true));
@@ -640,7 +528,7 @@ static void test_values_from_the_tape(void **state)
 {
     (void)state;
     dc_ctx *ctx = test_cpu_ctx();
-    dc_csr *a = case_csr(ctx, DC_F64, &cases[0]);
+    dc_csr *a = case_csr(ctx, DC_F64, &sparse_cases[0]);
     dc_tensor *in[3] = {random_tensor(ctx, 2, 5, 2), random_tensor(ctx, 2, 7, 2), random_tensor(ctx, 2, 7, 4)};
     for (int m = 0; m < 3; ++m)
         TEST_OK(ctx, dc_tensor_set_requires_grad(in[m], true));
@@ -660,7 +548,7 @@ static void test_wide_products_match_matmul(void **state)
 {
     (void)state;
     dc_ctx *ctx = test_cpu_ctx();
-    dc_csr *a = case_csr(ctx, DC_F64, &cases[0]);
+    dc_csr *a = case_csr(ctx, DC_F64, &sparse_cases[0]);
     dc_tensor *vals = dc_csr_values(a), *x = random_tensor(ctx, 2, 7, 130), *xt = random_tensor(ctx, 2, 5, 130);
     dc_tensor *params[3] = {vals, x, xt};
     double *grads[2][3], *outs[2][2];
@@ -725,7 +613,7 @@ static void test_broadcast_over_entries(void **state)
 {
     (void)state;
     dc_ctx *ctx = test_cpu_ctx();
-    dc_csr *a = case_csr(ctx, DC_F64, &cases[0]);
+    dc_csr *a = case_csr(ctx, DC_F64, &sparse_cases[0]);
     dc_tensor *vals = dc_csr_values(a), *u = random_tensor(ctx, 1, 5, 0), *v = random_tensor(ctx, 1, 7, 0);
     TEST_OK(ctx, dc_tensor_set_requires_grad(vals, true));
     TEST_OK(ctx, dc_tensor_set_requires_grad(u, true));
@@ -804,7 +692,7 @@ static void test_empty_inner_size(void **state)
 {
     (void)state;
     dc_ctx *ctx = test_cpu_ctx();
-    dc_csr *a = case_csr(ctx, DC_F64, &cases[0]);
+    dc_csr *a = case_csr(ctx, DC_F64, &sparse_cases[0]);
     dc_tensor *vals = dc_csr_values(a), *u = random_tensor(ctx, 2, 5, 0), *v = random_tensor(ctx, 2, 7, 0);
     dc_tensor *x = random_tensor(ctx, 2, 7, 0);
     dc_tensor *all[4] = {vals, u, v, x};
@@ -842,7 +730,7 @@ static void test_f32_matches_f64(void **state)
 {
     (void)state;
     dc_ctx *ctx = test_cpu_ctx();
-    dc_csr *a64 = case_csr(ctx, DC_F64, &cases[0]), *a32 = case_csr(ctx, DC_F32, &cases[0]);
+    dc_csr *a64 = case_csr(ctx, DC_F64, &sparse_cases[0]), *a32 = case_csr(ctx, DC_F32, &sparse_cases[0]);
     const int64_t shape[2] = {7, 3};
     dc_tensor *x64 = test_random(ctx, DC_F64, 2, shape, -1, 1);
     double *xv = test_values(x64);
@@ -938,6 +826,71 @@ static void test_same_bits_on_any_thread_count(void **state)
         free(first[m]);
 }
 
+/* A X with X's rows contiguous (its columns summed in registers, its rows
+ * fetched ahead) and with X a transposed view (its columns strided): the
+ * same bits, A and A^T, 130 columns (two full chunks and a part), on 1 and
+ * 3 threads; the output assigned, then added to through a gradient. */
+static void test_contiguous_and_strided_products_same_bits(void **state)
+{
+    (void)state;
+    for (int threads = 1; threads <= 3; threads += 2) {
+        dc_ctx *ctx = test_cpu_ctx_threads(threads, 5);
+        dc_csr *a = random_csr(ctx, DC_F64, 300, 200, 6000);
+        TEST_NONNULL(ctx, a);
+        for (int tr = 0; tr < 2; ++tr) {
+            const int64_t rows = tr ? 300 : 200, n = 130, shape[2] = {rows, n}, shape_t[2] = {n, rows};
+            double *h = malloc((size_t)(rows * n) * sizeof *h), *ht = malloc((size_t)(rows * n) * sizeof *ht);
+            for (int64_t i = 0; i < rows * n; ++i)
+                h[i] = (double)((i * 7919) % 2003) / 1001.0 - 1.0;
+            for (int64_t i = 0; i < rows; ++i)
+                for (int64_t c = 0; c < n; ++c)
+                    ht[c * rows + i] = h[i * n + c];
+            dc_tensor *x = dc_tensor_from_host(ctx, DC_F64, 2, shape, h);
+            dc_tensor *xt = dc_tensor_from_host(ctx, DC_F64, 2, shape_t, ht);
+            TEST_NONNULL(ctx, xt);
+            dc_tensor *src[2] = {x, xt};
+            double *out[2], *grad[2];
+            for (int strided = 0; strided < 2; ++strided) {
+                TEST_OK(ctx, dc_tensor_set_requires_grad(src[strided], true));
+                dc_tape *tape = dc_tape_new(ctx);
+                dc_tensor *in = strided ? dc_op_transpose(tape, xt, 0, 1) : x;
+                dc_tensor *y = dc_op_spmm(tape, a, dc_csr_values(a), in, tr);
+                /* the gradient of x is A^T (or A) times the weights: a
+                 * product into it, assigned then added to */
+                dc_tensor *z = dc_op_spmm(tape, a, dc_csr_values(a), in, tr);
+                dc_tensor *loss = dc_op_add(tape, dc_op_sum(tape, dc_op_mul(tape, y, weights(tape, y, 2.0)), 0, NULL, false),
+                                            dc_op_sum(tape, z, 0, NULL, false));
+                TEST_NONNULL(ctx, loss);
+                TEST_OK(ctx, dc_backward(tape, loss));
+                out[strided] = test_values(y);
+                grad[strided] = test_values(dc_tensor_grad(src[strided]));
+                dc_tape_free(tape);
+                TEST_OK(ctx, dc_tensor_set_requires_grad(src[strided], false));
+            }
+            const int64_t n_out = (tr ? 200 : 300) * n;
+            if (memcmp(out[0], out[1], (size_t)n_out * sizeof(double)) != 0)
+                fail_msg("%s: the product differs between contiguous and strided rows (%d threads)", tr ? "A^T" : "A",
+                         threads);
+            /* the strided source's gradient is X^T's: compare element by element */
+            for (int64_t i = 0; i < rows; ++i)
+                for (int64_t c = 0; c < n; ++c)
+                    if (memcmp(&grad[0][i * n + c], &grad[1][c * rows + i], sizeof(double)) != 0)
+                        fail_msg("%s: the gradient differs at [%lld, %lld] (%d threads)", tr ? "A^T" : "A",
+                                 (long long)i, (long long)c, threads);
+            for (int k = 0; k < 2; ++k) {
+                free(out[k]);
+                free(grad[k]);
+            }
+            free(h);
+            free(ht);
+            dc_tensor_free(x);
+            dc_tensor_free(xt);
+        }
+        dc_csr_free(a);
+        dc_ctx_free(ctx);
+    }
+}
+
 /* The gradients of one spmm/spmv used twice (the second contribution adds)
  * with respect to whichever of vals and x require them, as host doubles. */
 static void product_grads(dc_ctx *ctx, dc_csr *a, dc_tensor *vals, dc_tensor *x, bool transpose, bool vector,
@@ -966,13 +919,16 @@ static void product_grads(dc_ctx *ctx, dc_csr *a, dc_tensor *vals, dc_tensor *x,
  * pattern once for both (its rows of the dense operand contiguous, n up to
  * 256): the same bits as the two adjoints wanted one at a time, A and A^T,
  * vectors and matrices of 1 to 300 columns, a row's entries past a block of
- * four, int32 and int64 indices, on 1 and 3 threads. */
+ * four, int32 and int64 indices, on 1 and 3 threads. For A, the walk of the
+ * CSR side on one thread (A x, and A X up to 67 columns here) and the walk
+ * of the CSC side on a team (256 columns), each assigning the adjoints and
+ * then adding to them. */
 static void test_fused_backward_same_bits(void **state)
 {
     (void)state;
     const int64_t widths[] = {1, 3, 64, 67, 256, 300};
     for (int wide = 0; wide < 2; ++wide) {
-        set_index64(wide == 1);
+        sparse_set_index64(wide == 1);
         for (int threads = 1; threads <= 3; threads += 2) {
             dc_ctx *ctx = test_cpu_ctx_threads(threads, 11);
             dc_csr *a = random_csr(ctx, DC_F64, 90, 70, 1500);
@@ -1010,14 +966,14 @@ static void test_fused_backward_same_bits(void **state)
             dc_ctx_free(ctx);
         }
     }
-    set_index64(false);
+    sparse_set_index64(false);
 }
 
 static void test_op_errors(void **state)
 {
     (void)state;
     dc_ctx *ctx = test_cpu_ctx(), *other = test_cpu_ctx();
-    dc_csr *a = case_csr(ctx, DC_F64, &cases[0]), *b = case_csr(other, DC_F64, &cases[0]);
+    dc_csr *a = case_csr(ctx, DC_F64, &sparse_cases[0]), *b = case_csr(other, DC_F64, &sparse_cases[0]);
     dc_tape *tape = dc_tape_new(ctx);
     dc_tensor *vals = dc_csr_values(a);
     dc_tensor *x7 = random_tensor(ctx, 1, 7, 0), *x5 = random_tensor(ctx, 1, 5, 0), *m = random_tensor(ctx, 2, 5, 3);
@@ -1077,6 +1033,7 @@ int main(void)
         cmocka_unit_test(test_f32_matches_f64),
         cmocka_unit_test(test_same_bits_on_any_thread_count),
         cmocka_unit_test(test_fused_backward_same_bits),
+        cmocka_unit_test(test_contiguous_and_strided_products_same_bits),
         cmocka_unit_test(test_op_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

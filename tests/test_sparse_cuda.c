@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "support/sparse_cases.h"
 #include "support/test_support.h"
 
 DC_BFN_DECLARE(csr_edge);
@@ -30,48 +31,6 @@ static bool cusparse_refuses(void)
     return refuse && strcmp(refuse, "1") == 0;
 }
 
-typedef struct coo_case {
-    const char *name;
-    int64_t rows, cols, nnz;
-    int64_t row[12], col[12];
-    double val[12];
-} coo_case;
-
-static const coo_case cases[] = {
-    {"rectangular, unsorted, duplicates",
-     5,
-     7,
-     11,
-     {4, 0, 3, 1, 0, 4, 3, 1, 0, 4, 1},
-     {6, 2, 0, 5, 0, 1, 4, 5, 6, 6, 1},
-     {0.5, -1.25, 2.0, 0.75, 1.5, -0.5, 0.25, -2.0, 1.0, 0.125, 3.0}},
-    {"no entries", 3, 4, 0, {0}, {0}, {0}},
-    {"no rows", 0, 3, 0, {0}, {0}, {0}},
-    {"one entry, tall", 4, 2, 1, {3}, {0}, {-0.5}},
-    {"wide", 2, 9, 6, {0, 0, 1, 1, 1, 1}, {3, 7, 0, 2, 4, 8}, {0.3, -0.7, 1.1, 0.9, -1.3, 0.6}},
-};
-#define N_CASES (int)(sizeof cases / sizeof cases[0])
-
-typedef enum op_kind {
-    OP_SPMV,
-    OP_SPMV_T,
-    OP_SPMM,
-    OP_SPMM_T,
-    OP_SPMM_VIEW,
-    OP_SDDMM,
-    OP_ROW_SUM,
-    OP_COL_SUM,
-    OP_TO_DENSE,
-    OP_SAMPLE,
-    OP_TRANSPOSE_VALUES,
-    OP_BROADCAST,
-    OP_COUNT
-} op_kind;
-
-static const char *const op_names[OP_COUNT] = {
-    "spmv",    "spmv^T",  "spmm",     "spmm^T", "spmm(view)",       "sddmm",
-    "row_sum", "col_sum", "to_dense", "sample", "transpose_values", "broadcast"};
-
 /* Whether an op runs a product through cuSPARSE when it has one (and the
  * pattern has entries): A x and A X, forward or as an adjoint (of A^T X
  * with respect to X, of an SDDMM with respect to U), and the sampled
@@ -80,86 +39,6 @@ static const char *const op_names[OP_COUNT] = {
  * its forward and every adjoint. */
 static const bool via_cusparse[OP_COUNT] = {
     [OP_SPMV] = true, [OP_SPMV_T] = true, [OP_SPMM] = true, [OP_SPMM_T] = true, [OP_SDDMM] = true};
-
-/* Shapes of the op's dense operands (ndim 0: none); operand 0 is the
- * values unless the op takes two dense ones. */
-static int operand_shapes(const dc_csr *a, op_kind op, int *ndim, int64_t (*shape)[2], bool *is_values)
-{
-    const int64_t r = dc_csr_rows(a), c = dc_csr_cols(a);
-    for (int m = 0; m < 3; ++m)
-        is_values[m] = false;
-    is_values[0] = true;
-#define SET(m, nd, d0, d1) (ndim[m] = (nd), shape[m][0] = (d0), shape[m][1] = (d1))
-    switch (op) {
-    case OP_SPMV:
-        SET(1, 1, c, 0);
-        return 2;
-    case OP_SPMV_T:
-        SET(1, 1, r, 0);
-        return 2;
-    case OP_SPMM:
-        SET(1, 2, c, 3);
-        return 2;
-    case OP_SPMM_T:
-        SET(1, 2, r, 2);
-        return 2;
-    case OP_SPMM_VIEW:
-        SET(1, 2, 3, c);
-        return 2;
-    case OP_SDDMM:
-        is_values[0] = false;
-        SET(0, 2, r, 3);
-        SET(1, 2, c, 3);
-        return 2;
-    case OP_SAMPLE:
-        is_values[0] = false;
-        SET(0, 2, r, c);
-        return 1;
-    case OP_BROADCAST:
-        SET(1, 1, r, 0);
-        SET(2, 1, c, 0);
-        return 3;
-    default:
-        return 1;
-    }
-#undef SET
-}
-
-static dc_tensor *apply(dc_tape *tape, const dc_csr *a, op_kind op, dc_tensor *const *in)
-{
-    switch (op) {
-    case OP_SPMV:
-        return dc_op_spmv(tape, a, in[0], in[1], false);
-    case OP_SPMV_T:
-        return dc_op_spmv(tape, a, in[0], in[1], true);
-    case OP_SPMM:
-        return dc_op_spmm(tape, a, in[0], in[1], false);
-    case OP_SPMM_T:
-        return dc_op_spmm(tape, a, in[0], in[1], true);
-    case OP_SPMM_VIEW:
-        return dc_op_spmm(tape, a, in[0], dc_op_transpose(tape, in[1], 0, 1), false);
-    case OP_SDDMM:
-        return dc_op_sddmm(tape, a, in[0], in[1]);
-    case OP_ROW_SUM:
-        return dc_op_csr_row_sum(tape, a, in[0]);
-    case OP_COL_SUM:
-        return dc_op_csr_col_sum(tape, a, in[0]);
-    case OP_TO_DENSE:
-        return dc_op_csr_to_dense(tape, a, in[0]);
-    case OP_SAMPLE:
-        return dc_op_csr_sample(tape, a, in[0]);
-    case OP_TRANSPOSE_VALUES:
-        return dc_op_csr_transpose_values(tape, a, in[0]);
-    case OP_BROADCAST: {
-        const dc_csr_operand kinds[3] = {DC_CSR_ENTRY, DC_CSR_ROW, DC_CSR_COL};
-        dc_tensor *out = NULL;
-        return dc_op_csr_broadcast(tape, DC_BFN_REF(csr_edge), a, 3, in, kinds, 1, &out) == DC_OK ? out : NULL;
-    }
-    case OP_COUNT:
-        break;
-    }
-    return NULL;
-}
 
 /* The op applied twice (so every adjoint writes and then adds), its
  * outputs weighted and summed; backward; the output and the operands'
@@ -172,7 +51,7 @@ static void run_op(dc_ctx *ctx, dc_dtype dtype, const coo_case *c, op_kind op, c
     int ndim[3];
     int64_t shape[3][2];
     bool is_values[3];
-    const int n = operand_shapes(a, op, ndim, shape, is_values);
+    const int n = sparse_op_operands(a, op, ndim, shape, is_values);
     dc_tensor *in[3];
     for (int m = 0; m < n; ++m) {
         in[m] = is_values[m] ? dc_csr_values(a) : test_tensor(ctx, dtype, ndim[m], shape[m], data[m]);
@@ -180,9 +59,9 @@ static void run_op(dc_ctx *ctx, dc_dtype dtype, const coo_case *c, op_kind op, c
         TEST_OK(ctx, dc_tensor_set_requires_grad(in[m], true));
     }
     dc_tape *tape = dc_tape_new(ctx);
-    dc_tensor *y1 = apply(tape, a, op, in), *y2 = apply(tape, a, op, in);
+    dc_tensor *y1 = sparse_op_apply(tape, a, op, in), *y2 = sparse_op_apply(tape, a, op, in);
     if (!y1 || !y2)
-        fail_msg("%s on %s: %s", op_names[op], dc_ctx_device_name(ctx), dc_last_error(ctx));
+        fail_msg("%s on %s: %s", sparse_op_names[op], dc_ctx_device_name(ctx), dc_last_error(ctx));
     const int64_t ny = dc_tensor_numel(y1);
     double *w = malloc((size_t)(ny + 1) * sizeof *w);
     for (int64_t k = 0; k < ny; ++k)
@@ -211,10 +90,12 @@ static void test_ops_match_cpu(void **state)
 {
     (void)state;
     for (int wide = 0; wide < 2; ++wide) {
-        setenv("DC_CSR_INDEX64", wide ? "1" : "0", 1);
+        sparse_set_index64(wide);
         for (int dt = 0; dt < 2; ++dt)
-            for (int ci = 0; ci < N_CASES; ++ci)
+            for (int ci = 0; ci < sparse_n_cases; ++ci)
                 for (int op = 0; op < OP_COUNT; ++op) {
+                    if (!sparse_cases[ci].on_device)
+                        continue;
                     /* the same operand values on both devices */
                     double *data[3];
                     for (int m = 0; m < 3; ++m) {
@@ -225,24 +106,26 @@ static void test_ops_match_cpu(void **state)
                     double *g[4];
                     int64_t sg[4];
                     int ng;
-                    run_op(cpu, (dc_dtype)dt, &cases[ci], (op_kind)op, (const double *const *)data, g, sg, &ng);
+                    run_op(cpu, (dc_dtype)dt, &sparse_cases[ci], (op_kind)op, (const double *const *)data, g, sg, &ng);
                     for (int path = 0; path < 2; ++path) {
                         dc_ctx *dev = path == 0 ? gpu : own;
                         double *h[4];
                         int64_t sh[4];
                         int nh;
                         const uint64_t calls = cusparse_calls(dev);
-                        run_op(dev, (dc_dtype)dt, &cases[ci], (op_kind)op, (const double *const *)data, h, sh, &nh);
-                        const bool expected = path == 0 && via_cusparse[op] && cases[ci].nnz > 0 && !cusparse_refuses();
+                        run_op(dev, (dc_dtype)dt, &sparse_cases[ci], (op_kind)op, (const double *const *)data, h, sh,
+                               &nh);
+                        const bool expected =
+                            path == 0 && via_cusparse[op] && sparse_cases[ci].nnz > 0 && !cusparse_refuses();
                         if ((cusparse_calls(dev) > calls) != expected)
-                            fail_msg("%s, %s on the %s path: %llu cuSPARSE calls", cases[ci].name, op_names[op],
-                                     path == 0 ? "cuSPARSE" : "kernel",
+                            fail_msg("%s, %s on the %s path: %llu cuSPARSE calls", sparse_cases[ci].name,
+                                     sparse_op_names[op], path == 0 ? "cuSPARSE" : "kernel",
                                      (unsigned long long)(cusparse_calls(dev) - calls));
                         assert_int_equal(ng, nh);
                         for (int k = 0; k < ng; ++k) {
                             char what[160];
-                            snprintf(what, sizeof what, "%s, %s, %s, int%d, %s path: %s", cases[ci].name,
-                                     dc_dtype_name((dc_dtype)dt), op_names[op], wide ? 64 : 32,
+                            snprintf(what, sizeof what, "%s, %s, %s, int%d, %s path: %s", sparse_cases[ci].name,
+                                     dc_dtype_name((dc_dtype)dt), sparse_op_names[op], wide ? 64 : 32,
                                      path == 0 ? "cuSPARSE" : "kernel", k == 0 ? "output" : "gradient");
                             assert_int_equal(sg[k], sh[k]);
                             const double tol = dt == DC_F32 ? 1e-5 : 1e-12;
@@ -256,14 +139,14 @@ static void test_ops_match_cpu(void **state)
                         free(data[m]);
                 }
     }
-    setenv("DC_CSR_INDEX64", "0", 1);
+    sparse_set_index64(false);
 }
 
 /* Patterns built on the device read back as on the CPU; the transpose too. */
 static void test_patterns_on_the_device(void **state)
 {
     (void)state;
-    const coo_case *c = &cases[0];
+    const coo_case *c = &sparse_cases[0];
     dc_csr *a = dc_csr_from_coo(gpu, DC_F64, c->rows, c->cols, c->nnz, c->row, c->col, c->val, DC_COO_SUM);
     dc_csr *b = dc_csr_from_coo(cpu, DC_F64, c->rows, c->cols, c->nnz, c->row, c->col, c->val, DC_COO_SUM);
     TEST_NONNULL(gpu, a);
@@ -295,7 +178,7 @@ static void test_patterns_on_the_device(void **state)
  * either path. */
 static void same_bits_on(dc_ctx *dev)
 {
-    const coo_case *c = &cases[0];
+    const coo_case *c = &sparse_cases[0];
     double *runs[2][3];
     for (int run = 0; run < 2; ++run) {
         dc_csr *a = dc_csr_from_coo(dev, DC_F32, c->rows, c->cols, c->nnz, c->row, c->col, c->val, DC_COO_SUM);
@@ -342,7 +225,7 @@ typedef struct sparse_step {
 
 static void sparse_step_init(sparse_step *s)
 {
-    const coo_case *c = &cases[0];
+    const coo_case *c = &sparse_cases[0];
     s->a = dc_csr_from_coo(gpu, DC_F32, c->rows, c->cols, c->nnz, c->row, c->col, c->val, DC_COO_SUM);
     TEST_NONNULL(gpu, s->a);
     const int64_t shapes[3][2] = {{7, 4}, {5, 0}, {7, 0}};

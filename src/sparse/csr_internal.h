@@ -72,15 +72,17 @@ dc_status dc_csr_kernel_mm(dc_tape *tape, dc_dtype dtype, dc_csr_side side, dc_v
 dc_status dc_csr_kernel_sddmm(dc_tape *tape, dc_dtype dtype, const dc_csr *a, dc_dense_view u, dc_dense_view v,
                               int64_t n, dc_vec_view out, dc_write_mode mode);
 
-/* Both adjoints of out = side * x (side as for dc_csr_kernel_mm) given the
- * output's adjoint g, in one walk of the side: vals_grad[k] (= or +=, by
+/* Both adjoints of out = fwd * x (fwd the side of the forward product, as
+ * for dc_csr_kernel_mm; side its transpose) given the output's adjoint g, in
+ * one walk of side (or, when side is the CSC one and the product small, of
+ * fwd on one thread, with the same bits): vals_grad[k] (= or +=, by
  * vals_mode) sum over c < n of g[idx[p], c] * x[r, c] for entry p of row r
  * (k its CSR entry), and x_grad (= or +=, by x_mode) the side's transpose
  * times g: the same bits as dc_csr_kernel_sddmm and dc_csr_kernel_mm.
  * Sets *taken to false and writes nothing on CUDA, when n is above 256, or
  * when a dense operand's rows are not contiguous (n > 1): the caller then
- * runs the two kernels. */
-dc_status dc_csr_kernel_mm_backward(dc_tape *tape, dc_dtype dtype, dc_csr_side side, dc_vec_view vals,
+ * runs the two kernels. Adding to x_grad takes scratch from the tape. */
+dc_status dc_csr_kernel_mm_backward(dc_tape *tape, dc_dtype dtype, dc_csr_side side, dc_csr_side fwd, dc_vec_view vals,
                                     dc_dense_view g, dc_dense_view x, int64_t n, dc_vec_view vals_grad,
                                     dc_write_mode vals_mode, dc_dense_view x_grad, dc_write_mode x_mode, bool *taken);
 

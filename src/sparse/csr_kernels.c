@@ -5,12 +5,18 @@
 #include "../cuda/sparse_cuda.h"
 #include "csr_internal.h"
 
+#include <string.h>
+
 /* Worth a team of threads from about this many multiply-adds. */
 #define PARALLEL_MIN 32768
 
 /* Columns of a product's row summed together: each element still sums its
  * entries in the pattern's order, while a row of x is read contiguously. */
 #define MM_CHUNK 64
+
+/* Entries ahead of the one at hand whose rows of x a product fetches into
+ * the cache before use (mm_rows_): the rows are read at random. */
+#define MM_AHEAD 16
 
 /* Entries of a row whose sampled products run side by side. */
 #define SDDMM_LANES 4
@@ -24,6 +30,13 @@
 /* Entries ahead of the one at hand whose rows of the output's adjoint are
  * fetched into the cache before use: the rows are read at random. */
 #define BACK_AHEAD 16
+
+/* The fused backward of A X up to this many multiply-adds (entries times
+ * columns), and of A x at any size, runs on one thread walking the CSR side
+ * (mm_back_serial_): the walk of the CSC side reads the values and writes
+ * their adjoint at scattered places (threads sharing cache lines), which
+ * costs more than a team saves unless each entry carries many columns. */
+#define BACK_SERIAL_MAX 262144
 
 /* Asks for the cache lines of `bytes` bytes at p (a hint: no effect on
  * results; nothing where the compiler has no such builtin). */
@@ -39,6 +52,42 @@ static inline void prefetch_row(const void *p, int64_t bytes)
 }
 
 static int team(dc_ctx *ctx, int64_t work) { return dc_pool_team(&ctx->cpu, work > PARALLEL_MIN); }
+
+/* One row q of mv_back_serial_: entries p0..p1-1. The entries of a row
+ * have distinct columns r, so lanes side by side neither collide in acc nor
+ * change the order in which each acc[r] sums. */
+#define MV_BACK_ROW(T, VADD)                                                                       \
+    _Pragma("omp simd")                                                                            \
+    for (int64_t p = p0; p < p1; ++p) {                                                            \
+        const int64_t r = idx[p];                                                                  \
+        T dot = 0;                                                                                 \
+        dot += gq * x[r * xr];                                                                     \
+        acc[r * ar] += vals[p * vs] * gq;                                                          \
+        vg[p * vgs] = VADD ? vg[p * vgs] + dot : dot;                                              \
+    }
+
+/* mm_back_serial_ for n == 1 with the index type I: for each entry p of
+ * row q (r = idx[p]), vg[p] (= or +=) g[q] * x[r] and acc[r] += vals[p] *
+ * g[q]. */
+#define DEFINE_MV_BACK_SERIAL(T, I)                                                                \
+    static void mv_back_serial_##T##_##I(int64_t rows, const I *ptr, const I *idx, const T *vals, int64_t vs, \
+                                         const T *g, int64_t gr, const T *x, int64_t xr, T *vg, int64_t vgs, \
+                                         bool vadd, T *acc, int64_t ar)                            \
+    {                                                                                              \
+        for (int64_t q = 0; q < rows; ++q) {                                                       \
+            const T gq = g[q * gr];                                                                \
+            const int64_t p0 = ptr[q], p1 = ptr[q + 1];                                            \
+            if (vadd) {                                                                            \
+                MV_BACK_ROW(T, true)                                                               \
+            } else {                                                                               \
+                MV_BACK_ROW(T, false)                                                              \
+            }                                                                                      \
+        }                                                                                          \
+    }
+DEFINE_MV_BACK_SERIAL(float, int32_t)
+DEFINE_MV_BACK_SERIAL(float, int64_t)
+DEFINE_MV_BACK_SERIAL(double, int32_t)
+DEFINE_MV_BACK_SERIAL(double, int64_t)
 
 #define DEFINE_KERNELS(T)                                                                          \
     /* mm_ for n == 1 (A x): the sum in a register, x NULL read as ones. */  \
@@ -60,11 +109,52 @@ static int team(dc_ctx *ctx, int64_t work) { return dc_pool_team(&ctx->cpu, work
             out[i * orow] = add ? out[i * orow] + acc : acc;                                       \
         }                                                                                          \
     }                                                                                              \
+    /* mm_ for rows of x and out contiguous: a whole chunk of MM_CHUNK     \
+     * columns sums in registers (its loops of a constant count), and the \
+     * rows of x that the entries MM_AHEAD further on read are fetched     \
+     * into the cache meanwhile. The same sums, in the same order, as mm_. */ \
+    static void mm_rows_##T(dc_csr_side s, const T *vals, int64_t vs, const T *x, int64_t xr, int64_t n, T *out, \
+                            int64_t orow, bool add, int threads)                                   \
+    {                                                                                              \
+        _Pragma("omp parallel for num_threads(threads) schedule(static)")                          \
+        for (int64_t i = 0; i < s.out_rows; ++i) {                                                 \
+            const int64_t p0 = dc_csr_ix(s.ptr, s.wide, i), p1 = dc_csr_ix(s.ptr, s.wide, i + 1);  \
+            T *o = out + i * orow;                                                                 \
+            for (int64_t c0 = 0; c0 < n; c0 += MM_CHUNK) {                                         \
+                const int64_t cn = n - c0 < MM_CHUNK ? n - c0 : MM_CHUNK;                          \
+                T acc[MM_CHUNK] = {0};                                                             \
+                for (int64_t p = p0; p < p1; ++p) {                                                \
+                    if (p + MM_AHEAD < s.nnz)                                                      \
+                        prefetch_row(x + dc_csr_ix(s.idx, s.wide, p + MM_AHEAD) * xr + c0,         \
+                                     cn * (int64_t)sizeof(T));                                     \
+                    const T v = vals[(s.perm ? dc_csr_ix(s.perm, s.wide, p) : p) * vs];            \
+                    const T *xp = x + dc_csr_ix(s.idx, s.wide, p) * xr + c0;                       \
+                    if (cn == MM_CHUNK) {                                                          \
+                        for (int c = 0; c < MM_CHUNK; ++c)                                         \
+                            acc[c] += v * xp[c];                                                   \
+                    } else {                                                                       \
+                        for (int64_t c = 0; c < cn; ++c)                                           \
+                            acc[c] += v * xp[c];                                                   \
+                    }                                                                              \
+                }                                                                                  \
+                if (add)                                                                           \
+                    for (int64_t c = 0; c < cn; ++c)                                               \
+                        o[c0 + c] += acc[c];                                                       \
+                else                                                                               \
+                    for (int64_t c = 0; c < cn; ++c)                                               \
+                        o[c0 + c] = acc[c];                                                        \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
     static void mm_##T(dc_csr_side s, const T *vals, int64_t vs, const T *x, int64_t xr, int64_t xc,    \
                        int64_t n, T *out, int64_t orow, int64_t ocol, bool add, int threads)        \
     {                                                                                              \
         if (n == 1) {                                                                              \
             mv_##T(s, vals, vs, x, xr, out, orow, add, threads);                                   \
+            return;                                                                                \
+        }                                                                                          \
+        if (x && xc == 1 && ocol == 1) {                                                           \
+            mm_rows_##T(s, vals, vs, x, xr, n, out, orow, add, threads);                           \
             return;                                                                                \
         }                                                                                          \
         _Pragma("omp parallel for num_threads(threads) schedule(static)")                          \
@@ -218,6 +308,48 @@ static int team(dc_ctx *ctx, int64_t work) { return dc_pool_team(&ctx->cpu, work
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
+    /* mm_back_ for A (the CSC side) on one thread, walking the CSR side f \
+     * instead: for each entry p of row q (r = idx[p]), vg[p] (= or +=)     \
+     * sum over c of g[q, c] * x[r, c] in order of c, and acc[r, c] +=      \
+     * vals[p] * g[q, c]. The entries of one r come in increasing q, the   \
+     * CSC side's order, so acc, zeroed beforehand, ends with the bits of  \
+     * mm_back_'s sums. Rows of g, x and acc contiguous.                   */ \
+    static void mm_back_serial_##T(dc_csr_side f, const T *vals, int64_t vs, const T *g, int64_t gr, const T *x, \
+                                   int64_t xr, int64_t n, T *vg, int64_t vgs, bool vadd, T *acc, int64_t ar) \
+    {                                                                                              \
+        if (n == 1) {                                                                              \
+            if (f.wide)                                                                            \
+                mv_back_serial_##T##_int64_t(f.out_rows, f.ptr, f.idx, vals, vs, g, gr, x, xr, vg, vgs, vadd, acc, \
+                                             ar);                                                  \
+            else                                                                                   \
+                mv_back_serial_##T##_int32_t(f.out_rows, f.ptr, f.idx, vals, vs, g, gr, x, xr, vg, vgs, vadd, acc, \
+                                             ar);                                                  \
+            return;                                                                                \
+        }                                                                                          \
+        for (int64_t q = 0; q < f.out_rows; ++q) {                                                 \
+            const T *gq = g + q * gr;                                                              \
+            const int64_t p1 = dc_csr_ix(f.ptr, f.wide, q + 1);                                    \
+            for (int64_t p = dc_csr_ix(f.ptr, f.wide, q); p < p1; ++p) {                           \
+                const T *xrow = x + dc_csr_ix(f.idx, f.wide, p) * xr;                              \
+                T *arow = acc + dc_csr_ix(f.idx, f.wide, p) * ar;                                  \
+                const T v = vals[p * vs];                                                          \
+                T dot = 0;                                                                         \
+                for (int64_t c = 0; c < n; ++c) {                                                  \
+                    dot += gq[c] * xrow[c];                                                        \
+                    arow[c] += v * gq[c];                                                          \
+                }                                                                                  \
+                T *o = vg + p * vgs;                                                               \
+                *o = vadd ? *o + dot : dot;                                                        \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    /* xg[r, c] += acc[r, c] for r < rows, c < n. */                        \
+    static void add_rows_##T(const T *acc, int64_t ar, int64_t rows, int64_t n, T *xg, int64_t xgr)    \
+    {                                                                                              \
+        for (int64_t r = 0; r < rows; ++r)                                                         \
+            for (int64_t c = 0; c < n; ++c)                                                        \
+                xg[r * xgr + c] += acc[r * ar + c];                                                \
+    }                                                                                              \
     static void permute_##T(const dc_csr *a, bool scatter, const T *in, int64_t is, T *out, int64_t os,  \
                             bool add, int threads)                                                 \
     {                                                                                              \
@@ -308,7 +440,7 @@ dc_status dc_csr_kernel_sddmm(dc_tape *tape, dc_dtype dtype, const dc_csr *a, dc
     return DC_OK;
 }
 
-dc_status dc_csr_kernel_mm_backward(dc_tape *tape, dc_dtype dtype, dc_csr_side side, dc_vec_view vals,
+dc_status dc_csr_kernel_mm_backward(dc_tape *tape, dc_dtype dtype, dc_csr_side side, dc_csr_side fwd, dc_vec_view vals,
                                     dc_dense_view g, dc_dense_view x, int64_t n, dc_vec_view vals_grad,
                                     dc_write_mode vals_mode, dc_dense_view x_grad, dc_write_mode x_mode, bool *taken)
 {
@@ -319,6 +451,33 @@ dc_status dc_csr_kernel_mm_backward(dc_tape *tape, dc_dtype dtype, dc_csr_side s
     if (!*taken)
         return DC_OK;
     const bool vadd = vals_mode == DC_WRITE_ACCUMULATE, xadd = x_mode == DC_WRITE_ACCUMULATE;
+    if (side.perm && !fwd.perm && (n == 1 || side.nnz * n <= BACK_SERIAL_MAX)) {
+        /* x's adjoint summed in place from zeros, or apart when it adds */
+        const size_t es = dtype == DC_F32 ? sizeof(float) : sizeof(double);
+        const int64_t rows = side.out_rows;
+        char *acc = x_grad.ptr;
+        int64_t ar = x_grad.rs;
+        if (xadd) {
+            acc = dc_tape_alloc_data(tape, (size_t)(rows * n) * es);
+            if (!acc)
+                return DC_ERR_MEMORY;
+            ar = n;
+        }
+        for (int64_t r = 0; r < rows; ++r)
+            memset(acc + (size_t)(r * ar) * es, 0, (size_t)n * es);
+        if (dtype == DC_F32) {
+            mm_back_serial_float(fwd, vals.ptr, vals.s, g.ptr, g.rs, x.ptr, x.rs, n, vals_grad.ptr, vals_grad.s, vadd,
+                                 (float *)acc, ar);
+            if (xadd)
+                add_rows_float((const float *)acc, ar, rows, n, x_grad.ptr, x_grad.rs);
+        } else {
+            mm_back_serial_double(fwd, vals.ptr, vals.s, g.ptr, g.rs, x.ptr, x.rs, n, vals_grad.ptr, vals_grad.s,
+                                  vadd, (double *)acc, ar);
+            if (xadd)
+                add_rows_double((const double *)acc, ar, rows, n, x_grad.ptr, x_grad.rs);
+        }
+        return DC_OK;
+    }
     const int threads = team(ctx, side.nnz * n);
     if (dtype == DC_F32)
         mm_back_float(side, vals.ptr, vals.s, g.ptr, g.rs, x.ptr, x.rs, n, vals_grad.ptr, vals_grad.s, vadd,

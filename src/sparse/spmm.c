@@ -67,9 +67,9 @@ dc_status dc_spmm_backward(dc_tape *tape, dc_node *node)
         bool taken = false;
         if (st == DC_OK)
             st = dc_csr_kernel_mm_backward(tape, x->dtype, t ? dc_csr_rows_side(a) : dc_csr_cols_side(a),
-                                           dc_csr_vec_of(values), dc_csr_dense_of(gy), dc_csr_dense_of(x), n,
-                                           dc_csr_vec_of(values->grad), mode, dc_csr_dense_of(x->grad), x_mode,
-                                           &taken);
+                                           t ? dc_csr_cols_side(a) : dc_csr_rows_side(a), dc_csr_vec_of(values),
+                                           dc_csr_dense_of(gy), dc_csr_dense_of(x), n, dc_csr_vec_of(values->grad),
+                                           mode, dc_csr_dense_of(x->grad), x_mode, &taken);
         if (st != DC_OK)
             return st;
         if (taken) {
