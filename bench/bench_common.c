@@ -208,3 +208,30 @@ double bench_stream_gbs(int64_t n, int n_in, int n_out, int reps)
     bench_stream_free(&s);
     return gbs;
 }
+
+bool bench_list_has(const char *list, const char *name)
+{
+    if (!list)
+        return true;
+    const size_t len = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)) != NULL; p += len)
+        if ((p == list || p[-1] == ',') && (p[len] == ',' || p[len] == '\0'))
+            return true;
+    return false;
+}
+
+double bench_median_of(double (*once)(void *arg), void *arg, int reps)
+{
+    double *t = malloc((size_t)reps * sizeof *t);
+    if (!t) {
+        fprintf(stderr, "bench: out of host memory\n");
+        exit(1);
+    }
+    for (int w = 0; w < 2; ++w)
+        once(arg);
+    for (int r = 0; r < reps; ++r)
+        t[r] = once(arg);
+    const double m = bench_median(t, reps);
+    free(t);
+    return m;
+}

@@ -3,6 +3,7 @@
 #ifndef DC_BENCH_COMMON_H
 #define DC_BENCH_COMMON_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,6 +55,14 @@ void bench_stream_init(bench_stream *s, int64_t n, int n_in, int n_out);
 /* GB/s: the median of `reps` passes of the loop. */
 double bench_stream_sample(bench_stream *s, int reps);
 void bench_stream_free(bench_stream *s);
+
+/* Whether name is one of the comma-separated names in list (a NULL list
+ * holds every name): the programs' --ops filters. */
+bool bench_list_has(const char *list, const char *name);
+
+/* The median of reps calls of once(arg), each returning seconds, after
+ * two calls not timed (warm-up); exits with a message when out of memory. */
+double bench_median_of(double (*once)(void *arg), void *arg, int reps);
 
 /* Fills with uniform values in [lo, hi) from a fixed seed. */
 void bench_fill_uniform(float *x, int64_t n, float lo, float hi, uint64_t seed);

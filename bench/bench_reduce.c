@@ -163,19 +163,26 @@ static double iterate(dc_ctx *ctx, dc_tape *tape, const bench_case *c, const inp
     return t;
 }
 
+/* One timed iteration's arguments, for bench_median_of. */
+typedef struct timed_case {
+    dc_ctx *ctx;
+    dc_tape *tape;
+    const bench_case *c;
+    const inputs *in;
+    bool gradient;
+} timed_case;
+
+static double iterate_timed(void *arg)
+{
+    const timed_case *t = arg;
+    return iterate(t->ctx, t->tape, t->c, t->in, t->gradient, NULL);
+}
+
 static double median_time(dc_ctx *ctx, dc_tape *tape, const bench_case *c, const inputs *in, bool gradient,
                           int reps)
 {
-    double *t = malloc((size_t)reps * sizeof *t);
-    if (!t)
-        die(NULL, "out of host memory");
-    for (int w = 0; w < 2; ++w)
-        iterate(ctx, tape, c, in, gradient, NULL);
-    for (int r = 0; r < reps; ++r)
-        t[r] = iterate(ctx, tape, c, in, gradient, NULL);
-    const double m = bench_median(t, reps);
-    free(t);
-    return m;
+    timed_case t = {ctx, tape, c, in, gradient};
+    return bench_median_of(iterate_timed, &t, reps);
 }
 
 static void dump_case(dc_ctx *ctx, dc_tape *tape, const bench_case *c, const inputs *in, const char *dir)
@@ -192,17 +199,6 @@ static void dump_case(dc_ctx *ctx, dc_tape *tape, const bench_case *c, const inp
     snprintf(name, sizeof name, "%s_%lld_grad_a", c->name, (long long)in->n);
     if (is_user(c) && npy_write_tensor(dir, name, dc_tensor_grad(in->near1)) != DC_OK)
         die(ctx, "writing a gradient");
-}
-
-static bool wanted(const char *list, const char *name)
-{
-    if (!list)
-        return true;
-    const size_t len = strlen(name);
-    for (const char *p = list; (p = strstr(p, name)) != NULL; p += len)
-        if ((p == list || p[-1] == ',') && (p[len] == ',' || p[len] == '\0'))
-            return true;
-    return false;
 }
 
 static void usage(FILE *f)
@@ -270,7 +266,7 @@ int main(int argc, char **argv)
                 die(ctx, "writing index");
         }
         for (int c = 0; c < N_CASES; ++c) {
-            if (!wanted(ops, cases[c].name))
+            if (!bench_list_has(ops, cases[c].name))
                 continue;
             const double primal = median_time(ctx, tape, &cases[c], &in, false, reps);
             const double gradient = median_time(ctx, tape, &cases[c], &in, true, reps);

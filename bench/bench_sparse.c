@@ -233,17 +233,26 @@ static double iterate(dc_ctx *ctx, dc_tape *tape, const bench_case *c, const inp
     return t;
 }
 
+/* One timed iteration's arguments, for bench_median_of. */
+typedef struct timed_case {
+    dc_ctx *ctx;
+    dc_tape *tape;
+    const bench_case *c;
+    const inputs *in;
+    bool gradient;
+} timed_case;
+
+static double iterate_timed(void *arg)
+{
+    const timed_case *t = arg;
+    return iterate(t->ctx, t->tape, t->c, t->in, t->gradient, NULL);
+}
+
 static double median_time(dc_ctx *ctx, dc_tape *tape, const bench_case *c, const inputs *in, bool gradient,
                           int reps)
 {
-    double *t = host_alloc((size_t)reps * sizeof *t);
-    for (int w = 0; w < 2; ++w)
-        iterate(ctx, tape, c, in, gradient, NULL);
-    for (int r = 0; r < reps; ++r)
-        t[r] = iterate(ctx, tape, c, in, gradient, NULL);
-    const double m = bench_median(t, reps);
-    free(t);
-    return m;
+    timed_case t = {ctx, tape, c, in, gradient};
+    return bench_median_of(iterate_timed, &t, reps);
 }
 
 static void dump_tensor(dc_ctx *ctx, const char *dir, const char *name, const dc_tensor *t)
@@ -286,17 +295,6 @@ static void dump_case(dc_ctx *ctx, dc_tape *tape, const bench_case *c, const inp
     dump_tensor(ctx, dir, name, dc_tensor_grad(dc_csr_values(matrix_of(in, c)->a)));
     snprintf(name, sizeof name, "%s_%s", c->name, c->second);
     dump_tensor(ctx, dir, name, dc_tensor_grad(second_of(in, c)));
-}
-
-static bool wanted(const char *list, const char *name)
-{
-    if (!list)
-        return true;
-    const size_t len = strlen(name);
-    for (const char *p = list; (p = strstr(p, name)) != NULL; p += len)
-        if ((p == list || p[-1] == ',') && (p[len] == ',' || p[len] == '\0'))
-            return true;
-    return false;
 }
 
 static void usage(FILE *f)
@@ -345,7 +343,7 @@ int main(int argc, char **argv)
     printf("device: %s\n", o.backend == DC_BACKEND_CUDA ? dc_ctx_device_name(ctx) : bench_cpu_name());
     printf("| case | rows | nnz | forward us | gradient us | gradient / forward |\n|---|---:|---:|---:|---:|---:|\n");
     for (int c = 0; c < N_CASES; ++c) {
-        if (!wanted(ops, cases[c].name))
+        if (!bench_list_has(ops, cases[c].name))
             continue;
         const matrix *m = matrix_of(&in, &cases[c]);
         const int r = cases[c].kind == K_SPMM ? reps : reps_small;
