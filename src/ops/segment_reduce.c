@@ -74,10 +74,15 @@ dc_tensor *dc_op_segment_reduce(dc_tape *tape, dc_tensor *values, dc_tensor *ind
     if (ctx->cuda) {
         const dc_index_groups *groups = dc_group_indices(tape, rows, n, n_segments);
         if (!groups || dc_cuda_segment_reduce(ctx, (int)op, values->dtype, v->data, width, groups->start,
-                                              groups->positions, n_segments, y->data, nz, aux) != DC_OK)
+                                              groups->positions, n_segments,
+                                              dc_segment_piece_rows(n, n_segments, width), y->data, nz, aux) != DC_OK)
             return NULL;
     } else {
-        dc_cpu_segment_reduce(ctx, (int)op, values->dtype, v->data, n, width, rows, n_segments, y->data, nz, aux);
+        void *scratch = dc_tape_alloc_meta(tape, dc_cpu_segment_scratch(n, n_segments, width));
+        if (!scratch)
+            return NULL;
+        dc_cpu_segment_reduce(ctx, (int)op, values->dtype, v->data, n, width, rows, n_segments, y->data, nz, aux,
+                              scratch);
     }
     if (dc_tape_wants_node(tape, 1, &values)) {
         dc_node *node = dc_tape_record(tape, DC_OP_SEGMENT_REDUCE, 2, in, 1, &y);
@@ -99,21 +104,33 @@ dc_status dc_segment_reduce_backward(dc_tape *tape, dc_node *node)
     const dc_tensor *gy = dc_grad_contiguous(tape, node->out[0]);
     const int64_t n = values->shape[0], width = n ? values->numel / n : 0;
     if (gy && !tape->ctx->cuda && (r->op == DC_REDUCE_MAX || r->op == DC_REDUCE_MIN)) {
-        /* only the winners' gradient is not zero: added where they lie */
-        const dc_status st = dc_grad_prepare_partial(tape, values);
+        /* only the winners' gradient is not zero */
+        bool done;
+        const dc_status st =
+            dc_cpu_winners_grad(tape, values, node->out[0]->shape[0], width, 0, r->aux, gy->data, &done);
+        if (st != DC_OK || done)
+            return st;
+    }
+    if (!gy)
+        return DC_ERR_MEMORY;
+    const void *y = node->out[0]->data;
+    if (!tape->ctx->cuda) {
+        /* values' first gradient written in place, not copied from tape memory */
+        dc_write_mode mode;
+        const dc_status st = dc_grad_prepare(tape, values, &mode);
         if (st != DC_OK)
             return st;
-        if (dc_tensor_is_contiguous(values->grad)) {
-            const int64_t n_segments = node->out[0]->shape[0];
-            dc_cpu_add_winners_grad(values->dtype, n_segments, width, 0, r->aux, gy->data, values->grad->data);
+        if (mode == DC_WRITE_ASSIGN && dc_tensor_is_contiguous(values->grad)) {
+            dc_cpu_segment_reduce_grad(tape->ctx, r->op, values->dtype, r->values->data, n, width, r->index, y, r->nz,
+                                       r->aux, gy->data, values->grad->data);
+            dc_grad_done(values);
             return DC_OK;
         }
     }
     const int64_t numel[1] = {values->numel};
-    dc_tensor *g = gy ? dc_tape_alloc_tensor(tape, values->dtype, 1, numel) : NULL;
+    dc_tensor *g = dc_tape_alloc_tensor(tape, values->dtype, 1, numel);
     if (!g)
         return DC_ERR_MEMORY;
-    const void *y = node->out[0]->data;
     if (tape->ctx->cuda) {
         const dc_status st = dc_cuda_segment_reduce_grad(tape->ctx, r->op, values->dtype, r->values->data, n, width,
                                                          r->index, y, r->nz, r->aux, gy->data, g->data);
