@@ -1166,7 +1166,7 @@ static void test_cuda_segments_match_cpu(void **state)
         int64_t shape[2];
         int64_t n_segments;
     } cases[] = {{2, {1000, 3}, 37}, {1, {700, 1}, 5}, {2, {300, 260}, 1}, {2, {0, 4}, 3},
-                 {1, {70001, 1}, 3}}; /* the last in pieces of rows (dc_segment_piece_rows) */
+                 {1, {33000, 1}, 3}}; /* the last in pieces of rows (dc_segment_piece_rows) */
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
         const int64_t n = cases[c].shape[0], numel = n * (cases[c].ndim == 2 ? cases[c].shape[1] : 1);
         double *v = series(numel, -2, 2, (unsigned)c + 20), *pv = series(numel, 0.995, 1.005, (unsigned)c + 20);
@@ -1182,6 +1182,10 @@ static void test_cuda_segments_match_cpu(void **state)
             const dc_dtype dtype = dt ? DC_F32 : DC_F64;
             dc_tensor *ic = make_const(cpu, dtype, 1, ishape, index), *ig = make_const(gpu, dtype, 1, ishape, index);
             for (int op = DC_REDUCE_SUM; op <= DC_REDUCE_MIN; ++op) {
+                /* in pieces: float32 sums and products, whose bits depend on
+                 * the order (the emulation walks 33000 rows slowly) */
+                if (cases[c].shape[0] > 32768 && (dtype != DC_F32 || op > DC_REDUCE_PROD))
+                    continue;
                 segment_arg ac = {ic, cases[c].n_segments, (dc_reduction)op};
                 segment_arg ag = {ig, cases[c].n_segments, (dc_reduction)op};
                 char what[96];

@@ -1,8 +1,9 @@
 /* The reductions' CPU kernels (reduce_cpu.h). Work is split in pieces of a
  * fixed size: an output row and up to kColumns of its columns for the
- * block reductions, up to kColumns columns of every segment for the
- * segment reductions, whole rows (inner 1) one or kSplit elements at a
- * time. Columns and segments walk each output in ascending element order,
+ * block reductions, pieces of kSegmentRows rows with their own bins for
+ * segment reductions of few outputs (else up to kColumns columns of every
+ * segment), whole rows (inner 1) one or kSplit elements at a time. Columns
+ * and segments walk each output in ascending element order,
  * rows in interleaved lanes (reduce_cpu_kernels.h). Rows longer than kSplit
  * (a whole tensor reduced, a long row) are cut into pieces of kSplit
  * elements whose states are then combined in order. Either way the bits
@@ -413,7 +414,8 @@ void dc_cpu_add_winners_grad(dc_dtype dtype, int64_t outer, int64_t inner, int64
  * stores: past the caches, a store then costs no read of the line it
  * replaces, and a gradient that large would not stay in a core's cache for
  * the next op anyway. Smaller ones stay in the cache, where the next op
- * reads them sooner (the crossover on a 4 MiB-L2 Xeon: bench/RESULTS.md). */
+ * reads them sooner (on the 2-core Xeon of bench/RESULTS.md, with 4 MiB of
+ * L2 per core, plain stores were faster up to about this size). */
 static const size_t kStreamBytes = (size_t)8 << 20;
 
 #define DEFINE_FILL_CPU(T, SFX, VEC, SET1, STREAM)                                                                    \
