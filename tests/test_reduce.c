@@ -874,6 +874,29 @@ static void test_segment_bad_arguments(void **state)
         expect_error(ctx, dc_op_segment_reduce(tape, x, b, 3, DC_REDUCE_MAX), DC_ERR_ARG, parts, 3);
         dc_tensor_free(b);
     }
+    /* rows in pieces, the index checked as the pieces read it: the first bad
+     * row reported, wherever the pieces meet */
+    const int64_t many[1] = {40000};
+    double *pv = calloc(40000, sizeof *pv), *pi = calloc(40000, sizeof *pi);
+    dc_tensor *px = make(ctx, DC_F32, 1, many, pv);
+    const struct {
+        int64_t row[2];
+        double value[2];
+        const char *name;
+    } pbad[] = {{{35000, 20}, {3, 7}, "index[20] is 7"}, {{39999, 32768}, {-1, 1.5}, "index[32768] is 1.5"}};
+    for (int k = 0; k < 2; ++k) {
+        for (int j = 0; j < 2; ++j)
+            pi[pbad[k].row[j]] = pbad[k].value[j];
+        dc_tensor *b = make_const(ctx, DC_F32, 1, many, pi);
+        const char *parts[] = {"dc_op_segment_reduce", pbad[k].name, "0..2"};
+        expect_error(ctx, dc_op_segment_reduce(tape, px, b, 3, DC_REDUCE_SUM), DC_ERR_ARG, parts, 3);
+        dc_tensor_free(b);
+        for (int j = 0; j < 2; ++j)
+            pi[pbad[k].row[j]] = 0;
+    }
+    dc_tensor_free(px);
+    free(pv);
+    free(pi);
     dc_tape_free(tape);
     dc_tensor *frees[] = {x, idx, idx5, idx32};
     for (size_t i = 0; i < sizeof frees / sizeof frees[0]; ++i)

@@ -308,6 +308,70 @@ void dc_cpu_reduce_block_grad(const dc_ctx *ctx, int kind, dc_dtype dtype, const
 DEFINE_SEGMENT_PIECES_CPU(float, f32)
 DEFINE_SEGMENT_PIECES_CPU(double, f64)
 
+/* Indices of a piece converted at a time (on the stack). */
+enum { kIndexChunk = 512 };
+
+/* As segment_bins over every column, the rows' segments read from the
+ * index as stored (idx, the values' type) and checked on the way, a chunk
+ * at a time: returns the first row whose index is not an integer in
+ * 0..n_segments-1 (the bins then incomplete), else r1. The gradient of
+ * elements e0..e1 from such an index, checked by the forward. */
+#define DEFINE_SEGMENT_INDEX_CPU(T, SFX)                                                                               \
+    DC_INLINE int64_t segment_bins_checked_##SFX(int kind, const T *v, int64_t width, const T *idx,                   \
+                                                 int64_t n_segments, int64_t r0, int64_t r1, dc_rf_state_##SFX *bins)  \
+    {                                                                                                                  \
+        const dc_rf_state_##SFX s0 = dc_rf_init_##SFX(kind);                                                           \
+        for (int64_t k = 0; k < n_segments * width; ++k)                                                               \
+            bins[k] = s0;                                                                                              \
+        const double top = (double)n_segments;                                                                         \
+        for (int64_t i0 = r0; i0 < r1; i0 += kIndexChunk) {                                                            \
+            const int m = r1 - i0 < kIndexChunk ? (int)(r1 - i0) : kIndexChunk;                                       \
+            int64_t at[kIndexChunk];                                                                                   \
+            int bad = 0;                                                                                               \
+            for (int k = 0; k < m; ++k) {                                                                              \
+                const double u = (double)idx[i0 + k];                                                                  \
+                const int ok = (u >= 0) & (u < top) & (u == floor(u));                                                 \
+                bad += 1 - ok;                                                                                         \
+                at[k] = (int64_t)(ok ? u : 0.0);                                                                       \
+            }                                                                                                          \
+            for (int k = 0; bad && k < m; ++k) {                                                                       \
+                const double u = (double)idx[i0 + k];                                                                  \
+                if (!(u >= 0 && u < top) || u != floor(u))                                                             \
+                    return i0 + k;                                                                                     \
+            }                                                                                                          \
+            if (width == 1) {                                                                                          \
+                for (int k = 0; k < m; ++k)                                                                            \
+                    dc_rf_step_##SFX(kind, &bins[at[k]], v[i0 + k], i0 + k);                                           \
+                continue;                                                                                              \
+            }                                                                                                          \
+            for (int k = 0; k < m; ++k) {                                                                              \
+                dc_rf_state_##SFX *b = bins + at[k] * width;                                                           \
+                const T *row = v + (i0 + k) * width;                                                                   \
+                for (int64_t c = 0; c < width; ++c)                                                                    \
+                    dc_rf_step_##SFX(kind, &b[c], row[c], i0 + k);                                                     \
+            }                                                                                                          \
+        }                                                                                                              \
+        return r1;                                                                                                     \
+    }                                                                                                                  \
+    DC_INLINE void segment_grad_checked_##SFX(int kind, const T *v, int64_t width, const T *idx, const T *y,          \
+                                              const T *nz, const int64_t *aux, const T *gy, T *g, int64_t e0,          \
+                                              int64_t e1)                                                              \
+    {                                                                                                                  \
+        if (width == 1) {                                                                                              \
+            for (int64_t i = e0; i < e1; ++i) {                                                                        \
+                const int64_t out = (int64_t)idx[i];                                                                   \
+                g[i] = dc_rf_grad_##SFX(kind, v[i], i, y[out], nz[out], aux[out], gy[out]);                            \
+            }                                                                                                          \
+            return;                                                                                                    \
+        }                                                                                                              \
+        for (int64_t e = e0; e < e1; ++e) {                                                                            \
+            const int64_t i = e / width, out = (int64_t)idx[i] * width + e % width;                                    \
+            g[e] = dc_rf_grad_##SFX(kind, v[e], i, y[out], nz[out], aux[out], gy[out]);                                \
+        }                                                                                                              \
+    }
+DEFINE_SEGMENT_INDEX_CPU(float, f32)
+DEFINE_SEGMENT_INDEX_CPU(double, f64)
+
 int64_t dc_segment_piece_rows(int64_t n, int64_t n_segments, int64_t width)
 {
     return n > kSegmentRows && n_segments * width <= kSegmentBins ? kSegmentRows : (n > 0 ? n : 1);
@@ -371,16 +435,47 @@ void dc_cpu_segment_reduce(const dc_ctx *ctx, int kind, dc_dtype dtype, const vo
     segment_fold(ctx, kind, dtype, 1, outputs, scratch, y, nz, aux);
 }
 
+int64_t dc_cpu_segment_reduce_checked(const dc_ctx *ctx, int kind, dc_dtype dtype, const void *values, int64_t n,
+                                      int64_t width, const void *index, int64_t n_segments, void *y, void *nz,
+                                      int64_t *aux, void *scratch)
+{
+    const int64_t rows = dc_segment_piece_rows(n, n_segments, width), outputs = n_segments * width;
+    const int64_t pieces = (n + rows - 1) / rows;
+    const int n_threads = threads_for(ctx, n * width, pieces);
+    int64_t first_bad = n;
+#pragma omp parallel for num_threads(n_threads) schedule(static) reduction(min : first_bad)
+    for (int64_t p = 0; p < pieces; ++p) {
+        const int64_t r0 = p * rows, r1 = r0 + rows < n ? r0 + rows : n;
+        int64_t bad = r1;
+        if (dtype == DC_F32)
+            BY_KIND(kind, bad = segment_bins_checked_f32(K, values, width, index, n_segments, r0, r1,
+                                                         (dc_rf_state_f32 *)scratch + p * outputs));
+        else
+            BY_KIND(kind, bad = segment_bins_checked_f64(K, values, width, index, n_segments, r0, r1,
+                                                         (dc_rf_state_f64 *)scratch + p * outputs));
+        if (bad < r1 && bad < first_bad)
+            first_bad = bad;
+    }
+    if (first_bad < n)
+        return first_bad;
+    segment_fold(ctx, kind, dtype, pieces, outputs, scratch, y, nz, aux);
+    return n;
+}
+
 void dc_cpu_segment_reduce_grad(const dc_ctx *ctx, int kind, dc_dtype dtype, const void *values, int64_t n,
-                                int64_t width, const int64_t *index, const void *y, const void *nz, const int64_t *aux,
-                                const void *gy, void *g)
+                                int64_t width, const int64_t *index, const void *stored_index, const void *y,
+                                const void *nz, const int64_t *aux, const void *gy, void *g)
 {
     const int64_t total = n * width, pieces = (total + kGradPiece - 1) / kGradPiece;
     const int n_threads = threads_for(ctx, total, pieces);
 #pragma omp parallel for num_threads(n_threads) schedule(static)
     for (int64_t p = 0; p < pieces; ++p) {
         const int64_t e0 = p * kGradPiece, e1 = e0 + kGradPiece < total ? e0 + kGradPiece : total;
-        if (dtype == DC_F32)
+        if (!index && dtype == DC_F32)
+            BY_KIND(kind, segment_grad_checked_f32(K, values, width, stored_index, y, nz, aux, gy, g, e0, e1));
+        else if (!index)
+            BY_KIND(kind, segment_grad_checked_f64(K, values, width, stored_index, y, nz, aux, gy, g, e0, e1));
+        else if (dtype == DC_F32)
             BY_KIND(kind, dc_rk_segment_grad_f32(K, values, width, index, y, nz, aux, gy, g, e0, e1));
         else
             BY_KIND(kind, dc_rk_segment_grad_f64(K, values, width, index, y, nz, aux, gy, g, e0, e1));

@@ -47,11 +47,22 @@ size_t dc_cpu_segment_scratch(int64_t n, int64_t n_segments, int64_t width);
 void dc_cpu_segment_reduce(const dc_ctx *ctx, int kind, dc_dtype dtype, const void *values, int64_t n, int64_t width,
                            const int64_t *index, int64_t n_segments, void *y, void *nz, int64_t *aux, void *scratch);
 
+/* As dc_cpu_segment_reduce where the rows go in pieces (dc_segment_piece_rows
+ * less than n), the segments read from the index as stored (contiguous, of
+ * dtype) and checked on the way, without a converted copy: returns the first
+ * row whose index is not an integer in 0..n_segments-1 (y, nz, aux then
+ * unwritten), n when every one is. */
+int64_t dc_cpu_segment_reduce_checked(const dc_ctx *ctx, int kind, dc_dtype dtype, const void *values, int64_t n,
+                                      int64_t width, const void *index, int64_t n_segments, void *y, void *nz,
+                                      int64_t *aux, void *scratch);
+
 /* The gradient of values (g, [n, width], overwritten): row i's from its
- * segment's y, nz, aux and adjoint gy ([n_segments, width]). */
+ * segment's y, nz, aux and adjoint gy ([n_segments, width]); the segments
+ * from index, or where it is NULL from stored_index (as
+ * dc_cpu_segment_reduce_checked read it). */
 void dc_cpu_segment_reduce_grad(const dc_ctx *ctx, int kind, dc_dtype dtype, const void *values, int64_t n,
-                                int64_t width, const int64_t *index, const void *y, const void *nz, const int64_t *aux,
-                                const void *gy, void *g);
+                                int64_t width, const int64_t *index, const void *stored_index, const void *y,
+                                const void *nz, const int64_t *aux, const void *gy, void *g);
 
 /* The gradient of max and min added straight into g, the contiguous
  * gradient of the reduced tensor laid out as its elements: output k = o *
