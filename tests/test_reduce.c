@@ -874,10 +874,162 @@ static void test_segment_bad_arguments(void **state)
         expect_error(ctx, dc_op_segment_reduce(tape, x, b, 3, DC_REDUCE_MAX), DC_ERR_ARG, parts, 3);
         dc_tensor_free(b);
     }
+    /* rows in pieces, the index checked as the pieces read it: the first bad
+     * row reported, wherever the pieces meet */
+    const int64_t many[1] = {40000};
+    double *pv = calloc(40000, sizeof *pv), *pi = calloc(40000, sizeof *pi);
+    dc_tensor *px = make(ctx, DC_F32, 1, many, pv);
+    const struct {
+        int64_t row[2];
+        double value[2];
+        const char *name;
+    } pbad[] = {{{35000, 20}, {3, 7}, "index[20] is 7"}, {{39999, 32768}, {-1, 1.5}, "index[32768] is 1.5"}};
+    for (int k = 0; k < 2; ++k) {
+        for (int j = 0; j < 2; ++j)
+            pi[pbad[k].row[j]] = pbad[k].value[j];
+        dc_tensor *b = make_const(ctx, DC_F32, 1, many, pi);
+        const char *parts[] = {"dc_op_segment_reduce", pbad[k].name, "0..2"};
+        expect_error(ctx, dc_op_segment_reduce(tape, px, b, 3, DC_REDUCE_SUM), DC_ERR_ARG, parts, 3);
+        dc_tensor_free(b);
+        for (int j = 0; j < 2; ++j)
+            pi[pbad[k].row[j]] = 0;
+    }
+    dc_tensor_free(px);
+    free(pv);
+    free(pi);
     dc_tape_free(tape);
     dc_tensor *frees[] = {x, idx, idx5, idx32};
     for (size_t i = 0; i < sizeof frees / sizeof frees[0]; ++i)
         dc_tensor_free(frees[i]);
+    dc_ctx_free(ctx);
+}
+
+/* Many rows into few outputs go in pieces of rows, each with its own bins
+ * (dc_segment_piece_rows); many outputs in one piece. Both against the
+ * float64 reference: sums and products to float32's rounding of the result
+ * (they accumulate in double), maxima and minima exactly, with the adjoint
+ * at the winner. */
+static void test_segment_pieces_and_one_piece(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    const struct {
+        int64_t n, width, n_segments;
+    } cases[] = {{100003, 1, 7}, {70001, 3, 5}, {50000, 1, 5000}, {40000, 2, 3000}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
+        const int64_t n = cases[c].n, width = cases[c].width, S = cases[c].n_segments, numel = n * width;
+        double *v = series(numel, -2, 2, (unsigned)c + 50), *pv = series(numel, 0.9995, 1.0005, (unsigned)c + 50);
+        double *index = series(n, 0, (double)S, (unsigned)c + 60);
+        for (int64_t i = 0; i < n; ++i)
+            index[i] = floor(index[i]);
+        const int64_t shape[2] = {n, width}, ishape[1] = {n};
+        dc_tensor *idx = make_const(ctx, DC_F32, 1, ishape, index);
+        double *want = malloc((size_t)(S * width) * sizeof *want);
+        int64_t *win = malloc((size_t)(S * width) * sizeof *win);
+        for (int op = DC_REDUCE_SUM; op <= DC_REDUCE_MIN; ++op) {
+            const double *vals = op == DC_REDUCE_PROD ? pv : v;
+            dc_tensor *x = make(ctx, DC_F32, width > 1 ? 2 : 1, shape, vals);
+            segment_arg a = {idx, S, (dc_reduction)op};
+            run_result r = run(ctx, x, build_segment, &a, false);
+            /* the reference from the float32 values */
+            double *v32 = malloc((size_t)numel * sizeof *v32);
+            for (int64_t e = 0; e < numel; ++e)
+                v32[e] = (float)vals[e];
+            segment_reference((dc_reduction)op, v32, n, width, index, S, want, win);
+            char what[96];
+            snprintf(what, sizeof what, "segments n %lld width %lld of %lld, %s", (long long)n, (long long)width,
+                     (long long)S, dc_reduction_name((dc_reduction)op));
+            if (op == DC_REDUCE_SUM || op == DC_REDUCE_PROD) {
+                assert_close(r.y, want, S * width, 1e-6, 1.2e-7, what);
+            } else {
+                assert_exact(r.y, want, S * width, what);
+                for (int64_t k = 0; k < S * width; ++k)
+                    if (win[k] >= 0 && r.gx[win[k] * width + k % width] != 1.0)
+                        fail_msg("%s: output %lld: no adjoint at its winner", what, (long long)k);
+            }
+            free(v32);
+            free_result(&r);
+            dc_tensor_free(x);
+        }
+        free(want);
+        free(win);
+        dc_tensor_free(idx);
+        free(v);
+        free(pv);
+        free(index);
+    }
+    dc_ctx_free(ctx);
+}
+
+/* Products of float32 elements accumulate in double: 10^6 factors near 1,
+ * where float32 lanes drift by about 10^-4, within float32's rounding of
+ * the exact product; over axes and by segment (one segment, in pieces). */
+static void test_float32_products_accumulate_in_double(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t n = 1000000, shape[1] = {n};
+    double *v = series(n, 0.999, 1.001, 70), *zero = calloc((size_t)n, sizeof *zero);
+    double exact = 1;
+    for (int64_t i = 0; i < n; ++i) {
+        v[i] = (float)v[i];
+        exact *= v[i];
+    }
+    dc_tensor *x = make(ctx, DC_F32, 1, shape, v), *idx = make_const(ctx, DC_F32, 1, shape, zero);
+    axes_arg a = {0, 0, {0}, false, false}; /* prod over every axis */
+    segment_arg s = {idx, 1, DC_REDUCE_PROD};
+    run_result r1 = run(ctx, x, build_axes, &a, false), r2 = run(ctx, x, build_segment, &s, false);
+    assert_close(r1.y, &exact, 1, 0, 1e-7, "prod of 10^6 float32 factors");
+    assert_close(r2.y, &exact, 1, 0, 1e-7, "segment prod of 10^6 float32 factors");
+    free_result(&r1);
+    free_result(&r2);
+    dc_tensor_free(x);
+    dc_tensor_free(idx);
+    free(v);
+    free(zero);
+    dc_ctx_free(ctx);
+}
+
+static dc_tensor *build_mean_plus_max(dc_tape *tape, dc_tensor *x, const void *arg)
+{
+    (void)arg;
+    return dc_op_add(tape, dc_op_mean(tape, x, 0, NULL, false), dc_op_max(tape, x, 0, NULL, false));
+}
+
+static dc_tensor *build_mean(dc_tape *tape, dc_tensor *x, const void *arg)
+{
+    (void)arg;
+    return dc_op_mean(tape, x, 0, NULL, false);
+}
+
+/* The first gradient of a whole sum, or around max's winner, is written in
+ * one pass (past 8 MiB with non-temporal stores, and a tail); a second
+ * contribution adds to it. */
+static void test_whole_reduction_gradients_fill(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t n = ((int64_t)8 << 20) / 4 + 7, shape[1] = {n}, top = n / 3;
+    double *v = series(n, -1, 1, 80);
+    v[top] = 5;
+    dc_tensor *x = make(ctx, DC_F32, 1, shape, v);
+    const float m = (float)(1.0 / (double)n);
+    /* the backward sweep meets max first (zeros and the winner's 1
+     * assigned), then the mean (added) */
+    run_result r = run(ctx, x, build_mean_plus_max, NULL, false);
+    for (int64_t i = 0; i < n; ++i) {
+        const double want = i == top ? (double)(1.0f + m) : (double)m;
+        if (r.gx[i] != want)
+            fail_msg("mean + max: gradient[%lld] is %.9g, want %.9g", (long long)i, r.gx[i], want);
+    }
+    free_result(&r);
+    r = run(ctx, x, build_mean, NULL, false);
+    for (int64_t i = 0; i < n; ++i)
+        if (r.gx[i] != (double)m)
+            fail_msg("mean: gradient[%lld] is %.9g, want %.9g", (long long)i, r.gx[i], (double)m);
+    free_result(&r);
+    dc_tensor_free(x);
+    free(v);
     dc_ctx_free(ctx);
 }
 
@@ -888,7 +1040,7 @@ static void test_same_bits_on_one_and_two_threads(void **state)
     (void)state;
     dc_ctx *one = test_cpu_ctx_threads(1, 1), *two = test_cpu_ctx_threads(2, 1);
     const int64_t rows[2] = {64, 1000}, cols[2] = {1000, 70}, longs[2] = {3, 40000}, seg[2] = {1000, 100},
-                  ishape[1] = {1000};
+                  ishape[1] = {1000}, pieces[1] = {100003};
     double *v = series(120000, 0.9999, 1.0001, 11);
     double *index = series(1000, 0, 37, 12);
     for (int i = 0; i < 1000; ++i)
@@ -919,6 +1071,24 @@ static void test_same_bits_on_one_and_two_threads(void **state)
         for (int i = 0; i < 4; ++i)
             dc_tensor_free(frees[i]);
     }
+    /* many rows into few segments: in pieces of rows, each with its bins */
+    double *pindex = series(pieces[0], 0, 7, 13);
+    for (int64_t i = 0; i < pieces[0]; ++i)
+        pindex[i] = floor(pindex[i]);
+    for (int op = DC_REDUCE_SUM; op <= DC_REDUCE_MIN; ++op) {
+        dc_tensor *x1 = make(one, DC_F32, 1, pieces, v), *x2 = make(two, DC_F32, 1, pieces, v);
+        dc_tensor *i1 = make_const(one, DC_F32, 1, pieces, pindex), *i2 = make_const(two, DC_F32, 1, pieces, pindex);
+        segment_arg a1 = {i1, 7, (dc_reduction)op}, a2 = {i2, 7, (dc_reduction)op};
+        run_result r1 = run(one, x1, build_segment, &a1, true), r2 = run(two, x2, build_segment, &a2, true);
+        assert_same_bits(r1.y, r2.y, r1.ny, "segment in pieces");
+        assert_same_bits(r1.gx, r2.gx, r1.nx, "segment in pieces");
+        free_result(&r1);
+        free_result(&r2);
+        dc_tensor *frees[] = {x1, x2, i1, i2};
+        for (int i = 0; i < 4; ++i)
+            dc_tensor_free(frees[i]);
+    }
+    free(pindex);
     free(v);
     free(index);
     dc_ctx_free(one);
@@ -1018,7 +1188,8 @@ static void test_cuda_segments_match_cpu(void **state)
         int ndim;
         int64_t shape[2];
         int64_t n_segments;
-    } cases[] = {{2, {1000, 3}, 37}, {1, {700, 1}, 5}, {2, {300, 260}, 1}, {2, {0, 4}, 3}};
+    } cases[] = {{2, {1000, 3}, 37}, {1, {700, 1}, 5}, {2, {300, 260}, 1}, {2, {0, 4}, 3},
+                 {1, {33000, 1}, 3}}; /* the last in pieces of rows (dc_segment_piece_rows) */
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
         const int64_t n = cases[c].shape[0], numel = n * (cases[c].ndim == 2 ? cases[c].shape[1] : 1);
         double *v = series(numel, -2, 2, (unsigned)c + 20), *pv = series(numel, 0.995, 1.005, (unsigned)c + 20);
@@ -1034,6 +1205,10 @@ static void test_cuda_segments_match_cpu(void **state)
             const dc_dtype dtype = dt ? DC_F32 : DC_F64;
             dc_tensor *ic = make_const(cpu, dtype, 1, ishape, index), *ig = make_const(gpu, dtype, 1, ishape, index);
             for (int op = DC_REDUCE_SUM; op <= DC_REDUCE_MIN; ++op) {
+                /* in pieces: float32 sums and products, whose bits depend on
+                 * the order (the emulation walks 33000 rows slowly) */
+                if (cases[c].shape[0] > 32768 && (dtype != DC_F32 || op > DC_REDUCE_PROD))
+                    continue;
                 segment_arg ac = {ic, cases[c].n_segments, (dc_reduction)op};
                 segment_arg ag = {ig, cases[c].n_segments, (dc_reduction)op};
                 char what[96];
@@ -1164,6 +1339,9 @@ int main(void)
         cmocka_unit_test(test_winners_gradient_accumulates),
         cmocka_unit_test(test_segment_shapes_and_edges),
         cmocka_unit_test(test_segment_bad_arguments),
+        cmocka_unit_test(test_segment_pieces_and_one_piece),
+        cmocka_unit_test(test_float32_products_accumulate_in_double),
+        cmocka_unit_test(test_whole_reduction_gradients_fill),
         cmocka_unit_test(test_same_bits_on_one_and_two_threads),
         cmocka_unit_test(test_cuda_reductions_match_cpu),
         cmocka_unit_test(test_cuda_segments_match_cpu),

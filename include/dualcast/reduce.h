@@ -7,7 +7,10 @@
  * run, whatever the number of threads (the work is split in pieces of a
  * fixed size, never by thread), and on CUDA without floating-point atomics.
  * The CPU and CUDA results may differ in their last bits (another order of
- * the sums and products). Sums and products accumulate in the element type.
+ * the sums and products). dc_op_prod and dc_op_segment_reduce accumulate in
+ * double, float32 too, and round each output once (10^6 float32 factors near
+ * 1: within float32's rounding of the exact product, where float32
+ * accumulation drifts by about 10^-4).
  *
  * Gradients, and what they do at the edges:
  * - sum: the adjoint copied to every element.
@@ -104,8 +107,11 @@ dc_tensor *dc_op_scan(dc_tape *tape, dc_tensor *x, dc_reduction op, int axis, bo
  * gradient of a row is its segment's adjoint times the rules above: a
  * sum's copied, a product's zero-safe, a maximum's or minimum's to the
  * first winning row of each segment and column (values that are not
- * contiguous are reduced from a copy). The CPU and CUDA take each segment's
- * rows in the same order: the same bits. */
+ * contiguous are reduced from a copy). Many rows into few outputs are
+ * reduced in pieces of consecutive rows, the pieces then combined in order;
+ * the pieces depend on the sizes only (never on the threads), and the CPU
+ * and CUDA take each segment's rows in the same pieces and order: the same
+ * bits. */
 dc_tensor *dc_op_segment_reduce(dc_tape *tape, dc_tensor *values, dc_tensor *index, int64_t n_segments,
                                 dc_reduction op);
 

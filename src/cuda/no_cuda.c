@@ -304,11 +304,11 @@ dc_status dc_cuda_reduce_block_grad(dc_ctx *ctx, int kind, dc_dtype dtype, const
 }
 
 dc_status dc_cuda_segment_reduce(dc_ctx *ctx, int kind, dc_dtype dtype, const void *values, int64_t width,
-                                 const int64_t *start, const int64_t *positions, int64_t n_segments, void *y, void *nz,
-                                 int64_t *aux)
+                                 const int64_t *start, const int64_t *positions, int64_t n_segments,
+                                 int64_t piece_rows, void *y, void *nz, int64_t *aux)
 {
-    (void)kind, (void)dtype, (void)values, (void)width, (void)start, (void)positions, (void)n_segments, (void)y,
-        (void)nz, (void)aux;
+    (void)kind, (void)dtype, (void)values, (void)width, (void)start, (void)positions, (void)n_segments,
+        (void)piece_rows, (void)y, (void)nz, (void)aux;
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
 

@@ -37,6 +37,7 @@ template <typename T> struct rf;
 #define DC_RF_TRAITS(T, SFX)                                                                                           \
     template <> struct rf<T> {                                                                                         \
         typedef dc_rf_state_##SFX state;                                                                               \
+        typedef dc_rf_wide_##SFX wide; /* what a state accumulates in */                                              \
         static __device__ __forceinline__ state init(int k) { return dc_rf_init_##SFX(k); }                            \
         static __device__ __forceinline__ void step(int k, state *s, T v, int64_t p) { dc_rf_step_##SFX(k, s, v, p); } \
         static __device__ __forceinline__ state combine(int k, state a, state b)                                       \
@@ -59,7 +60,8 @@ DC_RF_TRAITS(double, f64)
  * lower half takes the upper), returned to every thread. The scratch
  * arrays hold kBlock entries. */
 template <typename T>
-__device__ typename rf<T>::state block_combine(int kind, typename rf<T>::state st, T *acc, T *nz, int64_t *aux)
+__device__ typename rf<T>::state block_combine(int kind, typename rf<T>::state st, typename rf<T>::wide *acc,
+                                               typename rf<T>::wide *nz, int64_t *aux)
 {
     typedef typename rf<T>::state state;
     const int t = threadIdx.x;
@@ -88,8 +90,8 @@ template <typename T>
 __global__ void reduce_rows(int kind, const T *x, int64_t rows, int64_t len, T *y, T *nz, int64_t *aux)
 {
     typedef typename rf<T>::state state;
-    __shared__ T s_acc[kBlock];
-    __shared__ T s_nz[kBlock];
+    __shared__ typename rf<T>::wide s_acc[kBlock]; /* the states' accumulation type (reduce_formulas.h) */
+    __shared__ typename rf<T>::wide s_nz[kBlock];
     __shared__ int64_t s_aux[kBlock];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) { /* uniform over the block */
         const T *row = x + r * len;
@@ -150,20 +152,30 @@ __global__ void reduce_grad(int kind, const T *x, int64_t total, int64_t len, in
     }
 }
 
-/* A thread per (segment, column), the segment's rows in ascending order. */
+/* A thread per (segment, column), the segment's rows in ascending order,
+ * in pieces of piece_rows rows: each piece's state from the neutral one,
+ * the pieces' states combined in order (the CPU's order; a piece without
+ * rows, which the CPU combines too, leaves a state as it is). */
 template <typename T>
 __global__ void segment_reduce(int kind, const T *v, int64_t width, const int64_t *start, const int64_t *positions,
-                               int64_t n_segments, T *y, T *nz, int64_t *aux)
+                               int64_t n_segments, int64_t piece_rows, T *y, T *nz, int64_t *aux)
 {
     typedef typename rf<T>::state state;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_segments * width;
          i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t s = i / width, c = i % width;
-        state st = rf<T>::init(kind);
+        state st = rf<T>::init(kind), piece = st;
+        int64_t piece_of = -1;
         for (int64_t k = start[s]; k < start[s + 1]; ++k) {
             const int64_t row = positions[k];
-            rf<T>::step(kind, &st, v[row * width + c], row);
+            if (row / piece_rows != piece_of) {
+                st = rf<T>::combine(kind, st, piece);
+                piece = rf<T>::init(kind);
+                piece_of = row / piece_rows;
+            }
+            rf<T>::step(kind, &piece, v[row * width + c], row);
         }
+        st = rf<T>::combine(kind, st, piece);
         y[i] = st.acc;
         nz[i] = st.nz;
         aux[i] = st.aux;
@@ -232,8 +244,8 @@ dc_status dc_cuda_reduce_block_grad(dc_ctx *ctx, int kind, dc_dtype dtype, const
 }
 
 dc_status dc_cuda_segment_reduce(dc_ctx *ctx, int kind, dc_dtype dtype, const void *values, int64_t width,
-                                 const int64_t *start, const int64_t *positions, int64_t n_segments, void *y, void *nz,
-                                 int64_t *aux)
+                                 const int64_t *start, const int64_t *positions, int64_t n_segments,
+                                 int64_t piece_rows, void *y, void *nz, int64_t *aux)
 {
     DC_CUDA_ENTER(ctx);
     const int64_t items = n_segments * width;
@@ -242,10 +254,12 @@ dc_status dc_cuda_segment_reduce(dc_ctx *ctx, int kind, dc_dtype dtype, const vo
     cudaStream_t st = ctx->cuda->stream;
     if (dtype == DC_F32)
         segment_reduce<float><<<grid_for(ctx, items), kBlock, 0, st>>>(
-            kind, (const float *)values, width, start, positions, n_segments, (float *)y, (float *)nz, aux);
+            kind, (const float *)values, width, start, positions, n_segments, piece_rows, (float *)y, (float *)nz,
+            aux);
     else
         segment_reduce<double><<<grid_for(ctx, items), kBlock, 0, st>>>(
-            kind, (const double *)values, width, start, positions, n_segments, (double *)y, (double *)nz, aux);
+            kind, (const double *)values, width, start, positions, n_segments, piece_rows, (double *)y, (double *)nz,
+            aux);
     return dc_cuda_launched(ctx, 1, "segment reduction");
 }
 

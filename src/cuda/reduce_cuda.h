@@ -28,10 +28,11 @@ dc_status dc_cuda_reduce_block_grad(dc_ctx *ctx, int kind, dc_dtype dtype, const
 /* The rows of values ([n, width]) reduced by segment, grouped by
  * dc_cuda_group_indices (start: n_segments + 1 entries; positions
  * ascending within each segment): a thread per segment and column walking
- * its rows in ascending order (the CPU's order: the same bits). */
+ * its rows in ascending order, in pieces of piece_rows rows
+ * (dc_segment_piece_rows: the CPU's order, the same bits). */
 dc_status dc_cuda_segment_reduce(dc_ctx *ctx, int kind, dc_dtype dtype, const void *values, int64_t width,
-                                 const int64_t *start, const int64_t *positions, int64_t n_segments, void *y, void *nz,
-                                 int64_t *aux);
+                                 const int64_t *start, const int64_t *positions, int64_t n_segments,
+                                 int64_t piece_rows, void *y, void *nz, int64_t *aux);
 
 /* The values' gradient (g, [n, width], overwritten), a thread per element. */
 dc_status dc_cuda_segment_reduce_grad(dc_ctx *ctx, int kind, dc_dtype dtype, const void *values, int64_t n,

@@ -7,6 +7,9 @@
  * indices overwrite it (see read_on_host). */
 enum { kChunk = 1024 };
 
+/* Indices below which one thread converts them all. */
+enum { kParallel = 32768 };
+
 /* The CPU's way: the values read on the host, checked and converted chunk
  * by chunk; the first bad value is reported. */
 static int64_t *read_on_host(dc_tape *tape, const char *op, const char *what, const dc_tensor *ids, int64_t limit)
@@ -32,7 +35,16 @@ static int64_t *read_on_host(dc_tape *tape, const char *op, const char *what, co
             return NULL;
     }
     const double top = (double)limit;
-    for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+    /* chunks over the threads where each is read from the values' own
+     * memory (a gathered chunk is overwritten by the indices before it:
+     * those go in order); the first bad value found after */
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+    const int n_threads = ids->data == (const void *)f && n >= kParallel ? ctx->cpu.num_threads : 1;
+    int64_t first_bad = n;
+    double bad_value = 0;
+#pragma omp parallel for num_threads(n_threads) schedule(static)
+    for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t i0 = c * kChunk;
         const int m = n - i0 < kChunk ? (int)(n - i0) : kChunk;
         double buf[kChunk];
         for (int k = 0; k < m; ++k)
@@ -44,14 +56,20 @@ static int64_t *read_on_host(dc_tape *tape, const char *op, const char *what, co
             bad += 1 - ok;
             out[i0 + k] = (int64_t)(ok ? v : 0.0);
         }
-        for (int k = 0; bad && k < m; ++k) {
-            const double v = buf[k];
-            if (!(v >= 0 && v < top) || v != floor(v)) {
-                dc_error(ctx, DC_ERR_ARG, "%s: %s[%lld] is %g, not an index in 0..%lld", op, what,
-                         (long long)(i0 + k), v, (long long)limit - 1);
-                return NULL;
+        for (int k = 0; bad && k < m; ++k)
+            if (!(buf[k] >= 0 && buf[k] < top) || buf[k] != floor(buf[k])) {
+#pragma omp critical(dc_read_indices_bad)
+                if (i0 + k < first_bad) {
+                    first_bad = i0 + k;
+                    bad_value = buf[k]; /* kept: a gathered value may be overwritten by then */
+                }
+                break;
             }
-        }
+    }
+    if (first_bad < n) {
+        dc_error(ctx, DC_ERR_ARG, "%s: %s[%lld] is %g, not an index in 0..%lld", op, what, (long long)first_bad,
+                 bad_value, (long long)limit - 1);
+        return NULL;
     }
     return out;
 }

@@ -7,6 +7,7 @@
 
 #include "axes.h"
 #include "backward.h"
+#include "reduce_cpu.h"
 
 static dc_tensor *reduce(dc_tape *tape, const char *op, dc_tensor *x, int n_axes, const int *axes, bool keepdims,
                          bool mean)
@@ -55,6 +56,26 @@ dc_status dc_sum_backward(dc_tape *tape, dc_node *node)
     const dc_tensor *g = dc_grad_contiguous(tape, node->out[0]);
     if (!g)
         return DC_ERR_MEMORY;
+    if (g->numel == 1 && !tape->ctx->cuda) {
+        /* every element reduced: x's first gradient is one value everywhere,
+         * written in one pass (dc_cpu_fill) rather than broadcast by the loop
+         * engine; a gradient already holding values takes that path */
+        dc_write_mode mode;
+        const dc_status st = dc_grad_prepare(tape, x, &mode);
+        if (st != DC_OK)
+            return st;
+        if (mode == DC_WRITE_ASSIGN && dc_tensor_is_contiguous(x->grad)) {
+            /* rounded as DC_K_AFFINE rounds gy * scale + 0 (the same bits) */
+            double v;
+            if (x->dtype == DC_F32)
+                v = *(const float *)g->data * (float)node->as.sum.scale + 0.0f;
+            else
+                v = *(const double *)g->data * node->as.sum.scale + 0.0;
+            dc_cpu_fill(tape->ctx, x->dtype, x->grad->data, x->numel, v);
+            dc_grad_done(x);
+            return DC_OK;
+        }
+    }
     dc_tensor gkeep = *g;
     gkeep.ndim = x->ndim;
     for (int d = 0; d < x->ndim; ++d)

@@ -1,8 +1,9 @@
 /* The reductions' CPU kernels (reduce_cpu.h). Work is split in pieces of a
  * fixed size: an output row and up to kColumns of its columns for the
- * block reductions, up to kColumns columns of every segment for the
- * segment reductions, whole rows (inner 1) one or kSplit elements at a
- * time. Columns and segments walk each output in ascending element order,
+ * block reductions, pieces of kSegmentRows rows with their own bins for
+ * segment reductions of few outputs (else up to kColumns columns of every
+ * segment), whole rows (inner 1) one or kSplit elements at a time. Columns
+ * and segments walk each output in ascending element order,
  * rows in interleaved lanes (reduce_cpu_kernels.h). Rows longer than kSplit
  * (a whole tensor reduced, a long row) are cut into pieces of kSplit
  * elements whose states are then combined in order. Either way the bits
@@ -12,12 +13,20 @@
 #include "reduce_kinds.h"
 
 #include <math.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "../../broadcast/pp.h"
 #include "../../dual/scalar_math.h"
 
 /* Columns of one piece: the states of a piece stay in registers or L1. */
 enum { kColumns = 64 };
+
+/* Segment reductions of at most kSegmentBins outputs over more than
+ * kSegmentRows rows are reduced in pieces of kSegmentRows rows, each with
+ * its own bins (dc_segment_piece_rows). */
+enum { kSegmentRows = 32768, kSegmentBins = 4096 };
 
 /* Rows (inner 1) longer than this are reduced in pieces of this length. */
 enum { kSplit = 16384 };
@@ -139,19 +148,6 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
                 ++o;                                                                                                   \
             }                                                                                                          \
         }                                                                                                              \
-    }                                                                                                                  \
-    /* columns c0..c1 of every segment, the rows in ascending order */                                                 \
-    DC_INLINE void segment_piece_##SFX(int kind, const T *v, int64_t n, int64_t width, const int64_t *index,           \
-                                       int64_t n_segments, int64_t c0, int64_t c1, T *y, T *nz, int64_t *aux)          \
-    {                                                                                                                  \
-        const dc_rf_state_##SFX s0 = dc_rf_init_##SFX(kind);                                                           \
-        for (int64_t s = 0; s < n_segments; ++s)                                                                       \
-            for (int64_t c = c0; c < c1; ++c) {                                                                        \
-                y[s * width + c] = s0.acc;                                                                             \
-                nz[s * width + c] = s0.nz;                                                                             \
-                aux[s * width + c] = s0.aux;                                                                           \
-            }                                                                                                          \
-        dc_rk_segment_rows_##SFX(kind, v, width, index, c0, c1, y, nz, aux, n);                                        \
     }
 DEFINE_REDUCE_CPU(float, f32)
 DEFINE_REDUCE_CPU(double, f64)
@@ -275,31 +271,211 @@ void dc_cpu_reduce_block_grad(const dc_ctx *ctx, int kind, dc_dtype dtype, const
     }
 }
 
-void dc_cpu_segment_reduce(const dc_ctx *ctx, int kind, dc_dtype dtype, const void *values, int64_t n, int64_t width,
-                           const int64_t *index, int64_t n_segments, void *y, void *nz, int64_t *aux)
+/* Rows [r0, r1), columns [c0, c1) of each, into bins ([outputs], output s
+ * * width + c), initialized first; the states of outputs [k0, k1) from
+ * their pieces' (piece p's bins at part + p * outputs), in order. */
+#define DEFINE_SEGMENT_PIECES_CPU(T, SFX)                                                                              \
+    DC_INLINE void segment_bins_##SFX(int kind, const T *v, int64_t width, const int64_t *index, int64_t n_segments,   \
+                                      int64_t r0, int64_t r1, int64_t c0, int64_t c1, dc_rf_state_##SFX *bins)         \
+    {                                                                                                                  \
+        const dc_rf_state_##SFX s0 = dc_rf_init_##SFX(kind);                                                           \
+        for (int64_t s = 0; s < n_segments; ++s)                                                                       \
+            for (int64_t c = c0; c < c1; ++c)                                                                          \
+                bins[s * width + c] = s0;                                                                              \
+        if (width == 1) { /* no loop over the columns: its set-up per row would cost more than the row */             \
+            for (int64_t i = r0; i < r1; ++i)                                                                          \
+                dc_rf_step_##SFX(kind, &bins[index[i]], v[i], i);                                                      \
+            return;                                                                                                    \
+        }                                                                                                              \
+        for (int64_t i = r0; i < r1; ++i) {                                                                            \
+            dc_rf_state_##SFX *b = bins + index[i] * width;                                                            \
+            for (int64_t c = c0; c < c1; ++c)                                                                          \
+                dc_rf_step_##SFX(kind, &b[c], v[i * width + c], i);                                                    \
+        }                                                                                                              \
+    }                                                                                                                  \
+    static void segment_fold_##SFX(int kind, int64_t pieces, int64_t outputs, int64_t k0, int64_t k1,                  \
+                                   const dc_rf_state_##SFX *part, T *y, T *nz, int64_t *aux)                           \
+    {                                                                                                                  \
+        for (int64_t k = k0; k < k1; ++k) {                                                                            \
+            dc_rf_state_##SFX st = dc_rf_init_##SFX(kind);                                                             \
+            for (int64_t p = 0; p < pieces; ++p)                                                                       \
+                st = dc_rf_combine_##SFX(kind, st, part[p * outputs + k]);                                             \
+            y[k] = (T)st.acc;                                                                                          \
+            nz[k] = (T)st.nz;                                                                                          \
+            aux[k] = st.aux;                                                                                           \
+        }                                                                                                              \
+    }
+DEFINE_SEGMENT_PIECES_CPU(float, f32)
+DEFINE_SEGMENT_PIECES_CPU(double, f64)
+
+/* Indices of a piece converted at a time (on the stack). */
+enum { kIndexChunk = 512 };
+
+/* As segment_bins over every column, the rows' segments read from the
+ * index as stored (idx, the values' type) and checked on the way, a chunk
+ * at a time: returns the first row whose index is not an integer in
+ * 0..n_segments-1 (the bins then incomplete), else r1. The gradient of
+ * elements e0..e1 from such an index, checked by the forward. */
+#define DEFINE_SEGMENT_INDEX_CPU(T, SFX)                                                                               \
+    DC_INLINE int64_t segment_bins_checked_##SFX(int kind, const T *v, int64_t width, const T *idx,                   \
+                                                 int64_t n_segments, int64_t r0, int64_t r1, dc_rf_state_##SFX *bins)  \
+    {                                                                                                                  \
+        const dc_rf_state_##SFX s0 = dc_rf_init_##SFX(kind);                                                           \
+        for (int64_t k = 0; k < n_segments * width; ++k)                                                               \
+            bins[k] = s0;                                                                                              \
+        const double top = (double)n_segments;                                                                         \
+        for (int64_t i0 = r0; i0 < r1; i0 += kIndexChunk) {                                                            \
+            const int m = r1 - i0 < kIndexChunk ? (int)(r1 - i0) : kIndexChunk;                                       \
+            int64_t at[kIndexChunk];                                                                                   \
+            int bad = 0;                                                                                               \
+            for (int k = 0; k < m; ++k) {                                                                              \
+                const double u = (double)idx[i0 + k];                                                                  \
+                const int ok = (u >= 0) & (u < top) & (u == floor(u));                                                 \
+                bad += 1 - ok;                                                                                         \
+                at[k] = (int64_t)(ok ? u : 0.0);                                                                       \
+            }                                                                                                          \
+            for (int k = 0; bad && k < m; ++k) {                                                                       \
+                const double u = (double)idx[i0 + k];                                                                  \
+                if (!(u >= 0 && u < top) || u != floor(u))                                                             \
+                    return i0 + k;                                                                                     \
+            }                                                                                                          \
+            if (width == 1) {                                                                                          \
+                for (int k = 0; k < m; ++k)                                                                            \
+                    dc_rf_step_##SFX(kind, &bins[at[k]], v[i0 + k], i0 + k);                                           \
+                continue;                                                                                              \
+            }                                                                                                          \
+            for (int k = 0; k < m; ++k) {                                                                              \
+                dc_rf_state_##SFX *b = bins + at[k] * width;                                                           \
+                const T *row = v + (i0 + k) * width;                                                                   \
+                for (int64_t c = 0; c < width; ++c)                                                                    \
+                    dc_rf_step_##SFX(kind, &b[c], row[c], i0 + k);                                                     \
+            }                                                                                                          \
+        }                                                                                                              \
+        return r1;                                                                                                     \
+    }                                                                                                                  \
+    DC_INLINE void segment_grad_checked_##SFX(int kind, const T *v, int64_t width, const T *idx, const T *y,          \
+                                              const T *nz, const int64_t *aux, const T *gy, T *g, int64_t e0,          \
+                                              int64_t e1)                                                              \
+    {                                                                                                                  \
+        if (width == 1) {                                                                                              \
+            for (int64_t i = e0; i < e1; ++i) {                                                                        \
+                const int64_t out = (int64_t)idx[i];                                                                   \
+                g[i] = dc_rf_grad_##SFX(kind, v[i], i, y[out], nz[out], aux[out], gy[out]);                            \
+            }                                                                                                          \
+            return;                                                                                                    \
+        }                                                                                                              \
+        for (int64_t e = e0; e < e1; ++e) {                                                                            \
+            const int64_t i = e / width, out = (int64_t)idx[i] * width + e % width;                                    \
+            g[e] = dc_rf_grad_##SFX(kind, v[e], i, y[out], nz[out], aux[out], gy[out]);                                \
+        }                                                                                                              \
+    }
+DEFINE_SEGMENT_INDEX_CPU(float, f32)
+DEFINE_SEGMENT_INDEX_CPU(double, f64)
+
+int64_t dc_segment_piece_rows(int64_t n, int64_t n_segments, int64_t width)
 {
-    const int64_t pieces = (width + kColumns - 1) / kColumns;
-    const int n_threads = threads_for(ctx, (n + n_segments) * width, pieces);
+    return n > kSegmentRows && n_segments * width <= kSegmentBins ? kSegmentRows : (n > 0 ? n : 1);
+}
+
+size_t dc_cpu_segment_scratch(int64_t n, int64_t n_segments, int64_t width)
+{
+    const int64_t rows = dc_segment_piece_rows(n, n_segments, width), pieces = rows < n ? (n + rows - 1) / rows : 1;
+    const int64_t outputs = n_segments * width;
+    return (size_t)(pieces * (outputs > 0 ? outputs : 1)) * sizeof(dc_rf_state_f64);
+}
+
+/* The outputs [k0, k1) from the states of their pieces. */
+static void segment_fold(const dc_ctx *ctx, int kind, dc_dtype dtype, int64_t pieces, int64_t outputs,
+                         const void *scratch, void *y, void *nz, int64_t *aux)
+{
+    const int64_t chunks = (outputs + kColumns - 1) / kColumns;
+    const int n_threads = threads_for(ctx, pieces * outputs, chunks);
 #pragma omp parallel for num_threads(n_threads) schedule(static)
-    for (int64_t p = 0; p < pieces; ++p) {
-        const int64_t c0 = p * kColumns, c1 = c0 + kColumns < width ? c0 + kColumns : width;
+    for (int64_t q = 0; q < chunks; ++q) {
+        const int64_t k0 = q * kColumns, k1 = k0 + kColumns < outputs ? k0 + kColumns : outputs;
         if (dtype == DC_F32)
-            BY_KIND(kind, segment_piece_f32(K, values, n, width, index, n_segments, c0, c1, y, nz, aux));
+            segment_fold_f32(kind, pieces, outputs, k0, k1, scratch, y, nz, aux);
         else
-            BY_KIND(kind, segment_piece_f64(K, values, n, width, index, n_segments, c0, c1, y, nz, aux));
+            segment_fold_f64(kind, pieces, outputs, k0, k1, scratch, y, nz, aux);
     }
 }
 
+void dc_cpu_segment_reduce(const dc_ctx *ctx, int kind, dc_dtype dtype, const void *values, int64_t n, int64_t width,
+                           const int64_t *index, int64_t n_segments, void *y, void *nz, int64_t *aux, void *scratch)
+{
+    const int64_t rows = dc_segment_piece_rows(n, n_segments, width), outputs = n_segments * width;
+    if (rows < n) {
+        /* few outputs, many rows: pieces of rows, each with its own bins */
+        const int64_t pieces = (n + rows - 1) / rows;
+        const int n_threads = threads_for(ctx, n * width, pieces);
+#pragma omp parallel for num_threads(n_threads) schedule(static)
+        for (int64_t p = 0; p < pieces; ++p) {
+            const int64_t r0 = p * rows, r1 = r0 + rows < n ? r0 + rows : n;
+            if (dtype == DC_F32)
+                BY_KIND(kind, segment_bins_f32(K, values, width, index, n_segments, r0, r1, 0, width,
+                                               (dc_rf_state_f32 *)scratch + p * outputs));
+            else
+                BY_KIND(kind, segment_bins_f64(K, values, width, index, n_segments, r0, r1, 0, width,
+                                               (dc_rf_state_f64 *)scratch + p * outputs));
+        }
+        segment_fold(ctx, kind, dtype, pieces, outputs, scratch, y, nz, aux);
+        return;
+    }
+    /* one piece of every row: the threads take columns */
+    const int64_t chunks = (width + kColumns - 1) / kColumns;
+    const int n_threads = threads_for(ctx, (n + n_segments) * width, chunks);
+#pragma omp parallel for num_threads(n_threads) schedule(static)
+    for (int64_t q = 0; q < chunks; ++q) {
+        const int64_t c0 = q * kColumns, c1 = c0 + kColumns < width ? c0 + kColumns : width;
+        if (dtype == DC_F32)
+            BY_KIND(kind, segment_bins_f32(K, values, width, index, n_segments, 0, n, c0, c1, scratch));
+        else
+            BY_KIND(kind, segment_bins_f64(K, values, width, index, n_segments, 0, n, c0, c1, scratch));
+    }
+    segment_fold(ctx, kind, dtype, 1, outputs, scratch, y, nz, aux);
+}
+
+int64_t dc_cpu_segment_reduce_checked(const dc_ctx *ctx, int kind, dc_dtype dtype, const void *values, int64_t n,
+                                      int64_t width, const void *index, int64_t n_segments, void *y, void *nz,
+                                      int64_t *aux, void *scratch)
+{
+    const int64_t rows = dc_segment_piece_rows(n, n_segments, width), outputs = n_segments * width;
+    const int64_t pieces = (n + rows - 1) / rows;
+    const int n_threads = threads_for(ctx, n * width, pieces);
+    int64_t first_bad = n;
+#pragma omp parallel for num_threads(n_threads) schedule(static) reduction(min : first_bad)
+    for (int64_t p = 0; p < pieces; ++p) {
+        const int64_t r0 = p * rows, r1 = r0 + rows < n ? r0 + rows : n;
+        int64_t bad = r1;
+        if (dtype == DC_F32)
+            BY_KIND(kind, bad = segment_bins_checked_f32(K, values, width, index, n_segments, r0, r1,
+                                                         (dc_rf_state_f32 *)scratch + p * outputs));
+        else
+            BY_KIND(kind, bad = segment_bins_checked_f64(K, values, width, index, n_segments, r0, r1,
+                                                         (dc_rf_state_f64 *)scratch + p * outputs));
+        if (bad < r1 && bad < first_bad)
+            first_bad = bad;
+    }
+    if (first_bad < n)
+        return first_bad;
+    segment_fold(ctx, kind, dtype, pieces, outputs, scratch, y, nz, aux);
+    return n;
+}
+
 void dc_cpu_segment_reduce_grad(const dc_ctx *ctx, int kind, dc_dtype dtype, const void *values, int64_t n,
-                                int64_t width, const int64_t *index, const void *y, const void *nz, const int64_t *aux,
-                                const void *gy, void *g)
+                                int64_t width, const int64_t *index, const void *stored_index, const void *y,
+                                const void *nz, const int64_t *aux, const void *gy, void *g)
 {
     const int64_t total = n * width, pieces = (total + kGradPiece - 1) / kGradPiece;
     const int n_threads = threads_for(ctx, total, pieces);
 #pragma omp parallel for num_threads(n_threads) schedule(static)
     for (int64_t p = 0; p < pieces; ++p) {
         const int64_t e0 = p * kGradPiece, e1 = e0 + kGradPiece < total ? e0 + kGradPiece : total;
-        if (dtype == DC_F32)
+        if (!index && dtype == DC_F32)
+            BY_KIND(kind, segment_grad_checked_f32(K, values, width, stored_index, y, nz, aux, gy, g, e0, e1));
+        else if (!index)
+            BY_KIND(kind, segment_grad_checked_f64(K, values, width, stored_index, y, nz, aux, gy, g, e0, e1));
+        else if (dtype == DC_F32)
             BY_KIND(kind, dc_rk_segment_grad_f32(K, values, width, index, y, nz, aux, gy, g, e0, e1));
         else
             BY_KIND(kind, dc_rk_segment_grad_f64(K, values, width, index, y, nz, aux, gy, g, e0, e1));
@@ -327,4 +503,74 @@ void dc_cpu_add_winners_grad(dc_dtype dtype, int64_t outer, int64_t inner, int64
         add_winners_f32(outer, inner, o_stride, aux, gy, g);
     else
         add_winners_f64(outer, inner, o_stride, aux, gy, g);
+}
+
+/* Gradients of at least this many bytes are written with non-temporal
+ * stores: past the caches, a store then costs no read of the line it
+ * replaces, and a gradient that large would not stay in a core's cache for
+ * the next op anyway. Smaller ones stay in the cache, where the next op
+ * reads them sooner (on the 2-core Xeon of bench/RESULTS.md, with 4 MiB of
+ * L2 per core, plain stores were faster up to about this size). */
+static const size_t kStreamBytes = (size_t)8 << 20;
+
+#define DEFINE_FILL_CPU(T, SFX, VEC, SET1, STREAM)                                                                    \
+    static void fill_##SFX(T *g, int64_t e0, int64_t e1, T v, bool stream)                                             \
+    {                                                                                                                  \
+        int64_t e = e0;                                                                                                \
+        if (stream) {                                                                                                  \
+            for (; e < e1 && (uintptr_t)(g + e) % 16 != 0; ++e)                                                        \
+                g[e] = v;                                                                                              \
+            const VEC w = SET1(v);                                                                                     \
+            for (; e + (int64_t)(16 / sizeof(T)) <= e1; e += 16 / sizeof(T))                                           \
+                STREAM(g + e, w);                                                                                      \
+            FENCE();                                                                                                   \
+        }                                                                                                              \
+        for (; e < e1; ++e)                                                                                            \
+            g[e] = v;                                                                                                  \
+    }
+#if defined(__SSE2__)
+/* each thread orders its streamed stores before the barrier that ends its
+ * pieces */
+#define FENCE() _mm_sfence()
+DEFINE_FILL_CPU(float, f32, __m128, _mm_set1_ps, _mm_stream_ps)
+DEFINE_FILL_CPU(double, f64, __m128d, _mm_set1_pd, _mm_stream_pd)
+#define FILL_STREAMS true
+#else
+/* no non-temporal store to name portably: plain stores */
+#define NO_STREAM(p, w) ((void)(p), (void)(w))
+#define FENCE() ((void)0)
+DEFINE_FILL_CPU(float, f32, float, (float), NO_STREAM)
+DEFINE_FILL_CPU(double, f64, double, (double), NO_STREAM)
+#define FILL_STREAMS false
+#endif
+
+void dc_cpu_fill(const dc_ctx *ctx, dc_dtype dtype, void *g, int64_t n, double value)
+{
+    const bool stream = FILL_STREAMS && (size_t)n * dc_dtype_size(dtype) >= kStreamBytes;
+    const int64_t pieces = (n + kGradPiece - 1) / kGradPiece;
+    const int n_threads = threads_for(ctx, n, pieces);
+#pragma omp parallel for num_threads(n_threads) schedule(static)
+    for (int64_t p = 0; p < pieces; ++p) {
+        const int64_t e0 = p * kGradPiece, e1 = e0 + kGradPiece < n ? e0 + kGradPiece : n;
+        if (dtype == DC_F32)
+            fill_f32(g, e0, e1, (float)value, stream);
+        else
+            fill_f64(g, e0, e1, value, stream);
+    }
+}
+
+dc_status dc_cpu_winners_grad(dc_tape *tape, dc_tensor *x, int64_t outer, int64_t inner, int64_t o_stride,
+                              const int64_t *aux, const void *gy, bool *done)
+{
+    *done = false;
+    dc_write_mode mode;
+    const dc_status st = dc_grad_prepare(tape, x, &mode);
+    if (st != DC_OK || !dc_tensor_is_contiguous(x->grad))
+        return st;
+    if (mode == DC_WRITE_ASSIGN) /* the zeros and the winners in one pass, not a zero-fill then an add */
+        dc_cpu_fill(tape->ctx, x->dtype, x->grad->data, x->numel, 0.0);
+    dc_cpu_add_winners_grad(x->dtype, outer, inner, o_stride, aux, gy, x->grad->data);
+    dc_grad_done(x);
+    *done = true;
+    return DC_OK;
 }

@@ -33,19 +33,23 @@ DC_INLINE DC_RF(state) DC_RK(row)(int kind, const DC_S *row, int64_t l0, int64_t
     int64_t l = l0;
     if (l1 - l0 >= kLanes) {
         if (kind == DC_RK_SUM || kind == DC_RK_PROD) {
-            DC_S acc[kLanes], nz[kLanes], zeros[kLanes];
+            DC_RK_F(wide) acc[kLanes], nz[kLanes], zeros[kLanes]; /* in double: reduce_formulas.h */
             for (int k = 0; k < kLanes; ++k) {
                 acc[k] = kind == DC_RK_SUM ? (DC_S)0 : (DC_S)1;
                 nz[k] = 1;
                 zeros[k] = 0;
             }
-            for (; l + kLanes <= l1; l += kLanes)
-                for (int k = 0; k < kLanes; ++k) {
-                    const DC_S v = row[l + k];
+            for (; l + kLanes <= l1; l += kLanes) {
+                /* one type throughout (the count of zeros too, exact in
+                 * double): gcc then vectorizes the lanes */
+                _Pragma("omp simd") for (int k = 0; k < kLanes; ++k)
+                {
+                    const DC_RK_F(wide) v = row[l + k];
                     acc[k] = kind == DC_RK_SUM ? acc[k] + v : acc[k] * v;
-                    nz[k] *= v == 0 ? (DC_S)1 : v;
-                    zeros[k] += v == 0 ? (DC_S)1 : (DC_S)0;
+                    nz[k] *= v == 0 ? (DC_RK_F(wide))1 : v;
+                    zeros[k] += v == 0 ? (DC_RK_F(wide))1 : (DC_RK_F(wide))0;
                 }
+            }
             for (int k = 0; k < kLanes; ++k) {
                 const DC_RF(state) lane = {acc[k], nz[k], (int64_t)zeros[k]};
                 st = DC_RK_F(combine)(kind, st, lane);
@@ -125,41 +129,6 @@ DC_INLINE void DC_RK(grad_columns)(int kind, const DC_S *x, int64_t l, int64_t c
 {
     for (int64_t c = c0; c < c1; ++c)
         g[c] = DC_RK_F(grad)(kind, x[c], l, y[c], nz[c], aux[c], gy[c]);
-}
-
-/* Value x of row i into output out of y, nz, aux. */
-DC_INLINE void DC_RK(segment_step)(int kind, DC_S x, int64_t i, int64_t out, DC_S *y, DC_S *nz, int64_t *aux)
-{
-    if (kind == DC_RK_SUM) {
-        y[out] += x;
-    } else if (kind == DC_RK_PROD) {
-        y[out] *= x;
-        if (x == 0)
-            aux[out]++;
-        else
-            nz[out] *= x;
-    } else if (aux[out] < 0 || DC_RK(takes)(kind, x, y[out])) {
-        y[out] = x;
-        aux[out] = i;
-    }
-}
-
-/* Rows 0..n (columns c0..c1 of each) into their segments' outputs,
- * initialized; y, nz, aux [n_segments, width]. */
-DC_INLINE void DC_RK(segment_rows)(int kind, const DC_S *v, int64_t width, const int64_t *index, int64_t c0,
-                                   int64_t c1, DC_S *y, DC_S *nz, int64_t *aux, int64_t n)
-{
-    if (width == 1) {
-        for (int64_t i = 0; i < n; ++i)
-            DC_RK(segment_step)(kind, v[i], i, index[i], y, nz, aux);
-        return;
-    }
-    for (int64_t i = 0; i < n; ++i) {
-        const DC_S *row = v + i * width;
-        const int64_t base = index[i] * width;
-        for (int64_t c = c0; c < c1; ++c)
-            DC_RK(segment_step)(kind, row[c], i, base + c, y, nz, aux);
-    }
 }
 
 /* The values' gradient g over the elements e0..e1 (row e / width). */

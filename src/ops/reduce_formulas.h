@@ -23,22 +23,28 @@
 #define DC_RF(name) DC_PP_CAT(DC_PP_CAT(dc_rf_, name), DC_PP_CAT(_, DC_SFX))
 #define DC_RF_MATH(fn) DC_PP_CAT(DC_PP_CAT(dc_, fn), DC_PP_CAT(_, DC_SFX))
 
+/* What a state accumulates in: double, for float32 elements too. A float32
+ * product of 10^6 factors near 1 rounded at every factor drifts by about
+ * 10^-4; accumulated in double and rounded once it is exact to float32's
+ * rounding. Maxima and minima hold one of the elements (exact in double). */
+typedef double DC_RF(wide);
+
 /* The running reduction of one output. */
 typedef struct DC_RF(state) {
-    DC_S acc;    /* the sum, the product, the extremum (log-sum-exp: the maximum) */
-    DC_S nz;     /* prod: the product of the nonzero elements */
-    int64_t aux; /* prod: the zeros met; max, min, log-sum-exp: the winner's position, -1 before one */
+    DC_RF(wide) acc; /* the sum, the product, the extremum (log-sum-exp: the maximum) */
+    DC_RF(wide) nz;  /* prod: the product of the nonzero elements */
+    int64_t aux;     /* prod: the zeros met; max, min, log-sum-exp: the winner's position, -1 before one */
 } DC_RF(state);
 
 /* The state before any element: the neutral element, no winner. */
 DC_INLINE DC_HD DC_RF(state) DC_RF(init)(int kind)
 {
     DC_RF(state) s;
-    s.acc = kind == DC_RK_SUM    ? (DC_S)0
-            : kind == DC_RK_PROD ? (DC_S)1
-            : kind == DC_RK_MIN  ? (DC_S)INFINITY
-                                 : (DC_S)-INFINITY;
-    s.nz = (DC_S)1;
+    s.acc = kind == DC_RK_SUM    ? 0.0
+            : kind == DC_RK_PROD ? 1.0
+            : kind == DC_RK_MIN  ? (DC_RF(wide))INFINITY
+                                 : (DC_RF(wide))-INFINITY;
+    s.nz = 1.0;
     s.aux = kind == DC_RK_SUM || kind == DC_RK_PROD ? 0 : -1;
     return s;
 }
@@ -46,7 +52,7 @@ DC_INLINE DC_HD DC_RF(state) DC_RF(init)(int kind)
 /* Whether v at position pv takes the win from w at position pw (pw < 0: no
  * winner yet): a NaN beats any number, a number beats the other by its
  * order, and between equals (or two NaNs) the lower position wins. */
-DC_INLINE DC_HD bool DC_RF(beats)(int kind, DC_S v, int64_t pv, DC_S w, int64_t pw)
+DC_INLINE DC_HD bool DC_RF(beats)(int kind, DC_RF(wide) v, int64_t pv, DC_RF(wide) w, int64_t pw)
 {
     if (pv < 0)
         return false;

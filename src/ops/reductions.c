@@ -74,15 +74,12 @@ dc_status dc_reduce_backward(dc_tape *tape, dc_node *node)
     const dc_tensor *gy = dc_grad_contiguous(tape, node->out[0]);
     const int kind = kind_of(node->op);
     if (gy && !tape->ctx->cuda && (kind == DC_RK_MAX || kind == DC_RK_MIN) && dc_axes_one_run(ax)) {
-        /* only the winners' gradient is not zero: added where they lie */
-        const dc_status st = dc_grad_prepare_partial(tape, x);
-        if (st != DC_OK)
+        /* only the winners' gradient is not zero */
+        bool done;
+        const dc_status st =
+            dc_cpu_winners_grad(tape, x, ax->outer, ax->inner, ax->len * ax->inner, r->aux, gy->data, &done);
+        if (st != DC_OK || done)
             return st;
-        if (dc_tensor_is_contiguous(x->grad)) {
-            dc_cpu_add_winners_grad(x->dtype, ax->outer, ax->inner, ax->len * ax->inner, r->aux, gy->data,
-                                    x->grad->data);
-            return DC_OK;
-        }
     }
     const int64_t numel[1] = {x->numel};
     dc_tensor *g = gy ? dc_tape_alloc_tensor(tape, x->dtype, 1, numel) : NULL;

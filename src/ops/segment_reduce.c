@@ -47,8 +47,18 @@ dc_tensor *dc_op_segment_reduce(dc_tape *tape, dc_tensor *values, dc_tensor *ind
     dc_ctx *ctx = tape->ctx;
     if (check(ctx, values, index, n_segments, op) != DC_OK)
         return NULL;
-    const int64_t *rows = dc_read_indices(tape, kFn, "index", DC_SITE_SEGMENT_INDEX, index, n_segments);
-    if (!rows)
+    const int64_t n = values->shape[0];
+    int64_t shape[DC_MAX_DIMS], width = 1;
+    shape[0] = n_segments;
+    for (int d = 1; d < values->ndim; ++d) {
+        shape[d] = values->shape[d];
+        width *= values->shape[d];
+    }
+    /* on the CPU, rows in pieces read the index as stored, checking it on
+     * the way (no converted copy); else the index is read and checked first */
+    const bool checked = !ctx->cuda && dc_tensor_is_contiguous(index) && dc_segment_piece_rows(n, n_segments, width) < n;
+    const int64_t *rows = checked ? NULL : dc_read_indices(tape, kFn, "index", DC_SITE_SEGMENT_INDEX, index, n_segments);
+    if (!checked && !rows)
         return NULL;
     const dc_tensor *v = values;
     if (!dc_tensor_is_contiguous(values)) {
@@ -56,13 +66,6 @@ dc_tensor *dc_op_segment_reduce(dc_tape *tape, dc_tensor *values, dc_tensor *ind
         if (!copy || dc_tensor_copy(copy, values) != DC_OK)
             return NULL;
         v = copy;
-    }
-    const int64_t n = values->shape[0];
-    int64_t shape[DC_MAX_DIMS], width = 1;
-    shape[0] = n_segments;
-    for (int d = 1; d < values->ndim; ++d) {
-        shape[d] = values->shape[d];
-        width *= values->shape[d];
     }
     dc_tensor *y = dc_tape_alloc_tensor(tape, values->dtype, values->ndim, shape);
     const int64_t count = n_segments * width;
@@ -74,10 +77,27 @@ dc_tensor *dc_op_segment_reduce(dc_tape *tape, dc_tensor *values, dc_tensor *ind
     if (ctx->cuda) {
         const dc_index_groups *groups = dc_group_indices(tape, rows, n, n_segments);
         if (!groups || dc_cuda_segment_reduce(ctx, (int)op, values->dtype, v->data, width, groups->start,
-                                              groups->positions, n_segments, y->data, nz, aux) != DC_OK)
+                                              groups->positions, n_segments,
+                                              dc_segment_piece_rows(n, n_segments, width), y->data, nz, aux) != DC_OK)
             return NULL;
     } else {
-        dc_cpu_segment_reduce(ctx, (int)op, values->dtype, v->data, n, width, rows, n_segments, y->data, nz, aux);
+        void *scratch = dc_tape_alloc_meta(tape, dc_cpu_segment_scratch(n, n_segments, width));
+        if (!scratch)
+            return NULL;
+        if (!checked) {
+            dc_cpu_segment_reduce(ctx, (int)op, values->dtype, v->data, n, width, rows, n_segments, y->data, nz, aux,
+                                  scratch);
+        } else {
+            const int64_t bad = dc_cpu_segment_reduce_checked(ctx, (int)op, values->dtype, v->data, n, width,
+                                                              index->data, n_segments, y->data, nz, aux, scratch);
+            if (bad < n) {
+                const double u = values->dtype == DC_F32 ? (double)((const float *)index->data)[bad]
+                                                         : ((const double *)index->data)[bad];
+                dc_error(ctx, DC_ERR_ARG, "%s: index[%lld] is %g, not an index in 0..%lld", kFn, (long long)bad, u,
+                         (long long)n_segments - 1);
+                return NULL;
+            }
+        }
     }
     if (dc_tape_wants_node(tape, 1, &values)) {
         dc_node *node = dc_tape_record(tape, DC_OP_SEGMENT_REDUCE, 2, in, 1, &y);
@@ -99,29 +119,41 @@ dc_status dc_segment_reduce_backward(dc_tape *tape, dc_node *node)
     const dc_tensor *gy = dc_grad_contiguous(tape, node->out[0]);
     const int64_t n = values->shape[0], width = n ? values->numel / n : 0;
     if (gy && !tape->ctx->cuda && (r->op == DC_REDUCE_MAX || r->op == DC_REDUCE_MIN)) {
-        /* only the winners' gradient is not zero: added where they lie */
-        const dc_status st = dc_grad_prepare_partial(tape, values);
+        /* only the winners' gradient is not zero */
+        bool done;
+        const dc_status st =
+            dc_cpu_winners_grad(tape, values, node->out[0]->shape[0], width, 0, r->aux, gy->data, &done);
+        if (st != DC_OK || done)
+            return st;
+    }
+    if (!gy)
+        return DC_ERR_MEMORY;
+    const void *y = node->out[0]->data;
+    if (!tape->ctx->cuda) {
+        /* values' first gradient written in place, not copied from tape memory */
+        dc_write_mode mode;
+        const dc_status st = dc_grad_prepare(tape, values, &mode);
         if (st != DC_OK)
             return st;
-        if (dc_tensor_is_contiguous(values->grad)) {
-            const int64_t n_segments = node->out[0]->shape[0];
-            dc_cpu_add_winners_grad(values->dtype, n_segments, width, 0, r->aux, gy->data, values->grad->data);
+        if (mode == DC_WRITE_ASSIGN && dc_tensor_is_contiguous(values->grad)) {
+            dc_cpu_segment_reduce_grad(tape->ctx, r->op, values->dtype, r->values->data, n, width, r->index,
+                                       node->in[1]->data, y, r->nz, r->aux, gy->data, values->grad->data);
+            dc_grad_done(values);
             return DC_OK;
         }
     }
     const int64_t numel[1] = {values->numel};
-    dc_tensor *g = gy ? dc_tape_alloc_tensor(tape, values->dtype, 1, numel) : NULL;
+    dc_tensor *g = dc_tape_alloc_tensor(tape, values->dtype, 1, numel);
     if (!g)
         return DC_ERR_MEMORY;
-    const void *y = node->out[0]->data;
     if (tape->ctx->cuda) {
         const dc_status st = dc_cuda_segment_reduce_grad(tape->ctx, r->op, values->dtype, r->values->data, n, width,
                                                          r->index, y, r->nz, r->aux, gy->data, g->data);
         if (st != DC_OK)
             return st;
     } else {
-        dc_cpu_segment_reduce_grad(tape->ctx, r->op, values->dtype, r->values->data, n, width, r->index, y, r->nz,
-                                   r->aux, gy->data, g->data);
+        dc_cpu_segment_reduce_grad(tape->ctx, r->op, values->dtype, r->values->data, n, width, r->index,
+                                   node->in[1]->data, y, r->nz, r->aux, gy->data, g->data);
     }
     /* the gradient, laid out as the contiguous values, added into theirs */
     dc_tensor view = *values;
