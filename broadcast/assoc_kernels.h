@@ -329,6 +329,102 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_adjoint_item)(const dc_assoc_scan_a
     }
 }
 
+/* The reduce-adjoint launch's phase DC_ASSOC_RED_CARRIES for one row and
+ * lane: the pieces' totals combined from the left (the state before each
+ * piece) and from the right (the state after it), in plain numbers through
+ * the primal pass's body (DC_ASSOC_PRIMAL_BODY, named by the instance). */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_reduce_carries)(const dc_assoc_reduce_adjoint_launch *L, int64_t item)
+{
+    const int64_t inner = L->inner, n_chunks = (L->len + L->chunk - 1) / L->chunk;
+    const int64_t base = item / inner * n_chunks * inner + item % inner;
+    dc_real c[DC_ASSOC_K], t[DC_ASSOC_K], out[DC_ASSOC_K];
+    DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+        c[f] = DC_ASSOC_NEUTRAL(f);
+    for (int64_t p = 0; p < n_chunks; ++p) {
+        const int64_t at = base + p * inner;
+        DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+        {
+            ((dc_real *)L->left[f])[at] = c[f];
+            t[f] = ((const dc_real *)L->totals[f])[at];
+        }
+        DC_ASSOC_PRIMAL_BODY(c, t, out);
+        DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+            c[f] = out[f];
+    }
+    DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+        c[f] = DC_ASSOC_NEUTRAL(f);
+    for (int64_t p = n_chunks - 1; p >= 0; --p) {
+        const int64_t at = base + p * inner;
+        DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+        {
+            ((dc_real *)L->right[f])[at] = c[f];
+            t[f] = ((const dc_real *)L->totals[f])[at];
+        }
+        DC_ASSOC_PRIMAL_BODY(t, c, out);
+        DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+            c[f] = out[f];
+    }
+}
+
+/* The reduce-adjoint launch's phase DC_ASSOC_RED_PIECES for one piece and
+ * lane (`item`), with `buf` room for chunk * k numbers: the states after
+ * each step (r_j) walking back into buf, then forward from the state
+ * before the piece, per step one dual pass of t = l (+) a seeded on a and
+ * one of t (+) r_j carrying those partials, ybar^T of which is a's adjoint;
+ * t's value is the next step's l. */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_reduce_piece)(const dc_assoc_reduce_adjoint_launch *L, int64_t item,
+                                                      dc_real *buf)
+{
+    enum { K = DC_ASSOC_K };
+    const int64_t inner = L->inner, lane = item % inner, piece = item / inner;
+    const int64_t n_chunks = (L->len + L->chunk - 1) / L->chunk, o = piece / n_chunks;
+    const int64_t s0 = piece % n_chunks * L->chunk, count = L->len - s0 < L->chunk ? L->len - s0 : L->chunk;
+    const int64_t base = (o * L->len + s0) * inner + lane;
+    const dc_real *x[K];
+    dc_real c[K], a[K], out[K], ybar[K];
+    DC_UNROLL for (int f = 0; f < K; ++f)
+    {
+        x[f] = (const dc_real *)L->x[f] + base;
+        c[f] = L->right[0] ? ((const dc_real *)L->right[f])[item] : DC_ASSOC_NEUTRAL(f);
+        ybar[f] = L->g[f] ? ((const dc_real *)L->g[f])[o * inner + lane] : (dc_real)0;
+    }
+    for (int64_t s = count - 1; s >= 0; --s) {
+        DC_UNROLL for (int f = 0; f < K; ++f)
+            buf[s * K + f] = c[f];
+        if (s == 0)
+            break;
+        DC_UNROLL for (int f = 0; f < K; ++f)
+            a[f] = x[f][s * inner];
+        DC_ASSOC_PRIMAL_BODY(a, c, out);
+        DC_UNROLL for (int f = 0; f < K; ++f)
+            c[f] = out[f];
+    }
+    DC_UNROLL for (int f = 0; f < K; ++f)
+        c[f] = L->left[0] ? ((const dc_real *)L->left[f])[item] : DC_ASSOC_NEUTRAL(f);
+    for (int64_t s = 0; s < count; ++s) {
+        dc_var la[2 * K], tr[2 * K], u[K];
+        DC_UNROLL for (int f = 0; f < K; ++f)
+        {
+            la[f] = DC_BFN_CONST(c[f]);
+            la[K + f] = DC_BFN_SEED(x[f][s * inner], K + f);
+            tr[K + f] = DC_BFN_CONST(buf[s * K + f]);
+        }
+        DC_ASSOC_BODY(la, la + K, tr);
+        DC_ASSOC_BODY(tr, tr + K, u);
+        DC_UNROLL for (int f = 0; f < K; ++f)
+        {
+            c[f] = tr[f].v;
+            dc_real *gx = (dc_real *)L->gx[f];
+            if (gx) {
+                dc_real v;
+                DC_ASSOC_VJP_TERM(ybar, u, K + f, v)
+                const int64_t at = base + s * inner;
+                gx[at] = (L->accumulate >> f) & 1u ? gx[at] + v : v;
+            }
+        }
+    }
+}
+
 #undef DC_ASSOC_VJP_TERM
 
 #endif /* DC_BFN_DUAL */
