@@ -31,6 +31,13 @@
 #error "DC_BFN_BITS must be 32 or 64"
 #endif
 
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Wpass-failed"
+#define DC_ASSOC_IVDEP _Pragma("clang loop vectorize(assume_safety)")
+#elif defined(__GNUC__)
+#define DC_ASSOC_IVDEP _Pragma("GCC ivdep")
+#endif
+
 #define DC_ASSOC_KERNEL(kind) DC_PP_CAT(DC_PP_CAT(DC_PP_CAT(dc_assock_, DC_ASSOC_NAME), DC_PP_CAT(_, DC_SFX)), kind)
 
 #define DC_BFN_PASS _primal
@@ -82,15 +89,20 @@ void DC_ASSOC_KERNEL(_scan_adjoint)(const dc_assoc_scan_adjoint_launch *launch, 
 void DC_ASSOC_KERNEL(_reduce_adjoint)(const dc_assoc_reduce_adjoint_launch *launch, int64_t begin, int64_t end);
 void DC_ASSOC_KERNEL(_reduce_adjoint)(const dc_assoc_reduce_adjoint_launch *launch, int64_t begin, int64_t end)
 {
-    dc_real own[DC_ASSOC_MAX_CHUNK * dc_assoc_k_dual];
-    for (int64_t item = begin; item < end; ++item)
-        if (launch->phase == DC_ASSOC_RED_CARRIES)
-            dc_assoc_reduce_carries_dual(launch, item);
-        else
-            dc_assoc_reduce_piece_dual(launch, item,
-                                       launch->scratch ? (dc_real *)launch->scratch +
-                                                             item * launch->chunk * dc_assoc_k_dual
-                                                       : own);
+    dc_real own[DC_ASSOC_MAX_CHUNK * DC_ASSOC_RED_BUF];
+    for (int64_t item = begin; item < end;) {
+        if (launch->phase == DC_ASSOC_RED_CARRIES) {
+            dc_assoc_reduce_carries_dual(launch, item++);
+        } else if (!launch->scratch && end - item >= dc_assoc_red_group_dual &&
+                   dc_assoc_reduce_group_fits_dual(launch, item)) {
+            dc_assoc_reduce_group_dual(launch, item, own);
+            item += dc_assoc_red_group_dual;
+        } else {
+            dc_assoc_reduce_piece_dual(
+                launch, item, launch->scratch ? (dc_real *)launch->scratch + item * launch->chunk * dc_assoc_k_dual : own);
+            ++item;
+        }
+    }
 }
 
 #if defined(DC_ASSOC_DESCRIPTOR)
