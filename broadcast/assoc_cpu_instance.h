@@ -90,6 +90,7 @@ void DC_ASSOC_KERNEL(_reduce_adjoint)(const dc_assoc_reduce_adjoint_launch *laun
 void DC_ASSOC_KERNEL(_reduce_adjoint)(const dc_assoc_reduce_adjoint_launch *launch, int64_t begin, int64_t end)
 {
     dc_real own[DC_ASSOC_MAX_CHUNK * DC_ASSOC_RED_BUF];
+    const int64_t piece = launch->len < launch->chunk ? launch->len : launch->chunk;
     for (int64_t item = begin; item < end;) {
         if (launch->phase == DC_ASSOC_RED_CARRIES) {
             dc_assoc_reduce_carries_dual(launch, item++);
@@ -99,7 +100,7 @@ void DC_ASSOC_KERNEL(_reduce_adjoint)(const dc_assoc_reduce_adjoint_launch *laun
             item += dc_assoc_red_group_dual;
         } else {
             dc_assoc_reduce_piece_dual(
-                launch, item, launch->scratch ? (dc_real *)launch->scratch + item * launch->chunk * dc_assoc_k_dual : own);
+                launch, item, launch->scratch ? (dc_real *)launch->scratch + item * piece * dc_assoc_k_dual : own);
             ++item;
         }
     }

@@ -174,7 +174,7 @@ __global__ void scan_adjoint_kernel(dc_assoc_scan_adjoint_launch L, int64_t item
 }
 
 /* One thread per row and lane (carries) or per piece and lane, its buffer
- * of chunk * k numbers in the launch's scratch. */
+ * of min(chunk, len) * k numbers in the launch's scratch. */
 __global__ void reduce_adjoint_kernel(dc_assoc_reduce_adjoint_launch L, int64_t items)
 {
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
@@ -182,7 +182,8 @@ __global__ void reduce_adjoint_kernel(dc_assoc_reduce_adjoint_launch L, int64_t 
         if (L.phase == DC_ASSOC_RED_CARRIES)
             dc_assoc_reduce_carries_dual(&L, t);
         else
-            dc_assoc_reduce_piece_dual(&L, t, (dc_real *)L.scratch + t * L.chunk * dc_assoc_k_dual);
+            dc_assoc_reduce_piece_dual(&L, t, (dc_real *)L.scratch + t * (L.len < L.chunk ? L.len : L.chunk) *
+                                                                          dc_assoc_k_dual);
 }
 
 static int launch_reduce_adjoint(const dc_assoc_reduce_adjoint_launch *L)

@@ -903,6 +903,8 @@ static void test_cuda_matches_cpu(void **state)
             }
             run_spec s = {.kind = RUN_REDUCE, .n_axes = 0};
             cuda_case(cpu, c, &s, 1, line, NULL, 0);
+            s = (run_spec){.kind = RUN_REDUCE, .n_axes = 1, .axes = {1}}; /* one piece a row: buffers of 700 */
+            cuda_case(cpu, c, &s, 2, short_rows, NULL, 0);
         }
         run_spec s = {.kind = RUN_REDUCE, .n_axes = 2, .axes = {0, 2}};
         cuda_case(cpu, c, &s, 3, cube, NULL, 0);

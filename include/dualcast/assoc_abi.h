@@ -133,8 +133,9 @@ typedef struct dc_assoc_scan_adjoint_launch {
  *                        (same layout) (items: outer * inner);
  *   DC_ASSOC_RED_PIECES  each piece and lane: the r_j of its steps, from
  *                        right[piece] (the neutral element with right[0]
- *                        NULL) walking back, into a buffer of `chunk` * k
- *                        (scratch + item * chunk * k, or the CPU kernel's
+ *                        NULL) walking back, into a buffer of min(chunk,
+ *                        len) * k (scratch + item * min(chunk, len) * k,
+ *                        or the CPU kernel's
  *                        own with scratch NULL and chunk <=
  *                        DC_ASSOC_MAX_CHUNK), then the l_j from
  *                        left[piece] (or neutral) walking forward, writing

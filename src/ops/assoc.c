@@ -448,8 +448,10 @@ dc_status dc_reduce_fn_backward(dc_tape *tape, dc_node *node)
             return DC_ERR_MEMORY;
         }
     }
-    if (tape->ctx->cuda && !(L.scratch = dc_tape_alloc_data(tape, (size_t)(pieces * L.chunk * k) *
-                                                                     dc_dtype_size(dtype))))
+    /* CUDA: each thread's buffer of the r_j of its piece */
+    const int64_t piece = L.len < L.chunk ? L.len : L.chunk;
+    if (tape->ctx->cuda &&
+        !(L.scratch = dc_tape_alloc_data(tape, (size_t)(pieces * piece * k) * dc_dtype_size(dtype))))
         return DC_ERR_MEMORY;
     L.phase = DC_ASSOC_RED_PIECES;
     if ((st = dc_assoc_run_reduce_adjoint(tape, op, dtype, &L)) != DC_OK)
