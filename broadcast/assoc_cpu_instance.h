@@ -10,8 +10,8 @@
  * then includes this file, which compiles the body twice: the primal pass
  * (plain numbers: the scan kernel) and the dual pass (dual numbers with one
  * partial per field of both operands, 2k in all: the vector-Jacobian and
- * scan-adjoint kernels). The kernels are named
- * dc_assock_<name>_<sfx>_{scan,vjp,scan_adjoint} and have the signatures of
+ * scan-adjoint and reduce-adjoint kernels). The kernels are named
+ * dc_assock_<name>_<sfx>_{scan,vjp,scan_adjoint,reduce_adjoint} and have the signatures of
  * include/dualcast/assoc_abi.h. */
 
 #include <math.h>
@@ -29,6 +29,13 @@
 #define DC_SFX f64
 #else
 #error "DC_BFN_BITS must be 32 or 64"
+#endif
+
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Wpass-failed"
+#define DC_ASSOC_IVDEP _Pragma("clang loop vectorize(assume_safety)")
+#elif defined(__GNUC__)
+#define DC_ASSOC_IVDEP _Pragma("GCC ivdep")
 #endif
 
 #define DC_ASSOC_KERNEL(kind) DC_PP_CAT(DC_PP_CAT(DC_PP_CAT(dc_assock_, DC_ASSOC_NAME), DC_PP_CAT(_, DC_SFX)), kind)
@@ -61,6 +68,7 @@ void DC_ASSOC_KERNEL(_scan)(const dc_assoc_scan_launch *launch, int64_t begin, i
 #include "../dual/dual_impl.h"
 
 #define DC_BFN_PASS _dual
+#define DC_ASSOC_PRIMAL_BODY dc_assoc_body_primal
 #include "bfn_dsl_dual.h"
 #include DC_BFN_FILE
 #include "assoc_kernels.h"
@@ -78,15 +86,37 @@ void DC_ASSOC_KERNEL(_scan_adjoint)(const dc_assoc_scan_adjoint_launch *launch, 
         dc_assoc_scan_adjoint_item_dual(launch, item);
 }
 
+void DC_ASSOC_KERNEL(_reduce_adjoint)(const dc_assoc_reduce_adjoint_launch *launch, int64_t begin, int64_t end);
+void DC_ASSOC_KERNEL(_reduce_adjoint)(const dc_assoc_reduce_adjoint_launch *launch, int64_t begin, int64_t end)
+{
+    dc_real own[DC_ASSOC_MAX_CHUNK * DC_ASSOC_RED_BUF];
+    const int64_t piece = launch->len < launch->chunk ? launch->len : launch->chunk;
+    for (int64_t item = begin; item < end;) {
+        if (launch->phase == DC_ASSOC_RED_CARRIES) {
+            dc_assoc_reduce_carries_dual(launch, item++);
+        } else if (!launch->scratch && end - item >= dc_assoc_red_group_dual &&
+                   dc_assoc_reduce_group_fits_dual(launch, item)) {
+            dc_assoc_reduce_group_dual(launch, item, own);
+            item += dc_assoc_red_group_dual;
+        } else {
+            dc_assoc_reduce_piece_dual(
+                launch, item, launch->scratch ? (dc_real *)launch->scratch + item * piece * dc_assoc_k_dual : own);
+            ++item;
+        }
+    }
+}
+
 #if defined(DC_ASSOC_DESCRIPTOR)
 
 #define DC_ASSOC_KERNEL_T(t, kind) DC_PP_CAT(DC_PP_CAT(DC_PP_CAT(dc_assock_, DC_ASSOC_NAME), t), kind)
 #define DC_ASSOC_DECLARE_KERNELS(t)                                                                \
     void DC_ASSOC_KERNEL_T(t, _scan)(const dc_assoc_scan_launch *, int64_t, int64_t);              \
     void DC_ASSOC_KERNEL_T(t, _vjp)(const dc_assoc_vjp_launch *, int64_t, int64_t);                \
-    void DC_ASSOC_KERNEL_T(t, _scan_adjoint)(const dc_assoc_scan_adjoint_launch *, int64_t, int64_t);
+    void DC_ASSOC_KERNEL_T(t, _scan_adjoint)(const dc_assoc_scan_adjoint_launch *, int64_t, int64_t);    \
+    void DC_ASSOC_KERNEL_T(t, _reduce_adjoint)(const dc_assoc_reduce_adjoint_launch *, int64_t, int64_t);
 #define DC_ASSOC_KERNEL_TABLE(t)                                                                   \
-    {DC_ASSOC_KERNEL_T(t, _scan), DC_ASSOC_KERNEL_T(t, _vjp), DC_ASSOC_KERNEL_T(t, _scan_adjoint)}
+    {DC_ASSOC_KERNEL_T(t, _scan), DC_ASSOC_KERNEL_T(t, _vjp), DC_ASSOC_KERNEL_T(t, _scan_adjoint),       \
+     DC_ASSOC_KERNEL_T(t, _reduce_adjoint)}
 
 DC_ASSOC_DECLARE_KERNELS(_f32)
 DC_ASSOC_DECLARE_KERNELS(_f64)

@@ -8,7 +8,7 @@
  *
  * Every kernel is a grid-stride loop over the launch's work items: one
  * thread per element of a vector-Jacobian product, per piece (or row) and
- * lane of a scan's adjoint, per piece and lane of a scan, except that a
+ * lane of a scan's or a reduction's adjoint, per piece and lane of a scan, except that a
  * scan's piece of one lane is one block's (scan_block_kernel). The pieces
  * are the CPU's. No atomics: each item writes its own elements. The
  * launchers return a cudaError_t. */
@@ -49,7 +49,7 @@ static inline unsigned grid_for(int64_t items, int block, int max_blocks)
 
 extern "C" const dc_assoc_cuda_kernels DC_PP_CAT(dc_assoc_cuda_, DC_ASSOC_NAME)[2] = {
     {DC_ASSOC_CUDA_NS::f32_primal::launch_scan, DC_ASSOC_CUDA_NS::f32_dual::launch_vjp,
-     DC_ASSOC_CUDA_NS::f32_dual::launch_scan_adjoint},
+     DC_ASSOC_CUDA_NS::f32_dual::launch_scan_adjoint, DC_ASSOC_CUDA_NS::f32_dual::launch_reduce_adjoint},
     {DC_ASSOC_CUDA_NS::f64_primal::launch_scan, DC_ASSOC_CUDA_NS::f64_dual::launch_vjp,
-     DC_ASSOC_CUDA_NS::f64_dual::launch_scan_adjoint},
+     DC_ASSOC_CUDA_NS::f64_dual::launch_scan_adjoint, DC_ASSOC_CUDA_NS::f64_dual::launch_reduce_adjoint},
 };

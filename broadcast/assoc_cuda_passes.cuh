@@ -154,6 +154,7 @@ namespace DC_PP_CAT(DC_SFX, _dual)
 #include "../dual/dual_impl.h"
 
 #define DC_BFN_PASS _dual
+#define DC_ASSOC_PRIMAL_BODY DC_PP_CAT(DC_SFX, _primal)::dc_assoc_body_primal
 #include "bfn_dsl_dual.h"
 #include DC_BFN_FILE
 #include "assoc_kernels.h"
@@ -170,6 +171,30 @@ __global__ void scan_adjoint_kernel(dc_assoc_scan_adjoint_launch L, int64_t item
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < items; t += step)
         dc_assoc_scan_adjoint_item_dual(&L, t);
+}
+
+/* One thread per row and lane (carries) or per piece and lane, its buffer
+ * of min(chunk, len) * k numbers in the launch's scratch. */
+__global__ void reduce_adjoint_kernel(dc_assoc_reduce_adjoint_launch L, int64_t items)
+{
+    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < items; t += step)
+        if (L.phase == DC_ASSOC_RED_CARRIES)
+            dc_assoc_reduce_carries_dual(&L, t);
+        else
+            dc_assoc_reduce_piece_dual(&L, t, (dc_real *)L.scratch + t * (L.len < L.chunk ? L.len : L.chunk) *
+                                                                          dc_assoc_k_dual);
+}
+
+static int launch_reduce_adjoint(const dc_assoc_reduce_adjoint_launch *L)
+{
+    const int64_t pieces = L->phase == DC_ASSOC_RED_PIECES ? (L->len + L->chunk - 1) / L->chunk : 1;
+    const int64_t items = L->outer * pieces * L->inner;
+    if (items == 0)
+        return 0;
+    reduce_adjoint_kernel<<<grid_for(items, L->block, L->max_blocks), L->block, 0, (cudaStream_t)L->stream>>>(
+        *L, items);
+    return (int)cudaGetLastError();
 }
 
 static int launch_vjp(const dc_assoc_vjp_launch *L)
@@ -197,5 +222,6 @@ static int launch_scan_adjoint(const dc_assoc_scan_adjoint_launch *L)
 #include "bfn_dsl_end.h"
 #undef DC_BFN_PASS
 #undef DC_BFN_DUAL
+#undef DC_ASSOC_PRIMAL_BODY
 } // namespace <sfx>_dual
 } // namespace DC_ASSOC_CUDA_NS

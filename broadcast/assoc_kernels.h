@@ -329,7 +329,211 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_adjoint_item)(const dc_assoc_scan_a
     }
 }
 
+/* The reduce-adjoint launch's phase DC_ASSOC_RED_CARRIES for one row and
+ * lane: the pieces' totals combined from the left (the state before each
+ * piece) and from the right (the state after it), in plain numbers through
+ * the primal pass's body (DC_ASSOC_PRIMAL_BODY, named by the instance). */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_reduce_carries)(const dc_assoc_reduce_adjoint_launch *L, int64_t item)
+{
+    const int64_t inner = L->inner, n_chunks = (L->len + L->chunk - 1) / L->chunk;
+    const int64_t base = item / inner * n_chunks * inner + item % inner;
+    dc_real c[DC_ASSOC_K], t[DC_ASSOC_K], out[DC_ASSOC_K];
+    DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+        c[f] = DC_ASSOC_NEUTRAL(f);
+    for (int64_t p = 0; p < n_chunks; ++p) {
+        const int64_t at = base + p * inner;
+        DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+        {
+            ((dc_real *)L->left[f])[at] = c[f];
+            t[f] = ((const dc_real *)L->totals[f])[at];
+        }
+        DC_ASSOC_PRIMAL_BODY(c, t, out);
+        DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+            c[f] = out[f];
+    }
+    DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+        c[f] = DC_ASSOC_NEUTRAL(f);
+    for (int64_t p = n_chunks - 1; p >= 0; --p) {
+        const int64_t at = base + p * inner;
+        DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+        {
+            ((dc_real *)L->right[f])[at] = c[f];
+            t[f] = ((const dc_real *)L->totals[f])[at];
+        }
+        DC_ASSOC_PRIMAL_BODY(t, c, out);
+        DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+            c[f] = out[f];
+    }
+}
+
+/* The reduce-adjoint launch's phase DC_ASSOC_RED_PIECES for one piece and
+ * lane (`item`), with `buf` room for chunk * k numbers: the states after
+ * each step (r_j) walking back into buf, then forward from the state
+ * before the piece, per step one dual pass of t = l (+) a seeded on a and
+ * one of t (+) r_j carrying those partials, ybar^T of which is a's adjoint;
+ * t's value is the next step's l. */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_reduce_piece)(const dc_assoc_reduce_adjoint_launch *L, int64_t item,
+                                                      dc_real *buf)
+{
+    enum { K = DC_ASSOC_K };
+    const int64_t inner = L->inner, lane = item % inner, piece = item / inner;
+    const int64_t n_chunks = (L->len + L->chunk - 1) / L->chunk, o = piece / n_chunks;
+    const int64_t s0 = piece % n_chunks * L->chunk, count = L->len - s0 < L->chunk ? L->len - s0 : L->chunk;
+    const int64_t base = (o * L->len + s0) * inner + lane;
+    const dc_real *x[K];
+    dc_real c[K], a[K], out[K], ybar[K];
+    DC_UNROLL for (int f = 0; f < K; ++f)
+    {
+        x[f] = (const dc_real *)L->x[f] + base;
+        c[f] = L->right[0] ? ((const dc_real *)L->right[f])[item] : DC_ASSOC_NEUTRAL(f);
+        ybar[f] = L->g[f] ? ((const dc_real *)L->g[f])[o * inner + lane] : (dc_real)0;
+    }
+    for (int64_t s = count - 1; s >= 0; --s) {
+        DC_UNROLL for (int f = 0; f < K; ++f)
+            buf[s * K + f] = c[f];
+        if (s == 0)
+            break;
+        DC_UNROLL for (int f = 0; f < K; ++f)
+            a[f] = x[f][s * inner];
+        DC_ASSOC_PRIMAL_BODY(a, c, out);
+        DC_UNROLL for (int f = 0; f < K; ++f)
+            c[f] = out[f];
+    }
+    DC_UNROLL for (int f = 0; f < K; ++f)
+        c[f] = L->left[0] ? ((const dc_real *)L->left[f])[item] : DC_ASSOC_NEUTRAL(f);
+    for (int64_t s = 0; s < count; ++s) {
+        dc_var la[2 * K], tr[2 * K], u[K];
+        DC_UNROLL for (int f = 0; f < K; ++f)
+        {
+            la[f] = DC_BFN_CONST(c[f]);
+            la[K + f] = DC_BFN_SEED(x[f][s * inner], K + f);
+            tr[K + f] = DC_BFN_CONST(buf[s * K + f]);
+        }
+        DC_ASSOC_BODY(la, la + K, tr);
+        DC_ASSOC_BODY(tr, tr + K, u);
+        DC_UNROLL for (int f = 0; f < K; ++f)
+        {
+            c[f] = tr[f].v;
+            dc_real *gx = (dc_real *)L->gx[f];
+            if (gx) {
+                dc_real v;
+                DC_ASSOC_VJP_TERM(ybar, u, K + f, v)
+                const int64_t at = base + s * inner;
+                gx[at] = (L->accumulate >> f) & 1u ? gx[at] + v : v;
+            }
+        }
+    }
+}
+
+/* Pieces that a CPU work item of a reduce-adjoint launch walks together
+ * (dc_assoc_reduce_group: dc_assoc_red_group<pass>, 8 or 4), and the
+ * buffer they need: DC_ASSOC_MAX_CHUNK * DC_ASSOC_RED_BUF numbers, at most
+ * 16 per step. */
+enum { DC_BFN_ID(dc_assoc_red_group) = DC_ASSOC_K <= 2 ? 8 : 4 };
+#ifndef DC_ASSOC_IVDEP /* the CPU instance's: a loop over the pieces of a group is to be vectorized */
+#define DC_ASSOC_IVDEP
+#endif
+#define DC_ASSOC_RED_GROUP DC_BFN_ID(dc_assoc_red_group)
+#ifndef DC_ASSOC_RED_BUF
+#define DC_ASSOC_RED_BUF 16
+#endif
+
+/* Whether pieces [p0, p0 + DC_ASSOC_RED_GROUP) of a reduce-adjoint launch
+ * suit dc_assoc_reduce_group: one lane, each a whole chunk long, a chunk
+ * the CPU's buffer holds. */
+DC_INLINE DC_HD int DC_BFN_ID(dc_assoc_reduce_group_fits)(const dc_assoc_reduce_adjoint_launch *L, int64_t p0)
+{
+    if (L->inner != 1 || L->chunk > DC_ASSOC_MAX_CHUNK)
+        return 0;
+    const int64_t n_chunks = (L->len + L->chunk - 1) / L->chunk;
+    for (int g = 0; g < DC_ASSOC_RED_GROUP; ++g)
+        if ((p0 + g) % n_chunks == n_chunks - 1 && L->len % L->chunk != 0)
+            return 0;
+    return 1;
+}
+
+/* Pieces [p0, p0 + DC_ASSOC_RED_GROUP) of a launch that suits them, walked
+ * together step by step so that their chains of operations overlap (buf:
+ * chunk * DC_ASSOC_RED_BUF numbers, the r_j as [chunk][k][group]); each
+ * piece does what dc_assoc_reduce_piece does, in the same order, to the
+ * same bits. */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_reduce_group)(const dc_assoc_reduce_adjoint_launch *L, int64_t p0,
+                                                      dc_real *buf)
+{
+    enum { K = DC_ASSOC_K, G = DC_ASSOC_RED_GROUP };
+    const int64_t chunk = L->chunk, n_chunks = (L->len + chunk - 1) / chunk;
+    /* the pieces' states and adjoints by field, then piece */
+    int64_t first[G];
+    dc_real c[K][G], ybar[K][G], v[K][G];
+    DC_UNROLL for (int g = 0; g < G; ++g)
+    {
+        const int64_t p = p0 + g, o = p / n_chunks;
+        first[g] = o * L->len + p % n_chunks * chunk;
+        DC_UNROLL for (int f = 0; f < K; ++f)
+        {
+            c[f][g] = L->right[0] ? ((const dc_real *)L->right[f])[p] : DC_ASSOC_NEUTRAL(f);
+            ybar[f][g] = L->g[f] ? ((const dc_real *)L->g[f])[o] : (dc_real)0;
+        }
+    }
+    for (int64_t s = chunk - 1;; --s) {
+        DC_UNROLL for (int f = 0; f < K; ++f)
+            DC_UNROLL for (int g = 0; g < G; ++g)
+                buf[(s * K + f) * G + g] = c[f][g];
+        if (s == 0)
+            break;
+        DC_ASSOC_IVDEP for (int g = 0; g < G; ++g)
+        {
+            dc_real a[K], r[K], out[K];
+            DC_UNROLL for (int f = 0; f < K; ++f)
+            {
+                a[f] = ((const dc_real *)L->x[f])[first[g] + s];
+                r[f] = c[f][g];
+            }
+            DC_ASSOC_PRIMAL_BODY(a, r, out);
+            DC_UNROLL for (int f = 0; f < K; ++f)
+                c[f][g] = out[f];
+        }
+    }
+    DC_UNROLL for (int f = 0; f < K; ++f)
+        DC_UNROLL for (int g = 0; g < G; ++g)
+            c[f][g] = L->left[0] ? ((const dc_real *)L->left[f])[p0 + g] : DC_ASSOC_NEUTRAL(f);
+    for (int64_t s = 0; s < chunk; ++s) {
+        DC_ASSOC_IVDEP for (int g = 0; g < G; ++g)
+        {
+            dc_var la[2 * K], tr[2 * K], u[K];
+            dc_real yb[K];
+            DC_UNROLL for (int f = 0; f < K; ++f)
+            {
+                la[f] = DC_BFN_CONST(c[f][g]);
+                la[K + f] = DC_BFN_SEED(((const dc_real *)L->x[f])[first[g] + s], K + f);
+                tr[K + f] = DC_BFN_CONST(buf[(s * K + f) * G + g]);
+                yb[f] = ybar[f][g];
+            }
+            DC_ASSOC_BODY(la, la + K, tr);
+            DC_ASSOC_BODY(tr, tr + K, u);
+            DC_UNROLL for (int f = 0; f < K; ++f)
+            {
+                c[f][g] = tr[f].v;
+                DC_ASSOC_VJP_TERM(yb, u, K + f, v[f][g])
+            }
+        }
+        DC_UNROLL for (int f = 0; f < K; ++f)
+        {
+            dc_real *gx = (dc_real *)L->gx[f];
+            if (!gx)
+                continue;
+            const int add = (L->accumulate >> f) & 1u;
+            DC_ASSOC_IVDEP for (int g = 0; g < G; ++g)
+            {
+                dc_real *to = gx + first[g] + s;
+                *to = add ? *to + v[f][g] : v[f][g];
+            }
+        }
+    }
+}
+
 #undef DC_ASSOC_VJP_TERM
+#undef DC_ASSOC_RED_GROUP
 
 #endif /* DC_BFN_DUAL */
 

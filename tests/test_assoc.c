@@ -519,6 +519,59 @@ static void test_reduce_gradients(void **state)
     dc_ctx_free(ctx);
 }
 
+static dc_tensor *twice_fn(dc_tape *tape, dc_tensor *const *inputs, void *user)
+{
+    return dc_op_add(tape, loss_of(tape, user, inputs), loss_of(tape, user, inputs));
+}
+
+static dc_tensor *same_tensor_fn(dc_tape *tape, dc_tensor *const *inputs, void *user)
+{
+    dc_tensor *both[2] = {inputs[0], inputs[0]};
+    return loss_of(tape, user, both);
+}
+
+/* The reduction's adjoint at the edges of its pieces (DC_ASSOC_CHUNK): one
+ * element, one short of a piece, a whole piece, one over, two and one;
+ * then written in place over an earlier gradient (the inputs reduced
+ * twice), and with one tensor as both fields (no gradient in place). */
+static void test_reduce_gradients_at_piece_edges(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    int n_cases;
+    const op_case *cs = cases(&n_cases);
+    const int64_t lengths[] = {1, DC_ASSOC_CHUNK - 1, DC_ASSOC_CHUNK, DC_ASSOC_CHUNK + 1, 2 * DC_ASSOC_CHUNK + 1};
+    for (int ci = 1; ci < n_cases; ++ci) {
+        if (ci == 2) /* a long matrix product would vanish */
+            continue;
+        for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; ++li) {
+            run_spec s = {.kind = RUN_REDUCE, .n_axes = 0};
+            gradcheck_case(ctx, &cs[ci], &s, 1, &lengths[li]);
+        }
+    }
+    const op_case *linrec = &cs[1];
+    const int64_t n = DC_ASSOC_CHUNK + 3;
+    double *v = case_values(linrec, n);
+    dc_tensor *x[2];
+    make_fields(ctx, DC_F64, 2, 1, &n, v, n, x);
+    for (int f = 0; f < 2; ++f)
+        TEST_OK(ctx, dc_tensor_set_requires_grad(x[f], true));
+    run_spec s = {.op = linrec->op, .kind = RUN_REDUCE, .n_axes = 0};
+    dc_gradcheck_options o = dc_gradcheck_options_default();
+    o.max_per_input = 60;
+    o.atol = 1e-6;
+    dc_gradcheck_report r;
+    if (dc_gradcheck(ctx, twice_fn, &s, 2, x, &o, &r) != DC_OK)
+        fail_msg("reduced twice: %s", dc_last_error(ctx));
+    assert_true(r.checked > 0);
+    if (dc_gradcheck(ctx, same_tensor_fn, &s, 1, x, &o, &r) != DC_OK)
+        fail_msg("one tensor as both fields: %s", dc_last_error(ctx));
+    assert_true(r.checked > 0);
+    free_fields(2, x);
+    free(v);
+    dc_ctx_free(ctx);
+}
+
 static void test_scan_gradients(void **state)
 {
     (void)state;
@@ -850,6 +903,8 @@ static void test_cuda_matches_cpu(void **state)
             }
             run_spec s = {.kind = RUN_REDUCE, .n_axes = 0};
             cuda_case(cpu, c, &s, 1, line, NULL, 0);
+            s = (run_spec){.kind = RUN_REDUCE, .n_axes = 1, .axes = {1}}; /* one piece a row: buffers of 700 */
+            cuda_case(cpu, c, &s, 2, short_rows, NULL, 0);
         }
         run_spec s = {.kind = RUN_REDUCE, .n_axes = 2, .axes = {0, 2}};
         cuda_case(cpu, c, &s, 3, cube, NULL, 0);
@@ -887,6 +942,7 @@ int main(void)
         cmocka_unit_test(test_segments_match_references),
         cmocka_unit_test(test_empty_and_size_one),
         cmocka_unit_test(test_reduce_gradients),
+        cmocka_unit_test(test_reduce_gradients_at_piece_edges),
         cmocka_unit_test(test_scan_gradients),
         cmocka_unit_test(test_segment_gradients),
         cmocka_unit_test(test_threads_give_identical_bits),

@@ -38,11 +38,18 @@
  *
  * Gradients, each from dual-number passes of (+) (one pass gives the
  * partials of a result with respect to both operands' 2k fields):
- * - reduce: with l_i the exclusive scan from the left and r_i the one from
- *   the right, abar_i = ybar^T d(l_i (+) a_i (+) r_i)/d a_i;
+ * - reduce: with l_i the elements before i combined from the left and r_i
+ *   those after it, abar_i = ybar^T d((l_i (+) a_i) (+) r_i)/d a_i, two
+ *   passes chained (the partials of l_i (+) a_i carried through (+) r_i).
+ *   Each piece of DC_ASSOC_CHUNK starts from the states before and after it
+ *   (the forward's piece totals combined in order), walks r back into a
+ *   buffer of its own, then l forward, and writes the gradient in place;
+ *   l_i and r_i associate their elements differently from y, so the
+ *   partials are those of y up to rounding;
  * - scan: the reverse recurrence lambda_i = ybar_i + lambda_{i+1}^T
  *   d(y_i (+) a_{i+1})/d y_i, then abar_i = lambda_i^T d(y_{i-1} (+) a_i)/d a_i;
- * - segment reduce: per segment as a reduce.
+ * - segment reduce: per segment as a reduce, from the exclusive scans of
+ *   each segment from the left and from the right.
  * Where the operator is not differentiable (a maximum at a tie, a branch's
  * edge) the partials are those of the branch the body takes. A NaN or an
  * infinite partial times a zero adjoint adds exactly zero. A NaN among the

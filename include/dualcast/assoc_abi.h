@@ -20,9 +20,13 @@ extern "C" {
 
 /* Bumped whenever the layout below changes; the functions of assoc.h refuse
  * an operator compiled against another version. */
-#define DC_ASSOC_ABI_VERSION 2
+#define DC_ASSOC_ABI_VERSION 3
 
 #define DC_ASSOC_MAX_STATE 4 /* fields of one state */
+
+/* The longest piece of a reduce-adjoint launch that a CPU kernel walks in a
+ * buffer of its own (scratch NULL). */
+#define DC_ASSOC_MAX_CHUNK 1024
 
 /* Flags of a scan launch. */
 enum {
@@ -117,15 +121,57 @@ typedef struct dc_assoc_scan_adjoint_launch {
     void *stream;
 } dc_assoc_scan_adjoint_launch;
 
+/* The adjoint of a reduction y = a_0 (+) ... (+) a_{len-1} of each row
+ * (o, i) of an [outer, len, inner] block: gx[j] = ybar^T d(l_j (+) a_j (+)
+ * r_j)/d a_j, l_j the elements before j combined from the left, r_j those
+ * after it, from dual passes of the operator only (the partials of
+ * t = l_j (+) a_j with respect to a_j, carried through t (+) r_j). A row is
+ * walked in pieces of `chunk` steps (n_chunks per row), in phases:
+ *   DC_ASSOC_RED_CARRIES each row's pieces: from their totals (totals,
+ *                        [outer, n_chunks, inner]), the state before each
+ *                        piece into left and the state after it into right
+ *                        (same layout) (items: outer * inner);
+ *   DC_ASSOC_RED_PIECES  each piece and lane: the r_j of its steps, from
+ *                        right[piece] (the neutral element with right[0]
+ *                        NULL) walking back, into a buffer of min(chunk,
+ *                        len) * k (scratch + item * min(chunk, len) * k,
+ *                        or the CPU kernel's
+ *                        own with scratch NULL and chunk <=
+ *                        DC_ASSOC_MAX_CHUNK), then the l_j from
+ *                        left[piece] (or neutral) walking forward, writing
+ *                        gx (items: outer * n_chunks * inner, item
+ *                        (o * n_chunks + c) * inner + i).
+ * g[f] ([outer, inner]) NULL: field f's adjoint is zero. gx[f] NULL: not
+ * wanted; bit f of `accumulate` set: gx[f] is added to, else assigned. */
+enum { DC_ASSOC_RED_CARRIES = 0, DC_ASSOC_RED_PIECES = 1 };
+
+typedef struct dc_assoc_reduce_adjoint_launch {
+    int64_t outer, len, inner, chunk;
+    int32_t phase;
+    uint32_t accumulate;
+    int32_t block, max_blocks;
+    const void *x[DC_ASSOC_MAX_STATE];
+    const void *totals[DC_ASSOC_MAX_STATE];
+    void *left[DC_ASSOC_MAX_STATE];
+    void *right[DC_ASSOC_MAX_STATE];
+    const void *g[DC_ASSOC_MAX_STATE];
+    void *gx[DC_ASSOC_MAX_STATE];
+    void *scratch;
+    void *stream;
+} dc_assoc_reduce_adjoint_launch;
+
 /* CPU kernels: work items [begin, end) of a launch. */
 typedef void (*dc_assoc_cpu_scan)(const dc_assoc_scan_launch *launch, int64_t begin, int64_t end);
 typedef void (*dc_assoc_cpu_vjp)(const dc_assoc_vjp_launch *launch, int64_t begin, int64_t end);
 typedef void (*dc_assoc_cpu_scan_adjoint)(const dc_assoc_scan_adjoint_launch *launch, int64_t begin, int64_t end);
+typedef void (*dc_assoc_cpu_reduce_adjoint)(const dc_assoc_reduce_adjoint_launch *launch, int64_t begin,
+                                            int64_t end);
 
 typedef struct dc_assoc_cpu_kernels {
     dc_assoc_cpu_scan scan;
     dc_assoc_cpu_vjp vjp;
     dc_assoc_cpu_scan_adjoint scan_adjoint;
+    dc_assoc_cpu_reduce_adjoint reduce_adjoint;
 } dc_assoc_cpu_kernels;
 
 /* CUDA launchers: every work item of a launch, queued on its stream.
@@ -134,6 +180,7 @@ typedef struct dc_assoc_cuda_kernels {
     int (*scan)(const dc_assoc_scan_launch *launch);
     int (*vjp)(const dc_assoc_vjp_launch *launch);
     int (*scan_adjoint)(const dc_assoc_scan_adjoint_launch *launch);
+    int (*reduce_adjoint)(const dc_assoc_reduce_adjoint_launch *launch);
 } dc_assoc_cuda_kernels;
 
 enum { DC_ASSOC_F32 = 0, DC_ASSOC_F64 = 1 };

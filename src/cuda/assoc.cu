@@ -42,3 +42,11 @@ extern "C" dc_status dc_cuda_run_assoc_scan_adjoint(dc_ctx *ctx, const dc_assoc_
     place(ctx, L);
     return launched(ctx, kernels->scan_adjoint(L), "associative operator's scan adjoint kernel");
 }
+
+extern "C" dc_status dc_cuda_run_assoc_reduce_adjoint(dc_ctx *ctx, const dc_assoc_cuda_kernels *kernels,
+                                                      dc_assoc_reduce_adjoint_launch *L)
+{
+    DC_CUDA_ENTER(ctx);
+    place(ctx, L);
+    return launched(ctx, kernels->reduce_adjoint(L), "associative operator's reduction adjoint kernel");
+}

@@ -48,6 +48,8 @@ dc_status dc_cuda_run_assoc_scan(dc_ctx *ctx, const dc_assoc_cuda_kernels *kerne
 dc_status dc_cuda_run_assoc_vjp(dc_ctx *ctx, const dc_assoc_cuda_kernels *kernels, dc_assoc_vjp_launch *L);
 dc_status dc_cuda_run_assoc_scan_adjoint(dc_ctx *ctx, const dc_assoc_cuda_kernels *kernels,
                                          dc_assoc_scan_adjoint_launch *L);
+dc_status dc_cuda_run_assoc_reduce_adjoint(dc_ctx *ctx, const dc_assoc_cuda_kernels *kernels,
+                                           dc_assoc_reduce_adjoint_launch *L);
 
 /* c = a @ b + beta * c for row-major matrices with leading dimensions (in
  * elements) and a transpose flag each, batched with element strides. */

@@ -108,6 +108,13 @@ dc_status dc_cuda_run_assoc_scan_adjoint(dc_ctx *ctx, const dc_assoc_cuda_kernel
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
 
+dc_status dc_cuda_run_assoc_reduce_adjoint(dc_ctx *ctx, const dc_assoc_cuda_kernels *kernels,
+                                           dc_assoc_reduce_adjoint_launch *L)
+{
+    (void)kernels, (void)L;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
 dc_status dc_cuda_run_bfn(dc_ctx *ctx, dc_bfn_cuda_launcher launcher, dc_dtype dtype, int ndim, const int64_t *shape,
                           int n_in, const dc_loop_in *in, int n_adj, const dc_loop_in *adj, int n_out,
                           const dc_loop_out *out)

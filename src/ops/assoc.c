@@ -3,12 +3,15 @@
  * [outer, len, inner] blocks (axes.h), runs the operator's kernels
  * (assoc_run.h) and records one node; the adjoints are built from the
  * operator's dual passes only:
- * - reduce: l = exclusive scan from the left, r = from the right,
- *   s = a (+) r, w = ybar^T d(l (+) s)/d s, abar = w^T d(a (+) r)/d a;
+ * - reduce: fused, piece by piece (the reduce-adjoint kernel): the states
+ *   before and after each piece from the forward's piece totals, then in
+ *   each piece r walking back into a small buffer and l walking forward,
+ *   abar = ybar^T d((l (+) a) (+) r)/d a, written into the gradient;
+ * - segment reduce: l = exclusive scan from the left, r = from the right,
+ *   s = a (+) r, w = ybar^T d(l (+) s)/d s, abar = w^T d(a (+) r)/d a, with
+ *   ybar read through the segment of each row;
  * - scan: the reverse recurrence of the scan-adjoint kernel, a long row in
- *   pieces (each piece's affine map, the carries between them, each piece);
- * - segment reduce: the reduce's steps within each segment, ybar read
- *   through the segment of each row. */
+ *   pieces (each piece's affine map, the carries between them, each piece). */
 #include <stdio.h>
 #include <string.h>
 
@@ -23,6 +26,7 @@ typedef enum { KIND_REDUCE, KIND_SCAN, KIND_SEGMENT } assoc_kind;
 typedef struct dc_assoc_record {
     dc_axes ax;                        /* the block's outer, len, inner (segments: 1, n, width) */
     const void *x[DC_ASSOC_MAX_STATE]; /* the inputs as blocks */
+    const void *totals[DC_ASSOC_MAX_STATE]; /* reduce: the forward's piece totals (NULL: one piece a row) */
     bool exclusive;                    /* scan */
     int64_t n_segments;                /* segment reduce: */
     const int64_t *rows;               /* the segment of each row, where the kernels read */
@@ -135,7 +139,8 @@ dc_status dc_op_reduce_fn(dc_tape *tape, const dc_assoc *op, dc_tensor *const *x
         return DC_ERR_MEMORY;
     if ((st = new_outputs(tape, k, x[0]->dtype, rec.ax.out_ndim, rec.ax.out_shape, out, y)) != DC_OK)
         return st;
-    st = dc_assoc_scan_blocks(tape, op, x[0]->dtype, rec.ax.outer, rec.ax.len, rec.ax.inner, rec.x, NULL, y, 0);
+    st = dc_assoc_scan_blocks(tape, op, x[0]->dtype, rec.ax.outer, rec.ax.len, rec.ax.inner, rec.x, NULL, y, 0,
+                              rec.totals);
     return st != DC_OK ? st : record(tape, DC_OP_REDUCE_FN, op, x, out, &rec);
 }
 
@@ -162,7 +167,7 @@ dc_status dc_op_scan_fn(dc_tape *tape, const dc_assoc *op, dc_tensor *const *x, 
     if ((st = new_outputs(tape, k, x[0]->dtype, x[0]->ndim, x[0]->shape, out, y)) != DC_OK)
         return st;
     st = dc_assoc_scan_blocks(tape, op, x[0]->dtype, rec.ax.outer, rec.ax.len, rec.ax.inner, rec.x, y, NULL,
-                              exclusive ? DC_ASSOC_EXCLUSIVE : 0);
+                              exclusive ? DC_ASSOC_EXCLUSIVE : 0, NULL);
     return st != DC_OK ? st : record(tape, DC_OP_SCAN_FN, op, x, out, &rec);
 }
 
@@ -293,9 +298,9 @@ static void set_strides(int64_t s[3], int64_t s0, int64_t s1, int64_t s2)
     s[2] = s2;
 }
 
-/* abar of a reduction over the block's len axis, or of each segment:
- * `scan` is the launch of the left-to-right scans (segments or rows). */
-static dc_status reduce_adjoint(dc_tape *tape, dc_node *node, const dc_assoc_scan_launch *scan, const int64_t *rows)
+/* abar of each segment: `scan` is the launch of the left-to-right scans of
+ * the segments, `rows` the segment of each row. */
+static dc_status segment_adjoint(dc_tape *tape, dc_node *node, const dc_assoc_scan_launch *scan, const int64_t *rows)
 {
     const dc_assoc *op = node->as.assoc.op;
     const dc_assoc_record *rec = node->as.assoc.rec;
@@ -311,30 +316,22 @@ static dc_status reduce_adjoint(dc_tape *tape, dc_node *node, const dc_assoc_sca
         !dc_assoc_alloc_fields(tape, k, n, dtype, gx))
         return DC_ERR_MEMORY;
     /* the exclusive scans from the left and from the right */
-    dc_status st;
-    if (scan->seg_start) {
-        void *carry[DC_ASSOC_MAX_STATE];
-        if (!dc_assoc_alloc_fields(tape, k, scan->outer * inner, dtype, carry))
-            return DC_ERR_MEMORY;
-        dc_assoc_scan_launch L = *scan;
-        for (int f = 0; f < k; ++f) {
-            L.y[f] = l[f];
-            L.carry[f] = carry[f];
-        }
-        L.flags = DC_ASSOC_EXCLUSIVE | DC_ASSOC_FROM_NEUTRAL;
-        if ((st = dc_assoc_run_scan(tape, op, dtype, &L)) != DC_OK)
-            return st;
-        for (int f = 0; f < k; ++f)
-            L.y[f] = r[f];
-        L.flags |= DC_ASSOC_REVERSE;
-        st = dc_assoc_run_scan(tape, op, dtype, &L);
-    } else {
-        st = dc_assoc_scan_blocks(tape, op, dtype, outer, len, inner, rec->x, l, NULL, DC_ASSOC_EXCLUSIVE);
-        if (st == DC_OK)
-            st = dc_assoc_scan_blocks(tape, op, dtype, outer, len, inner, rec->x, r, NULL,
-                                      DC_ASSOC_EXCLUSIVE | DC_ASSOC_REVERSE);
+    void *carry[DC_ASSOC_MAX_STATE];
+    if (!dc_assoc_alloc_fields(tape, k, scan->outer * inner, dtype, carry))
+        return DC_ERR_MEMORY;
+    dc_assoc_scan_launch L = *scan;
+    for (int f = 0; f < k; ++f) {
+        L.y[f] = l[f];
+        L.carry[f] = carry[f];
     }
+    L.flags = DC_ASSOC_EXCLUSIVE | DC_ASSOC_FROM_NEUTRAL;
+    dc_status st = dc_assoc_run_scan(tape, op, dtype, &L);
     if (st != DC_OK)
+        return st;
+    for (int f = 0; f < k; ++f)
+        L.y[f] = r[f];
+    L.flags |= DC_ASSOC_REVERSE;
+    if ((st = dc_assoc_run_scan(tape, op, dtype, &L)) != DC_OK)
         return st;
     /* s = a (+) r; w = ybar^T d(l (+) s)/d s; abar = w^T d(a (+) r)/d a */
     dc_assoc_vjp_launch V;
@@ -352,11 +349,8 @@ static dc_status reduce_adjoint(dc_tape *tape, dc_node *node, const dc_assoc_sca
     }
     if ((st = dc_assoc_run_vjp(tape, op, dtype, &V)) != DC_OK)
         return st;
-    int64_t ybar_strides[3];
-    if (rows) /* ybar [n_segments, inner], its row the row's segment */
-        set_strides(ybar_strides, 0, inner, 1);
-    else /* ybar [outer, inner], the same along len */
-        set_strides(ybar_strides, inner, 0, 1);
+    int64_t ybar_strides[3]; /* ybar [n_segments, inner], its row the row's segment */
+    set_strides(ybar_strides, 0, inner, 1);
     for (int f = 0; f < k; ++f) {
         V.in[f] = l[f];
         V.in[k + f] = s[f];
@@ -365,7 +359,7 @@ static dc_status reduce_adjoint(dc_tape *tape, dc_node *node, const dc_assoc_sca
         if (!adjoint_input(tape, node->out[f], ybar_strides, &V.u[f], V.u_strides[f]))
             return DC_ERR_MEMORY;
     }
-    V.indexed = rows ? ((1u << k) - 1u) << (2 * k) : 0u;
+    V.indexed = ((1u << k) - 1u) << (2 * k);
     if ((st = dc_assoc_run_vjp(tape, op, dtype, &V)) != DC_OK)
         return st;
     for (int f = 0; f < k; ++f) {
@@ -385,11 +379,90 @@ static dc_status reduce_adjoint(dc_tape *tape, dc_node *node, const dc_assoc_sca
     return st;
 }
 
+/* Whether input f's gradient can take the block's adjoint as it is
+ * written: the block lists the input's elements in its own order, its
+ * gradient is contiguous, and no other field is the same tensor (whose
+ * writes would then have to add). Readies the gradient (*mode). */
+static dc_status grad_in_place(dc_tape *tape, dc_node *node, int f, bool *in_place, dc_write_mode *mode)
+{
+    const dc_assoc_record *rec = node->as.assoc.rec;
+    *in_place = false;
+    if (!dc_axes_one_run(&rec->ax))
+        return DC_OK;
+    for (int q = 0; q < node->n_in; ++q)
+        if (q != f && node->in[q] == node->in[f])
+            return DC_OK;
+    dc_status st = dc_grad_prepare(tape, node->in[f], mode);
+    *in_place = st == DC_OK && dc_tensor_is_contiguous(node->in[f]->grad);
+    return st;
+}
+
 dc_status dc_reduce_fn_backward(dc_tape *tape, dc_node *node)
 {
-    dc_assoc_scan_launch none;
-    memset(&none, 0, sizeof none);
-    return reduce_adjoint(tape, node, &none, NULL);
+    const dc_assoc *op = node->as.assoc.op;
+    const dc_assoc_record *rec = node->as.assoc.rec;
+    const int k = op->n_state;
+    const dc_dtype dtype = node->in[0]->dtype;
+    const int64_t rows = rec->ax.outer * rec->ax.inner, n = rows * rec->ax.len;
+    if (n == 0)
+        return DC_OK;
+    dc_assoc_reduce_adjoint_launch L;
+    memset(&L, 0, sizeof L);
+    L.outer = rec->ax.outer;
+    L.len = rec->ax.len;
+    L.inner = rec->ax.inner;
+    L.chunk = DC_ASSOC_CHUNK;
+    const int64_t pieces = rows * ((L.len + L.chunk - 1) / L.chunk);
+    for (int f = 0; f < k; ++f) {
+        const dc_tensor *y = node->out[f];
+        L.x[f] = rec->x[f];
+        if (y->grad && y->grad_valid) { /* [outer, inner], as the block's rows */
+            const dc_tensor *g = dc_grad_contiguous(tape, y);
+            if (!g)
+                return DC_ERR_MEMORY;
+            L.g[f] = g->data;
+        }
+    }
+    dc_status st;
+    if (rec->totals[0]) { /* several pieces a row: the states around each */
+        for (int f = 0; f < k; ++f)
+            L.totals[f] = rec->totals[f];
+        if (!dc_assoc_alloc_fields(tape, k, pieces, dtype, L.left) ||
+            !dc_assoc_alloc_fields(tape, k, pieces, dtype, L.right))
+            return DC_ERR_MEMORY;
+        L.phase = DC_ASSOC_RED_CARRIES;
+        if ((st = dc_assoc_run_reduce_adjoint(tape, op, dtype, &L)) != DC_OK)
+            return st;
+    }
+    bool in_place[DC_ASSOC_MAX_STATE] = {false};
+    for (int f = 0; f < k; ++f) {
+        if (!node->in[f]->requires_grad)
+            continue;
+        dc_write_mode mode = DC_WRITE_ASSIGN;
+        if ((st = grad_in_place(tape, node, f, &in_place[f], &mode)) != DC_OK)
+            return st;
+        if (in_place[f]) {
+            L.gx[f] = node->in[f]->grad->data;
+            L.accumulate |= mode == DC_WRITE_ACCUMULATE ? 1u << f : 0u;
+        } else if (!dc_assoc_alloc_fields(tape, 1, n, dtype, &L.gx[f])) {
+            return DC_ERR_MEMORY;
+        }
+    }
+    /* CUDA: each thread's buffer of the r_j of its piece */
+    const int64_t piece = L.len < L.chunk ? L.len : L.chunk;
+    if (tape->ctx->cuda &&
+        !(L.scratch = dc_tape_alloc_data(tape, (size_t)(pieces * piece * k) * dc_dtype_size(dtype))))
+        return DC_ERR_MEMORY;
+    L.phase = DC_ASSOC_RED_PIECES;
+    if ((st = dc_assoc_run_reduce_adjoint(tape, op, dtype, &L)) != DC_OK)
+        return st;
+    for (int f = 0; f < k && st == DC_OK; ++f) {
+        if (in_place[f])
+            dc_grad_done(node->in[f]);
+        else if (node->in[f]->requires_grad)
+            st = dc_axes_add_block_grad(tape, node->in[f], &rec->ax, L.gx[f]);
+    }
+    return st;
 }
 
 dc_status dc_segment_reduce_fn_backward(dc_tape *tape, dc_node *node)
@@ -403,7 +476,7 @@ dc_status dc_segment_reduce_fn_backward(dc_tape *tape, dc_node *node)
     L.seg_rows = rec->seg_rows;
     for (int f = 0; f < node->as.assoc.op->n_state; ++f)
         L.x[f] = rec->x[f];
-    return reduce_adjoint(tape, node, &L, rec->rows);
+    return segment_adjoint(tape, node, &L, rec->rows);
 }
 
 dc_status dc_scan_fn_backward(dc_tape *tape, dc_node *node)

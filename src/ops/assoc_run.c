@@ -14,6 +14,11 @@ enum { VJP_PIECE = 4096, SPLIT_WORK = 32768 };
  * The result is the same whatever the grouping. */
 enum { SCAN_GROUP = 8 };
 
+/* Items of a reduce-adjoint launch per CPU work item: the kernel walks up
+ * to eight whole one-lane pieces together (DC_ASSOC_RED_GROUP, 8 or 4,
+ * divides it); the same bits whatever the grouping. */
+enum { REDUCE_GROUP = 8 };
+
 static int type_index(dc_dtype dtype) { return dtype == DC_F64 ? DC_ASSOC_F64 : DC_ASSOC_F32; }
 
 dc_status dc_assoc_run_scan(dc_tape *tape, const dc_assoc *op, dc_dtype dtype, dc_assoc_scan_launch *launch)
@@ -66,6 +71,25 @@ dc_status dc_assoc_run_scan_adjoint(dc_tape *tape, const dc_assoc *op, dc_dtype 
     return DC_OK;
 }
 
+dc_status dc_assoc_run_reduce_adjoint(dc_tape *tape, const dc_assoc *op, dc_dtype dtype,
+                                      dc_assoc_reduce_adjoint_launch *launch)
+{
+    dc_ctx *ctx = tape->ctx;
+    if (ctx->cuda)
+        return dc_cuda_run_assoc_reduce_adjoint(ctx, &op->cuda[type_index(dtype)], launch);
+    const int64_t rows = launch->outer * launch->inner;
+    const int64_t items =
+        launch->phase == DC_ASSOC_RED_PIECES ? rows * ((launch->len + launch->chunk - 1) / launch->chunk) : rows;
+    const dc_assoc_cpu_reduce_adjoint kernel = op->cpu[type_index(dtype)].reduce_adjoint;
+    const int64_t work = launch->phase == DC_ASSOC_RED_PIECES ? rows * launch->len : items;
+    const int team = dc_pool_team(&ctx->cpu, items > 1 && work >= SPLIT_WORK / 4);
+    const int64_t groups = (items + REDUCE_GROUP - 1) / REDUCE_GROUP;
+#pragma omp parallel for num_threads(team) schedule(dynamic, 1)
+    for (int64_t g = 0; g < groups; ++g)
+        kernel(launch, g * REDUCE_GROUP, (g + 1) * REDUCE_GROUP < items ? (g + 1) * REDUCE_GROUP : items);
+    return DC_OK;
+}
+
 bool dc_assoc_alloc_fields(dc_tape *tape, int k, int64_t n, dc_dtype dtype, void **arrays)
 {
     for (int f = 0; f < k; ++f)
@@ -75,7 +99,8 @@ bool dc_assoc_alloc_fields(dc_tape *tape, int k, int64_t n, dc_dtype dtype, void
 }
 
 dc_status dc_assoc_scan_blocks(dc_tape *tape, const dc_assoc *op, dc_dtype dtype, int64_t outer, int64_t len,
-                               int64_t inner, const void *const *x, void *const *y, void *const *total, int flags)
+                               int64_t inner, const void *const *x, void *const *y, void *const *total, int flags,
+                               const void **piece_totals)
 {
     const int k = op->n_state;
     if (outer * inner == 0)
@@ -104,8 +129,11 @@ dc_status dc_assoc_scan_blocks(dc_tape *tape, const dc_assoc *op, dc_dtype dtype
     void *pieces[DC_ASSOC_MAX_STATE];
     if (!dc_assoc_alloc_fields(tape, k, outer * n_chunks * inner, dtype, pieces))
         return DC_ERR_MEMORY;
-    for (int f = 0; f < k; ++f)
+    for (int f = 0; f < k; ++f) {
         L.carry[f] = pieces[f];
+        if (piece_totals)
+            piece_totals[f] = pieces[f];
+    }
     L.flags = (flags & DC_ASSOC_REVERSE) | DC_ASSOC_FROM_NEUTRAL;
     dc_status st = dc_assoc_run_scan(tape, op, dtype, &L);
     if (st != DC_OK)
