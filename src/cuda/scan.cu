@@ -283,8 +283,11 @@ void adjoint_pass(const dc_ctx *ctx, int mode, int op, bool exclusive, const T *
         adjoint_rows<T><<<grid, kBlock, 0, st>>>(op, exclusive, x, y, g, gx, outer, len, chunks, parts, mode, add);
     } else {
         const unsigned grid = grid_for(ctx, outer * chunks * inner);
-        adjoint_lines<T>
-            <<<grid, kBlock, 0, st>>>(op, exclusive, x, y, g, gx, outer, len, inner, chunks, parts, mode, add);
+        /* the CPU emulation's rewrite (mirror.cmake) wants the kernel and its launch on one line */
+        // clang-format off
+        adjoint_lines<T><<<grid, kBlock, 0, st>>>(op, exclusive, x, y, g, gx, outer, len, inner, chunks, parts, mode,
+                                                   add);
+        // clang-format on
     }
 }
 
