@@ -210,10 +210,11 @@ dc_status dc_cuda_scan(dc_ctx *ctx, dc_dtype dtype, int op, bool exclusive, cons
 }
 
 dc_status dc_cuda_scan_adjoint(dc_ctx *ctx, dc_dtype dtype, int op, bool exclusive, const void *x, const void *y,
-                               const void *gy, void *gx, int64_t outer, int64_t len, int64_t inner, void *parts)
+                               const void *gy, void *gx, int64_t outer, int64_t len, int64_t inner, void *parts,
+                               bool add)
 {
     (void)dtype, (void)op, (void)exclusive, (void)x, (void)y, (void)gy, (void)gx, (void)outer, (void)len, (void)inner,
-        (void)parts;
+        (void)parts, (void)add;
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
 

@@ -70,6 +70,13 @@ __device__ __forceinline__ dc_scan_terms terms_of(int op, bool exclusive, const 
 
 __device__ __forceinline__ int64_t smaller(int64_t a, int64_t b) { return a < b ? a : b; }
 
+/* Stores v, an element of the input's adjoint: assigned, or added in T (the
+ * bits of a temporary added afterwards). */
+template <typename T> __device__ __forceinline__ void store_adjoint(T *dst, double v, bool add)
+{
+    *dst = add ? (T)(*dst + (T)v) : (T)v;
+}
+
 /* The exclusive scan of one value per thread, the threads taken in the
  * order of `rank` (a permutation of the block's threads), combined in a
  * fixed order (Hillis and Steele); *total gets the whole block's. */
@@ -129,7 +136,7 @@ __global__ void scan_rows(int op, bool exclusive, const T *x, T *y, int64_t rows
 /* The adjoint of scan_rows: the threads chained from the right. */
 template <typename T>
 __global__ void adjoint_rows(int op, bool exclusive, const T *x, const T *y, const T *g, T *gx, int64_t rows,
-                             int64_t len, int64_t chunks, dc_scan_affine *parts, int mode)
+                             int64_t len, int64_t chunks, dc_scan_affine *parts, int mode, bool add)
 {
     __shared__ dc_scan_affine scratch[kBlock];
     const adjoint_op f;
@@ -157,7 +164,7 @@ __global__ void adjoint_rows(int op, bool exclusive, const T *x, const T *y, con
         for (int64_t i = i1; i-- > i0;) {
             const dc_scan_terms t = terms_of(op, exclusive, xr, yr, gr, i, len, 1);
             lambda = t.c + dc_scan_mul(t.k, lambda);
-            gxr[i] = (T)dc_scan_mul(t.s, lambda);
+            store_adjoint(gxr + i, dc_scan_mul(t.s, lambda), add);
         }
     }
 }
@@ -193,7 +200,7 @@ __global__ void scan_lines(int op, bool exclusive, const T *x, T *y, int64_t out
 /* The adjoint of scan_lines. */
 template <typename T>
 __global__ void adjoint_lines(int op, bool exclusive, const T *x, const T *y, const T *g, T *gx, int64_t outer,
-                              int64_t len, int64_t inner, int64_t chunks, dc_scan_affine *parts, int mode)
+                              int64_t len, int64_t inner, int64_t chunks, dc_scan_affine *parts, int mode, bool add)
 {
     const int64_t chunk = chunks > 1 ? DC_CUDA_SCAN_LINE_CHUNK : len;
     const adjoint_op f;
@@ -212,7 +219,7 @@ __global__ void adjoint_lines(int op, bool exclusive, const T *x, const T *y, co
                 acc = f(acc, here);
             } else {
                 lambda = t.c + dc_scan_mul(t.k, lambda);
-                gx[at + i * inner] = (T)dc_scan_mul(t.s, lambda);
+                store_adjoint(gx + at + i * inner, dc_scan_mul(t.s, lambda), add);
             }
         }
         if (mode == SUMMARIZE)
@@ -268,15 +275,19 @@ void forward_pass(const dc_ctx *ctx, int mode, int op, bool exclusive, const T *
 
 template <typename T>
 void adjoint_pass(const dc_ctx *ctx, int mode, int op, bool exclusive, const T *x, const T *y, const T *g, T *gx,
-                  int64_t outer, int64_t len, int64_t inner, int64_t chunks, dc_scan_affine *parts)
+                  int64_t outer, int64_t len, int64_t inner, int64_t chunks, dc_scan_affine *parts, bool add)
 {
     cudaStream_t st = ctx->cuda->stream;
     if (by_rows(len, inner)) {
         const unsigned grid = blocks_for(ctx, outer * chunks);
-        adjoint_rows<T><<<grid, kBlock, 0, st>>>(op, exclusive, x, y, g, gx, outer, len, chunks, parts, mode);
+        adjoint_rows<T><<<grid, kBlock, 0, st>>>(op, exclusive, x, y, g, gx, outer, len, chunks, parts, mode, add);
     } else {
         const unsigned grid = grid_for(ctx, outer * chunks * inner);
-        adjoint_lines<T><<<grid, kBlock, 0, st>>>(op, exclusive, x, y, g, gx, outer, len, inner, chunks, parts, mode);
+        /* the CPU emulation's rewrite (mirror.cmake) wants the kernel and its launch on one line */
+        // clang-format off
+        adjoint_lines<T><<<grid, kBlock, 0, st>>>(op, exclusive, x, y, g, gx, outer, len, inner, chunks, parts, mode,
+                                                   add);
+        // clang-format on
     }
 }
 
@@ -299,18 +310,18 @@ int scan_typed(const dc_ctx *ctx, int op, bool exclusive, const T *x, T *y, int6
 
 template <typename T>
 int adjoint_typed(const dc_ctx *ctx, int op, bool exclusive, const T *x, const T *y, const T *g, T *gx, int64_t outer,
-                  int64_t len, int64_t inner, dc_scan_affine *parts)
+                  int64_t len, int64_t inner, dc_scan_affine *parts, bool add)
 {
     const int64_t chunks = dc_cuda_scan_chunks(outer, len, inner);
     if (chunks == 1) {
-        adjoint_pass<T>(ctx, ONE_PASS, op, exclusive, x, y, g, gx, outer, len, inner, 1, NULL);
+        adjoint_pass<T>(ctx, ONE_PASS, op, exclusive, x, y, g, gx, outer, len, inner, 1, NULL, add);
         return 1;
     }
     const adjoint_op f;
     const unsigned lines = blocks_for(ctx, outer * inner);
-    adjoint_pass<T>(ctx, SUMMARIZE, op, exclusive, x, y, g, gx, outer, len, inner, chunks, parts);
+    adjoint_pass<T>(ctx, SUMMARIZE, op, exclusive, x, y, g, gx, outer, len, inner, chunks, parts, add);
     chain_parts<adjoint_op><<<lines, kBlock, 0, ctx->cuda->stream>>>(f, parts, outer * inner, chunks, true);
-    adjoint_pass<T>(ctx, APPLY, op, exclusive, x, y, g, gx, outer, len, inner, chunks, parts);
+    adjoint_pass<T>(ctx, APPLY, op, exclusive, x, y, g, gx, outer, len, inner, chunks, parts, add);
     return 3;
 }
 
@@ -332,7 +343,8 @@ dc_status dc_cuda_scan(dc_ctx *ctx, dc_dtype dtype, int op, bool exclusive, cons
 }
 
 dc_status dc_cuda_scan_adjoint(dc_ctx *ctx, dc_dtype dtype, int op, bool exclusive, const void *x, const void *y,
-                               const void *gy, void *gx, int64_t outer, int64_t len, int64_t inner, void *parts)
+                               const void *gy, void *gx, int64_t outer, int64_t len, int64_t inner, void *parts,
+                               bool add)
 {
     DC_CUDA_ENTER(ctx);
     if (outer == 0 || len == 0 || inner == 0)
@@ -340,9 +352,9 @@ dc_status dc_cuda_scan_adjoint(dc_ctx *ctx, dc_dtype dtype, int op, bool exclusi
     const int launched =
         dtype == DC_F32
             ? adjoint_typed<float>(ctx, op, exclusive, (const float *)x, (const float *)y, (const float *)gy,
-                                   (float *)gx, outer, len, inner, (dc_scan_affine *)parts)
+                                   (float *)gx, outer, len, inner, (dc_scan_affine *)parts, add)
             : adjoint_typed<double>(ctx, op, exclusive, (const double *)x, (const double *)y, (const double *)gy,
-                                    (double *)gx, outer, len, inner, (dc_scan_affine *)parts);
+                                    (double *)gx, outer, len, inner, (dc_scan_affine *)parts, add);
     return dc_cuda_launched(ctx, launched, "scan adjoint");
 }
 

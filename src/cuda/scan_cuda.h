@@ -47,9 +47,10 @@ dc_status dc_cuda_scan(dc_ctx *ctx, dc_dtype dtype, int op, bool exclusive, cons
                        int64_t len, int64_t inner, void *parts);
 
 /* gx = the adjoint of that scan given y and its adjoint gy (all four
- * [outer, len, inner]; gx overwritten). */
+ * [outer, len, inner]; gx overwritten, or added to where add is true). */
 dc_status dc_cuda_scan_adjoint(dc_ctx *ctx, dc_dtype dtype, int op, bool exclusive, const void *x, const void *y,
-                               const void *gy, void *gx, int64_t outer, int64_t len, int64_t inner, void *parts);
+                               const void *gy, void *gx, int64_t outer, int64_t len, int64_t inner, void *parts,
+                               bool add);
 
 #ifdef __cplusplus
 }

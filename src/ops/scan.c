@@ -78,7 +78,14 @@ static cpu_piece piece_of(const cpu_plan *p, int64_t k)
     return q;
 }
 
-enum { SUMMARIZE, APPLY };
+/* APPLY_ADD: APPLY adding to the input's gradient (the adjoint only). */
+enum { SUMMARIZE, APPLY, APPLY_ADD };
+
+/* The adjoint's variants of a piece besides the ops (dc_reduction): a
+ * product's whose factors are all finite and not zero (dc_scan_mul_nonzero),
+ * and a maximum's or minimum's where nothing takes over (dc_scan_run_quiet):
+ * summarized as the sum's, its input's adjoint all zero. */
+enum { PROD_NONZERO = DC_REDUCE_MIN + 1, QUIET };
 
 /* LANES: pieces of single lines (inner 1) scanned side by side by one
  * thread, so that their independent recurrences overlap instead of each
@@ -89,7 +96,8 @@ _Static_assert((int)LANES <= (int)CPU_WIDTH, "a piece's carries hold the lanes' 
 
 /* One step of the adjoint's recurrence at a position of terms t: SUMMARIZE
  * composes the position into the map acc of the positions after it; APPLY
- * carries the adjoint acc->c and returns the input's adjoint. */
+ * (and APPLY_ADD) carries the adjoint acc->c and returns the input's
+ * adjoint. */
 DC_INLINE double adjoint_step(int mode, dc_scan_terms t, dc_scan_affine *acc)
 {
     if (mode == SUMMARIZE) {
@@ -114,6 +122,10 @@ DC_INLINE double adjoint_step(int mode, dc_scan_terms t, dc_scan_affine *acc)
 #else
 #define SCAN_LANES_UNROLL DC_UNROLL
 #endif
+
+/* Stores v, an element of the input's adjoint, at dst: assigned (APPLY) or
+ * added in T (APPLY_ADD), the bits of a temporary added afterwards. */
+#define STORE_ADJOINT(T, mode, dst, v) ((dst) = (mode) == APPLY_ADD ? (T)((dst) + (T)(v)) : (T)(v))
 
 #define DEFINE_CPU_KERNELS(T, SFX)                                                                                     \
     /* acc: the lines' carries (SUMMARIZE: totals from the neutral element) */                                        \
@@ -161,8 +173,19 @@ DC_INLINE double adjoint_step(int mode, dc_scan_terms t, dc_scan_affine *acc)
                         acc[l].m = acc[l].m + 0.0;                                                                     \
                     } else {                                                                                           \
                         acc[l].c = t.c + (acc[l].c + 0.0);                                                             \
-                        gx[at] = (T)(acc[l].c + 0.0);                                                                  \
+                        STORE_ADJOINT(T, mode, gx[at], acc[l].c + 0.0);                                                \
                     }                                                                                                  \
+                    continue;                                                                                          \
+                }                                                                                                      \
+                if (op == PROD_NONZERO) {                                                                              \
+                    /* the products', without the zero-safe tests */                                                   \
+                    const double k = (double)x[at + es];                                                               \
+                    acc[l].c = t.c + dc_scan_mul_nonzero(k, acc[l].c);                                                 \
+                    if (mode == SUMMARIZE)                                                                             \
+                        acc[l].m = dc_scan_mul_nonzero(k, acc[l].m);                                                   \
+                    else                                                                                               \
+                        STORE_ADJOINT(T, mode, gx[at],                                                                 \
+                                      dc_scan_mul_nonzero((double)y[exclusive ? at : at - es], acc[l].c));              \
                     continue;                                                                                          \
                 }                                                                                                      \
                 if (op == DC_REDUCE_PROD) {                                                                            \
@@ -179,13 +202,13 @@ DC_INLINE double adjoint_step(int mode, dc_scan_terms t, dc_scan_affine *acc)
                         acc[l].m = next_wins ? 0.0 : acc[l].m + 0.0;                                                   \
                     } else {                                                                                           \
                         acc[l].c = t.c + (next_wins ? 0.0 : acc[l].c + 0.0);                                           \
-                        gx[at] = (T)(wins ? acc[l].c + 0.0 : 0.0);                                                     \
+                        STORE_ADJOINT(T, mode, gx[at], wins ? acc[l].c + 0.0 : 0.0);                                   \
                     }                                                                                                  \
                     continue;                                                                                          \
                 }                                                                                                      \
                 const double v = adjoint_step(mode, t, &acc[l]);                                                       \
-                if (mode == APPLY)                                                                                     \
-                    gx[at] = (T)v;                                                                                     \
+                if (mode != SUMMARIZE)                                                                                 \
+                    STORE_ADJOINT(T, mode, gx[at], v);                                                                 \
             }                                                                                                          \
         }                                                                                                              \
     }                                                                                                                  \
@@ -193,7 +216,7 @@ DC_INLINE double adjoint_step(int mode, dc_scan_terms t, dc_scan_affine *acc)
                                   int64_t n, int64_t es, int64_t ls, dc_scan_affine *acc)                              \
     {                                                                                                                  \
         _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wswitch\"")                                 \
-        FOR_EACH_SCAN_VARIANT(adjoint_lines_##SFX, x, y, g, gx, n, es, ls, acc)                                        \
+        FOR_EACH_ADJOINT_VARIANT(adjoint_lines_##SFX, x, y, g, gx, n, es, ls, acc)                                     \
         _Pragma("GCC diagnostic pop")                                                                                  \
     }                                                                                                                  \
     /* One position i of a piece's lines through the general terms (a line's                                          \
@@ -206,9 +229,65 @@ DC_INLINE double adjoint_step(int mode, dc_scan_terms t, dc_scan_affine *acc)
             const dc_scan_terms t =                                                                                    \
                 dc_scan_terms_##SFX(p->op, p->exclusive, x + at, y + at, g + at, i, p->len, p->inner);                 \
             const double v = adjoint_step(mode, t, &acc[l]);                                                           \
-            if (mode == APPLY)                                                                                         \
-                gx[at + i * p->inner] = (T)v;                                                                          \
+            if (mode != SUMMARIZE)                                                                                     \
+                STORE_ADJOINT(T, mode, gx[at + i * p->inner], v);                                                      \
         }                                                                                                              \
+    }                                                                                                                  \
+    /* Whether the n elements of v at stride es are all finite and not zero                                            \
+     * (one test over the whole run, which the compiler vectorizes) */                                                 \
+    static bool factors_ok_##SFX(const T *v, int64_t n, int64_t es)                                                    \
+    {                                                                                                                  \
+        int bad = 0;                                                                                                   \
+        for (int64_t i = 0; i < n; ++i)                                                                                \
+            bad |= !dc_scan_prod_factor_ok((double)v[i * es]);                                                         \
+        return !bad;                                                                                                   \
+    }                                                                                                                  \
+    /* Whether every factor of the products' adjoint over positions [b, e) of                                          \
+     * nl lines is finite and not zero: each k (x_i for i in b + 1 .. e, in                                            \
+     * the line), and where mode applies each s (y_i for i in b - 1 .. e - 1;                                          \
+     * a summary has none); x, y at the lines' starts. It reads the piece's                                            \
+     * x and y stream by stream, ahead of the recurrence that reads the                                                \
+     * lanes' side by side. */                                                                                         \
+    static bool prod_factors_ok_##SFX(int mode, const T *x, const T *y, int64_t nl, int64_t b, int64_t e,              \
+                                      int64_t len, int64_t es, int64_t ls)                                             \
+    {                                                                                                                  \
+        const int64_t xe = e < len ? e + 1 : len, yb = b > 0 ? b - 1 : 0;                                              \
+        bool ok = true;                                                                                                \
+        for (int64_t l = 0; ok && l < nl; ++l)                                                                         \
+            ok = factors_ok_##SFX(x + l * ls + b * es, xe - b, es) &&                                                  \
+                 (mode == SUMMARIZE || factors_ok_##SFX(y + l * ls + yb * es, e - yb, es));                            \
+        return ok;                                                                                                     \
+    }                                                                                                                  \
+    /* Whether nothing takes over in positions [b, e) of nl lines of a                                                \
+     * maximum or minimum (b > 0); x, y at the lines' starts */                                                        \
+    static bool run_quiet_##SFX(const cpu_plan *p, const T *x, const T *y, int64_t nl, int64_t b, int64_t e,          \
+                                int64_t es, int64_t ls)                                                                \
+    {                                                                                                                  \
+        bool quiet = b > 0;                                                                                            \
+        for (int64_t l = 0; quiet && l < nl; ++l) {                                                                    \
+            const double first = dc_scan_inclusive_at_##SFX(p->op, p->exclusive, x + l * ls, y + l * ls, b - 1, es);   \
+            const double last = dc_scan_inclusive_at_##SFX(p->op, p->exclusive, x + l * ls, y + l * ls, e - 1, es);    \
+            quiet = dc_scan_run_quiet(p->op, first, last);                                                             \
+        }                                                                                                              \
+        return quiet;                                                                                                  \
+    }                                                                                                                  \
+    /* The variant of the adjoint for positions [b, e) of nl lines: p's op,                                            \
+     * PROD_NONZERO or QUIET */                                                                                        \
+    static int adjoint_variant_##SFX(const cpu_plan *p, int mode, const T *x, const T *y, int64_t nl, int64_t b,       \
+                                     int64_t e, int64_t es, int64_t ls)                                                \
+    {                                                                                                                  \
+        if (p->op == DC_REDUCE_PROD && prod_factors_ok_##SFX(mode, x, y, nl, b, e, p->len, es, ls))                    \
+            return PROD_NONZERO;                                                                                       \
+        if ((p->op == DC_REDUCE_MAX || p->op == DC_REDUCE_MIN) && run_quiet_##SFX(p, x, y, nl, b, e, es, ls))         \
+            return QUIET;                                                                                              \
+        return p->op;                                                                                                  \
+    }                                                                                                                  \
+    /* A QUIET run's input adjoint, positions [b, e) of nl lines: zero */                                             \
+    static void store_zeros_##SFX(int mode, T *gx, int64_t nl, int64_t b, int64_t e, int64_t es, int64_t ls)          \
+    {                                                                                                                  \
+        for (int64_t l = 0; l < nl; ++l)                                                                               \
+            for (int64_t i = b; i < e; ++i)                                                                            \
+                STORE_ADJOINT(T, mode, gx[l * ls + i * es], 0.0);                                                      \
     }
 
 /* Calls KERNEL(op, exclusive, mode, nl, ...) with all four constant (nl
@@ -222,20 +301,36 @@ DC_INLINE double adjoint_step(int mode, dc_scan_terms t, dc_scan_affine *acc)
         KERNEL(OP, true, APPLY, NL, __VA_ARGS__);                                                                      \
     else                                                                                                               \
         KERNEL(OP, false, APPLY, NL, __VA_ARGS__);
-#define SCAN_VARIANT_OP(KERNEL, OP, ...)                                                                               \
+#define ADJOINT_VARIANT_MODES(KERNEL, OP, NL, ...)                                                                     \
+    if (mode == APPLY_ADD && exclusive)                                                                                \
+        KERNEL(OP, true, APPLY_ADD, NL, __VA_ARGS__);                                                                  \
+    else if (mode == APPLY_ADD)                                                                                        \
+        KERNEL(OP, false, APPLY_ADD, NL, __VA_ARGS__);                                                                 \
+    else                                                                                                               \
+        SCAN_VARIANT_MODES(KERNEL, OP, NL, __VA_ARGS__)
+#define SCAN_VARIANT_OP(KERNEL, MODES, OP, ...)                                                                        \
     case OP:                                                                                                           \
         if (nl == LANES) {                                                                                             \
-            SCAN_VARIANT_MODES(KERNEL, OP, LANES, __VA_ARGS__)                                                         \
+            MODES(KERNEL, OP, LANES, __VA_ARGS__)                                                                      \
         } else {                                                                                                       \
-            SCAN_VARIANT_MODES(KERNEL, OP, nl, __VA_ARGS__)                                                            \
+            MODES(KERNEL, OP, nl, __VA_ARGS__)                                                                         \
         }                                                                                                              \
         break;
 #define FOR_EACH_SCAN_VARIANT(KERNEL, ...)                                                                             \
     switch (op) {                                                                                                      \
-        SCAN_VARIANT_OP(KERNEL, DC_REDUCE_SUM, __VA_ARGS__)                                                            \
-        SCAN_VARIANT_OP(KERNEL, DC_REDUCE_PROD, __VA_ARGS__)                                                           \
-        SCAN_VARIANT_OP(KERNEL, DC_REDUCE_MAX, __VA_ARGS__)                                                            \
-        SCAN_VARIANT_OP(KERNEL, DC_REDUCE_MIN, __VA_ARGS__)                                                            \
+        SCAN_VARIANT_OP(KERNEL, SCAN_VARIANT_MODES, DC_REDUCE_SUM, __VA_ARGS__)                                        \
+        SCAN_VARIANT_OP(KERNEL, SCAN_VARIANT_MODES, DC_REDUCE_PROD, __VA_ARGS__)                                       \
+        SCAN_VARIANT_OP(KERNEL, SCAN_VARIANT_MODES, DC_REDUCE_MAX, __VA_ARGS__)                                        \
+        SCAN_VARIANT_OP(KERNEL, SCAN_VARIANT_MODES, DC_REDUCE_MIN, __VA_ARGS__)                                        \
+    }
+/* The adjoint's: APPLY_ADD too, and PROD_NONZERO (QUIET runs as the sum). */
+#define FOR_EACH_ADJOINT_VARIANT(KERNEL, ...)                                                                          \
+    switch (op) {                                                                                                      \
+        SCAN_VARIANT_OP(KERNEL, ADJOINT_VARIANT_MODES, DC_REDUCE_SUM, __VA_ARGS__)                                     \
+        SCAN_VARIANT_OP(KERNEL, ADJOINT_VARIANT_MODES, DC_REDUCE_PROD, __VA_ARGS__)                                    \
+        SCAN_VARIANT_OP(KERNEL, ADJOINT_VARIANT_MODES, PROD_NONZERO, __VA_ARGS__)                                      \
+        SCAN_VARIANT_OP(KERNEL, ADJOINT_VARIANT_MODES, DC_REDUCE_MAX, __VA_ARGS__)                                     \
+        SCAN_VARIANT_OP(KERNEL, ADJOINT_VARIANT_MODES, DC_REDUCE_MIN, __VA_ARGS__)                                     \
     }
 
 DEFINE_CPU_KERNELS(float, f32)
@@ -290,24 +385,36 @@ static bool as_lanes(const cpu_plan *p, int64_t k0, int nl, int64_t *ls)
         }                                                                                                              \
     }                                                                                                                  \
     /* SUMMARIZE: the affine maps of the adjoints of pieces k0 .. k0 + nl - 1                                          \
-     * into maps; APPLY: the input's adjoint gx, from the adjoint after each                                           \
-     * piece in maps (0 where lines are not cut) */                                                                    \
+     * into maps; APPLY (APPLY_ADD): the input's adjoint gx, from the adjoint                                          \
+     * after each piece in maps (0 where lines are not cut). A piece goes                                              \
+     * through its variant (adjoint_variant), the lanes through the one they                                           \
+     * share, else through the op's. */                                                                                \
     static void adjoint_pieces_##SFX(const cpu_plan *p, int64_t k0, int nl, const T *x, const T *y, const T *g,        \
                                      T *gx, dc_scan_affine *maps, int mode)                                            \
     {                                                                                                                  \
         int64_t ls;                                                                                                    \
-        dc_scan_affine acc[CPU_WIDTH];                                                     \
+        dc_scan_affine acc[CPU_WIDTH];                                                                                 \
         if (nl == LANES && as_lanes(p, k0, nl, &ls)) {                                                                 \
             cpu_piece q[LANES];                                                                                        \
+            int variant = -1;                                                                                          \
             for (int l = 0; l < nl; ++l) {                                                                             \
                 q[l] = piece_of(p, k0 + l);                                                                            \
-                acc[l] = mode == APPLY && maps ? maps[k0 + l] : dc_scan_affine_identity();                             \
+                const int v = adjoint_variant_##SFX(p, mode, x + q[l].offset, y + q[l].offset, 1, q[l].b, q[l].e, 1, 0);     \
+                variant = variant < 0 || variant == v ? v : p->op;                                                     \
+            }                                                                                                          \
+            if (variant == QUIET && mode != SUMMARIZE) {                                                               \
+                for (int l = 0; l < nl; ++l)                                                                           \
+                    store_zeros_##SFX(mode, gx + q[l].offset, 1, q[l].b, q[l].e, 1, 0);                                \
+                return;                                                                                                \
+            }                                                                                                          \
+            for (int l = 0; l < nl; ++l) {                                                                             \
+                acc[l] = mode != SUMMARIZE && maps ? maps[k0 + l] : dc_scan_affine_identity();                         \
                 const int64_t o = q[l].offset;                                                                         \
                 adjoint_edge_##SFX(p, mode, 1, x + o, y + o, g + o, gx + o, q[l].e - 1, 1, &acc[l]);                   \
             }                                                                                                          \
             const int64_t at = q[0].offset + q[0].b;                                                                   \
-            adjoint_run_##SFX(p->op, p->exclusive, mode, nl, x + at, y + at, g + at, gx + at, q[0].e - q[0].b, 1, ls,  \
-                              acc);                                                                                    \
+            adjoint_run_##SFX(variant == QUIET ? DC_REDUCE_SUM : variant, p->exclusive, mode, nl, x + at, y + at,      \
+                              g + at, gx + at, q[0].e - q[0].b, 1, ls, acc);                                           \
             for (int l = 0; l < nl; ++l) {                                                                             \
                 const int64_t o = q[l].offset;                                                                         \
                 if (q[l].e - q[l].b > 1)                                                                               \
@@ -319,13 +426,18 @@ static bool as_lanes(const cpu_plan *p, int64_t k0, int nl, int64_t *ls)
         }                                                                                                              \
         for (int64_t k = k0; k < k0 + nl; ++k) {                                                                       \
             const cpu_piece q = piece_of(p, k);                                                                        \
+            const int64_t o = q.offset, at = q.offset + q.b * p->inner;                                                \
+            const int variant = adjoint_variant_##SFX(p, mode, x + o, y + o, q.lines, q.b, q.e, p->inner, 1);                \
+            if (variant == QUIET && mode != SUMMARIZE) {                                                               \
+                store_zeros_##SFX(mode, gx + o, q.lines, q.b, q.e, p->inner, 1);                                       \
+                continue;                                                                                              \
+            }                                                                                                          \
             dc_scan_affine *map = maps ? maps + k * p->width : NULL;                                                   \
             for (int64_t j = 0; j < q.lines; ++j)                                                                      \
-                acc[j] = mode == APPLY && map ? map[j] : dc_scan_affine_identity();                                    \
-            const int64_t o = q.offset, at = q.offset + q.b * p->inner;                                                \
+                acc[j] = mode != SUMMARIZE && map ? map[j] : dc_scan_affine_identity();                                \
             adjoint_edge_##SFX(p, mode, q.lines, x + o, y + o, g + o, gx + o, q.e - 1, 1, acc);                        \
-            adjoint_run_##SFX(p->op, p->exclusive, mode, (int)q.lines, x + at, y + at, g + at, gx + at, q.e - q.b,     \
-                              p->inner, 1, acc);                                                                       \
+            adjoint_run_##SFX(variant == QUIET ? DC_REDUCE_SUM : variant, p->exclusive, mode, (int)q.lines, x + at,    \
+                              y + at, g + at, gx + at, q.e - q.b, p->inner, 1, acc);                                   \
             if (q.e - q.b > 1)                                                                                         \
                 adjoint_edge_##SFX(p, mode, q.lines, x + o, y + o, g + o, gx + o, q.b, 1, acc);                        \
             for (int64_t j = 0; mode == SUMMARIZE && j < q.lines; ++j)                                                 \
@@ -364,10 +476,10 @@ static void chain_maps(const cpu_plan *p, int64_t g, dc_scan_affine *maps)
     }
 }
 
-/* The scan (adjoint false: y from x) or its adjoint (gx from x, y, g), on
- * the CPU, in one or three parallel passes. */
+/* The scan (adjoint false: y from x) or its adjoint (gx from x, y, g; add:
+ * added to what gx holds), on the CPU, in one or three parallel passes. */
 static dc_status scan_cpu(dc_tape *tape, const cpu_plan *p, dc_dtype dtype, bool adjoint, const void *x, const void *y,
-                          const void *g, void *out)
+                          const void *g, void *out, bool add)
 {
     const int64_t n_pieces = p->groups * p->chunks;
     /* rows' pieces go LANES at a time */
@@ -393,7 +505,7 @@ static dc_status scan_cpu(dc_tape *tape, const cpu_plan *p, dc_dtype dtype, bool
             }
             continue;
         }
-        const int mode = pass == 0 ? SUMMARIZE : APPLY;
+        const int mode = pass == 0 ? SUMMARIZE : add ? APPLY_ADD : APPLY;
 #pragma omp parallel for num_threads(n_threads) schedule(static)
         for (int64_t b = 0; b < n_batches; ++b) {
             const int64_t k0 = b * batch;
@@ -439,7 +551,7 @@ dc_tensor *dc_op_scan(dc_tape *tape, dc_tensor *x, dc_reduction op, int axis, bo
             return NULL;
     } else {
         const cpu_plan p = plan_cpu((int)op, exclusive, &ax);
-        if (scan_cpu(tape, &p, x->dtype, false, xb->data, NULL, NULL, y->data) != DC_OK)
+        if (scan_cpu(tape, &p, x->dtype, false, xb->data, NULL, NULL, y->data, false) != DC_OK)
             return NULL;
     }
     if (!dc_tape_wants_node(tape, 1, &x))
@@ -456,8 +568,9 @@ dc_tensor *dc_op_scan(dc_tape *tape, dc_tensor *x, dc_reduction op, int axis, bo
     return y;
 }
 
-/* The input's adjoint as a block (scan_formulas.h), then added into its
- * gradient through its layout. */
+/* The input's adjoint (scan_formulas.h) written straight into its gradient
+ * where the block lies as the gradient does (assigned or added in the same
+ * pass), else into a block then added through the input's layout. */
 dc_status dc_scan_backward(dc_tape *tape, dc_node *node)
 {
     dc_tensor *x = node->in[0];
@@ -466,7 +579,16 @@ dc_status dc_scan_backward(dc_tape *tape, dc_node *node)
     const int op = (int)node->as.scan.op;
     const bool exclusive = node->as.scan.exclusive;
     const dc_tensor *g = dc_grad_contiguous(tape, y);
-    void *gx = g ? dc_tape_alloc_data(tape, (size_t)(x->numel ? x->numel : 1) * dc_dtype_size(x->dtype)) : NULL;
+    if (!g)
+        return DC_ERR_MEMORY;
+    dc_write_mode wmode;
+    dc_status st = dc_grad_prepare(tape, x, &wmode);
+    if (st != DC_OK)
+        return st;
+    const bool direct = dc_axes_one_run(ax) && dc_tensor_is_contiguous(x->grad);
+    const bool add = direct && wmode == DC_WRITE_ACCUMULATE;
+    void *gx = direct ? x->grad->data
+                      : dc_tape_alloc_data(tape, (size_t)(x->numel ? x->numel : 1) * dc_dtype_size(x->dtype));
     if (!gx)
         return DC_ERR_MEMORY;
     if (tape->ctx->cuda) {
@@ -474,15 +596,16 @@ dc_status dc_scan_backward(dc_tape *tape, dc_node *node)
         void *parts = bytes ? dc_tape_alloc_data(tape, bytes) : NULL;
         if (bytes && !parts)
             return DC_ERR_MEMORY;
-        const dc_status st = dc_cuda_scan_adjoint(tape->ctx, x->dtype, op, exclusive, xb->data, y->data, g->data, gx,
-                                                  ax->outer, ax->len, ax->inner, parts);
-        if (st != DC_OK)
-            return st;
+        st = dc_cuda_scan_adjoint(tape->ctx, x->dtype, op, exclusive, xb->data, y->data, g->data, gx, ax->outer,
+                                  ax->len, ax->inner, parts, add);
     } else {
         const cpu_plan p = plan_cpu(op, exclusive, ax);
-        const dc_status st = scan_cpu(tape, &p, x->dtype, true, xb->data, y->data, g->data, gx);
-        if (st != DC_OK)
-            return st;
+        st = scan_cpu(tape, &p, x->dtype, true, xb->data, y->data, g->data, gx, add);
     }
-    return dc_axes_add_block_grad(tape, x, ax, gx);
+    if (st != DC_OK)
+        return st;
+    if (!direct)
+        return dc_axes_add_block_grad(tape, x, ax, gx);
+    dc_grad_done(x);
+    return DC_OK;
 }

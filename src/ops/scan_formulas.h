@@ -58,6 +58,27 @@ DC_INLINE DC_HD double dc_scan_combine(int op, double acc, double v)
 /* k * lambda, zero where either is zero. */
 DC_INLINE DC_HD double dc_scan_mul(double k, double lambda) { return k == 0 || lambda == 0 ? 0.0 : k * lambda; }
 
+/* dc_scan_mul where k is finite and not zero, without a test: k * lambda,
+ * a zero made +0 (what dc_scan_mul gives for lambda zero). The two differ
+ * only in the sign of a zero where k * lambda underflows. The products'
+ * adjoint takes it over pieces where every factor is finite and not zero
+ * (dc_scan_prod_factor_ok), so that the pieces' lanes run without branches. */
+DC_INLINE DC_HD double dc_scan_mul_nonzero(double k, double lambda) { return k * lambda + 0.0; }
+
+/* Whether v, as a factor k or s of the products' adjoint, lets
+ * dc_scan_mul_nonzero stand for dc_scan_mul: finite and not zero. */
+DC_INLINE DC_HD bool dc_scan_prod_factor_ok(double v) { return (v != 0.0) & (v - v == 0.0); }
+
+/* Whether no element of a run of positions of a maximum or minimum takes
+ * over, from the inclusive results before the run (first) and at its last
+ * position (last): the result changes only where an element takes over,
+ * and then moves strictly beyond or to NaN, where it stays. In such a run
+ * every s is 0 and every k 1: the adjoint is the sum's. */
+DC_INLINE DC_HD bool dc_scan_run_quiet(int op, double first, double last)
+{
+    return !dc_scan_takes_over(op, first, last);
+}
+
 /* lambda_start = c + m * lambda_end over a run of positions. */
 typedef struct dc_scan_affine {
     double c, m;
@@ -113,6 +134,16 @@ DC_INLINE DC_HD dc_scan_terms DC_SCF(terms)(int op, bool exclusive, const DC_S *
     t.k = last || dc_scan_takes_over(op, next_prev, next_a) ? 0.0 : 1.0;
     t.s = i == 0 || dc_scan_takes_over(op, prev, (double)x[i * stride]) ? 1.0 : 0.0;
     return t;
+}
+
+/* The inclusive result at position i (i >= 0) of a maximum or minimum from
+ * the scan's output y: exclusive scans store it at i + 1, and the one
+ * before at i, which combined with x_i gives it exactly (the results are
+ * elements). */
+DC_INLINE DC_HD double DC_SCF(inclusive_at)(int op, bool exclusive, const DC_S *x, const DC_S *y, int64_t i,
+                                            int64_t stride)
+{
+    return exclusive ? dc_scan_combine(op, (double)y[i * stride], (double)x[i * stride]) : (double)y[i * stride];
 }
 
 #undef DC_SCF
