@@ -830,6 +830,44 @@ static void test_same_bits_on_any_thread_count(void **state)
  * fetched ahead) and with X a transposed view (its columns strided): the
  * same bits, A and A^T, 130 columns (two full chunks and a part), on 1 and
  * 3 threads; the output assigned, then added to through a gradient. */
+/* A product whose output passes 8 MiB is written past the caches
+ * (non-temporal stores, csr_kernels.c): the same bits as the strided rows'
+ * plain stores. */
+static void test_large_product_streamed_same_bits(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx_threads(2, 5);
+    const int64_t rows = 33000, cols = 500, n = 64, shape[2] = {cols, n}, shape_t[2] = {n, cols};
+    dc_csr *a = random_csr(ctx, DC_F32, rows, cols, 3 * rows);
+    TEST_NONNULL(ctx, a);
+    float *h = malloc((size_t)(cols * n) * sizeof *h), *ht = malloc((size_t)(cols * n) * sizeof *ht);
+    for (int64_t i = 0; i < cols * n; ++i)
+        h[i] = (float)((i * 7919) % 2003) / 1001.0f - 1.0f;
+    for (int64_t i = 0; i < cols; ++i)
+        for (int64_t c = 0; c < n; ++c)
+            ht[c * cols + i] = h[i * n + c];
+    dc_tensor *x = dc_tensor_from_host(ctx, DC_F32, 2, shape, h);
+    dc_tensor *xt = dc_tensor_from_host(ctx, DC_F32, 2, shape_t, ht);
+    TEST_NONNULL(ctx, xt);
+    dc_tape *tape = dc_tape_new(ctx);
+    dc_tensor *y = dc_op_spmm(tape, a, dc_csr_values(a), x, false);
+    dc_tensor *y_strided = dc_op_spmm(tape, a, dc_csr_values(a), dc_op_transpose(tape, xt, 0, 1), false);
+    TEST_NONNULL(ctx, y_strided);
+    double *out = test_values(y), *out_strided = test_values(y_strided);
+    if (memcmp(out, out_strided, (size_t)(rows * n) * sizeof(double)) != 0)
+        fail_msg("A X of %lld x %lld: the streamed rows differ from the strided rows' plain stores", (long long)rows,
+                 (long long)n);
+    free(out);
+    free(out_strided);
+    free(h);
+    free(ht);
+    dc_tape_free(tape);
+    dc_tensor_free(x);
+    dc_tensor_free(xt);
+    dc_csr_free(a);
+    dc_ctx_free(ctx);
+}
+
 static void test_contiguous_and_strided_products_same_bits(void **state)
 {
     (void)state;
@@ -1034,6 +1072,7 @@ int main(void)
         cmocka_unit_test(test_same_bits_on_any_thread_count),
         cmocka_unit_test(test_fused_backward_same_bits),
         cmocka_unit_test(test_contiguous_and_strided_products_same_bits),
+        cmocka_unit_test(test_large_product_streamed_same_bits),
         cmocka_unit_test(test_op_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

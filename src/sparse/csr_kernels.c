@@ -5,7 +5,12 @@
 #include "../cuda/sparse_cuda.h"
 #include "csr_internal.h"
 
+#include <stdint.h>
 #include <string.h>
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 /* Worth a team of threads from about this many multiply-adds. */
 #define PARALLEL_MIN 32768
@@ -17,6 +22,50 @@
 /* Entries ahead of the one at hand whose rows of x a product fetches into
  * the cache before use (mm_rows_): the rows are read at random. */
 #define MM_AHEAD 16
+
+/* A product's output (A X, assigned) of at least this many bytes is
+ * written with non-temporal stores: past the caches, so that it neither
+ * reads the lines it replaces nor pushes the rows of x, read at random,
+ * out of the shared cache. */
+#define MM_STREAM_BYTES ((size_t)8 << 20)
+
+/* stream_row_T(o, acc, n): writes the n values of acc at o with
+ * non-temporal stores where o is 16-byte aligned and n a whole number of
+ * 16-byte vectors, and says whether it did (else nothing is written).
+ * STREAM_FENCE() orders a thread's streamed stores before the barrier that
+ * ends its rows. */
+#if defined(__SSE2__)
+static inline bool stream_row_float(float *o, const float *acc, int64_t n)
+{
+    if ((uintptr_t)o % 16 != 0 || n % 4 != 0)
+        return false;
+    for (int64_t c = 0; c < n; c += 4)
+        _mm_stream_ps(o + c, _mm_loadu_ps(acc + c));
+    return true;
+}
+static inline bool stream_row_double(double *o, const double *acc, int64_t n)
+{
+    if ((uintptr_t)o % 16 != 0 || n % 2 != 0)
+        return false;
+    for (int64_t c = 0; c < n; c += 2)
+        _mm_stream_pd(o + c, _mm_loadu_pd(acc + c));
+    return true;
+}
+#define STREAM_FENCE() _mm_sfence()
+#else
+/* no non-temporal store to name portably: plain stores */
+static inline bool stream_row_float(float *o, const float *acc, int64_t n)
+{
+    (void)o, (void)acc, (void)n;
+    return false;
+}
+static inline bool stream_row_double(double *o, const double *acc, int64_t n)
+{
+    (void)o, (void)acc, (void)n;
+    return false;
+}
+#define STREAM_FENCE() ((void)0)
+#endif
 
 /* Entries of a row whose sampled products run side by side. */
 #define SDDMM_LANES 4
@@ -116,7 +165,10 @@ DEFINE_MV_BACK_SERIAL(double, int64_t)
     static void mm_rows_##T(dc_csr_side s, const T *vals, int64_t vs, const T *x, int64_t xr, int64_t n, T *out, \
                             int64_t orow, bool add, int threads)                                   \
     {                                                                                              \
-        _Pragma("omp parallel for num_threads(threads) schedule(static)")                          \
+        const bool stream = !add && (size_t)s.out_rows * (size_t)n * sizeof(T) >= MM_STREAM_BYTES; \
+        _Pragma("omp parallel num_threads(threads)")                                               \
+        {                                                                                          \
+        _Pragma("omp for schedule(static)")                                                        \
         for (int64_t i = 0; i < s.out_rows; ++i) {                                                 \
             const int64_t p0 = dc_csr_ix(s.ptr, s.wide, i), p1 = dc_csr_ix(s.ptr, s.wide, i + 1);  \
             T *o = out + i * orow;                                                                 \
@@ -140,10 +192,13 @@ DEFINE_MV_BACK_SERIAL(double, int64_t)
                 if (add)                                                                           \
                     for (int64_t c = 0; c < cn; ++c)                                               \
                         o[c0 + c] += acc[c];                                                       \
-                else                                                                               \
+                else if (!stream || !stream_row_##T(o + c0, acc, cn))                              \
                     for (int64_t c = 0; c < cn; ++c)                                               \
                         o[c0 + c] = acc[c];                                                        \
             }                                                                                      \
+        }                                                                                          \
+        if (stream)                                                                                \
+            STREAM_FENCE();                                                                        \
         }                                                                                          \
     }                                                                                              \
     static void mm_##T(dc_csr_side s, const T *vals, int64_t vs, const T *x, int64_t xr, int64_t xc,    \
