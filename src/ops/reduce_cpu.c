@@ -13,9 +13,8 @@
 #include "reduce_kinds.h"
 
 #include <math.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
+
+#include "../engine/stream_store.h"
 
 #include "../../broadcast/pp.h"
 #include "../../dual/scalar_math.h"
@@ -513,49 +512,20 @@ void dc_cpu_add_winners_grad(dc_dtype dtype, int64_t outer, int64_t inner, int64
  * L2 per core, plain stores were faster up to about this size). */
 static const size_t kStreamBytes = (size_t)8 << 20;
 
-#define DEFINE_FILL_CPU(T, SFX, VEC, SET1, STREAM)                                                                    \
-    static void fill_##SFX(T *g, int64_t e0, int64_t e1, T v, bool stream)                                             \
-    {                                                                                                                  \
-        int64_t e = e0;                                                                                                \
-        if (stream) {                                                                                                  \
-            for (; e < e1 && (uintptr_t)(g + e) % 16 != 0; ++e)                                                        \
-                g[e] = v;                                                                                              \
-            const VEC w = SET1(v);                                                                                     \
-            for (; e + (int64_t)(16 / sizeof(T)) <= e1; e += 16 / sizeof(T))                                           \
-                STREAM(g + e, w);                                                                                      \
-            FENCE();                                                                                                   \
-        }                                                                                                              \
-        for (; e < e1; ++e)                                                                                            \
-            g[e] = v;                                                                                                  \
-    }
-#if defined(__SSE2__)
-/* each thread orders its streamed stores before the barrier that ends its
- * pieces */
-#define FENCE() _mm_sfence()
-DEFINE_FILL_CPU(float, f32, __m128, _mm_set1_ps, _mm_stream_ps)
-DEFINE_FILL_CPU(double, f64, __m128d, _mm_set1_pd, _mm_stream_pd)
-#define FILL_STREAMS true
-#else
-/* no non-temporal store to name portably: plain stores */
-#define NO_STREAM(p, w) ((void)(p), (void)(w))
-#define FENCE() ((void)0)
-DEFINE_FILL_CPU(float, f32, float, (float), NO_STREAM)
-DEFINE_FILL_CPU(double, f64, double, (double), NO_STREAM)
-#define FILL_STREAMS false
-#endif
-
 void dc_cpu_fill(const dc_ctx *ctx, dc_dtype dtype, void *g, int64_t n, double value)
 {
-    const bool stream = FILL_STREAMS && (size_t)n * dc_dtype_size(dtype) >= kStreamBytes;
+    const bool stream = DC_STREAM_STORES && (size_t)n * dc_dtype_size(dtype) >= kStreamBytes;
     const int64_t pieces = (n + kGradPiece - 1) / kGradPiece;
     const int n_threads = threads_for(ctx, n, pieces);
 #pragma omp parallel for num_threads(n_threads) schedule(static)
     for (int64_t p = 0; p < pieces; ++p) {
         const int64_t e0 = p * kGradPiece, e1 = e0 + kGradPiece < n ? e0 + kGradPiece : n;
         if (dtype == DC_F32)
-            fill_f32(g, e0, e1, (float)value, stream);
+            dc_stream_fill_f32(g, e0, e1, (float)value, stream);
         else
-            fill_f64(g, e0, e1, value, stream);
+            dc_stream_fill_f64(g, e0, e1, value, stream);
+        if (stream) /* each thread orders its streamed stores before the barrier that ends its pieces */
+            dc_stream_fence();
     }
 }
 

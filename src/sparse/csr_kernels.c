@@ -5,12 +5,9 @@
 #include "../cuda/sparse_cuda.h"
 #include "csr_internal.h"
 
-#include <stdint.h>
 #include <string.h>
 
-#if defined(__SSE2__)
-#include <immintrin.h>
-#endif
+#include "../engine/stream_store.h"
 
 /* Worth a team of threads from about this many multiply-adds. */
 #define PARALLEL_MIN 32768
@@ -28,44 +25,8 @@
  * reads the lines it replaces nor pushes the rows of x, read at random,
  * out of the shared cache. */
 #define MM_STREAM_BYTES ((size_t)8 << 20)
-
-/* stream_row_T(o, acc, n): writes the n values of acc at o with
- * non-temporal stores where o is 16-byte aligned and n a whole number of
- * 16-byte vectors, and says whether it did (else nothing is written).
- * STREAM_FENCE() orders a thread's streamed stores before the barrier that
- * ends its rows. */
-#if defined(__SSE2__)
-static inline bool stream_row_float(float *o, const float *acc, int64_t n)
-{
-    if ((uintptr_t)o % 16 != 0 || n % 4 != 0)
-        return false;
-    for (int64_t c = 0; c < n; c += 4)
-        _mm_stream_ps(o + c, _mm_loadu_ps(acc + c));
-    return true;
-}
-static inline bool stream_row_double(double *o, const double *acc, int64_t n)
-{
-    if ((uintptr_t)o % 16 != 0 || n % 2 != 0)
-        return false;
-    for (int64_t c = 0; c < n; c += 2)
-        _mm_stream_pd(o + c, _mm_loadu_pd(acc + c));
-    return true;
-}
-#define STREAM_FENCE() _mm_sfence()
-#else
-/* no non-temporal store to name portably: plain stores */
-static inline bool stream_row_float(float *o, const float *acc, int64_t n)
-{
-    (void)o, (void)acc, (void)n;
-    return false;
-}
-static inline bool stream_row_double(double *o, const double *acc, int64_t n)
-{
-    (void)o, (void)acc, (void)n;
-    return false;
-}
-#define STREAM_FENCE() ((void)0)
-#endif
+#define STREAM_COPY_float dc_stream_copy_f32
+#define STREAM_COPY_double dc_stream_copy_f64
 
 /* Entries of a row whose sampled products run side by side. */
 #define SDDMM_LANES 4
@@ -192,13 +153,13 @@ DEFINE_MV_BACK_SERIAL(double, int64_t)
                 if (add)                                                                           \
                     for (int64_t c = 0; c < cn; ++c)                                               \
                         o[c0 + c] += acc[c];                                                       \
-                else if (!stream || !stream_row_##T(o + c0, acc, cn))                              \
+                else if (!stream || !STREAM_COPY_##T(o + c0, acc, cn))                             \
                     for (int64_t c = 0; c < cn; ++c)                                               \
                         o[c0 + c] = acc[c];                                                        \
             }                                                                                      \
         }                                                                                          \
         if (stream)                                                                                \
-            STREAM_FENCE();                                                                        \
+            dc_stream_fence();                                                                     \
         }                                                                                          \
     }                                                                                              \
     static void mm_##T(dc_csr_side s, const T *vals, int64_t vs, const T *x, int64_t xr, int64_t xc,    \
