@@ -528,6 +528,9 @@ static void compare_cells(run *r)
         step_med[k] = median(ts[k], reps);
         cell_med[k] = median(tc[k], reps);
         peak[k] = (double)dc_tape_peak_bytes(job[k].tape) / (1 << 20);
+        if (graph[k] && dc_graph_captures(graph[k]) > 1) /* each capture costs a step run eagerly */
+            printf("(%s cell: the step was captured %lld times, replayed %lld times)\n", k % 2 == 0 ? "mixed" : "pure",
+                   (long long)dc_graph_captures(graph[k]), (long long)dc_graph_replays(graph[k]));
         if (graph[k] && dc_graph_fallback(graph[k]))
             printf("(%s cell: the graph runs the step eagerly: %s)\n", k % 2 == 0 ? "mixed" : "pure",
                    dc_graph_fallback(graph[k]));

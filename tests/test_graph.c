@@ -290,21 +290,25 @@ static void test_waiting_step_runs_eagerly(void **state)
     }
 }
 
-/* Device memory released after the capture: the next replay runs the step
- * as it is and captures again; a tensor made and freed inside the step is
- * captured, its block the graph's alone. */
+/* Device memory handed out before the capture and released after it: the
+ * next replay runs the step as it is and captures again. Memory taken and
+ * given back after the capture (an eager op's temporaries, another step run
+ * eagerly in between) is in no graph: the replays go on. A tensor made and
+ * freed inside the step is captured, its block the graph's alone. */
 static void test_released_memory_recaptures(void **state)
 {
     (void)state;
     need_gpu();
     small_step s;
     small_step_init(&s, gpu, 0.5);
+    const int64_t n = 64;
+    dc_tensor *before = dc_tensor_new(gpu, DC_F32, 1, &n);
+    TEST_NONNULL(gpu, before);
     dc_graph *g = dc_graph_capture(gpu, run_small_step, &s, NULL);
     TEST_NONNULL(gpu, g);
     assert_int_equal(dc_graph_captures(g), 1);
     TEST_OK(gpu, dc_graph_replay(g));
-    const int64_t n = 64;
-    dc_tensor_free(dc_tensor_new(gpu, DC_F32, 1, &n));
+    dc_tensor_free(before);
     TEST_OK(gpu, dc_graph_replay(g)); /* eagerly, then captured again */
     assert_int_equal(dc_graph_captures(g), 2);
     assert_int_equal(dc_graph_replays(g), 1);
@@ -312,6 +316,21 @@ static void test_released_memory_recaptures(void **state)
     TEST_OK(gpu, dc_graph_replay(g));
     assert_int_equal(dc_graph_replays(g), 2);
     assert_true(item(gpu, s.w) == (double)w_after(false, 0.5f, 4));
+
+    /* made and freed after the capture, and another step run eagerly
+     * between replays (its tape grows, its ops take temporaries) */
+    small_step e;
+    small_step_init(&e, gpu, 0.25);
+    for (int i = 0; i < 3; ++i) {
+        dc_tensor_free(dc_tensor_new(gpu, DC_F32, 1, &n));
+        TEST_OK(gpu, run_small_step(&e));
+        TEST_OK(gpu, dc_graph_replay(g));
+    }
+    assert_int_equal(dc_graph_captures(g), 2);
+    assert_int_equal(dc_graph_replays(g), 5);
+    assert_true(item(gpu, s.w) == (double)w_after(false, 0.5f, 7));
+    assert_true(item(gpu, e.w) == (double)w_after(false, 0.25f, 3));
+    small_step_free(&e);
     dc_graph_free(g);
     small_step_free(&s);
 

@@ -755,7 +755,8 @@ static void test_out_of_memory_names_the_op(void **state)
     (void)state;
     dc_ctx *ctx = test_cpu_ctx();
     dc_tape *tape = dc_tape_new(ctx);
-    /* [2^21] + [2^21, 1]: 2^42 floats, 16 TiB, within the shape bound */
+    /* [2^21] + [2^21, 1]: 2^42 floats, 16 TiB, within the shape bound; more
+     * than the machine has, refused also where the system overcommits */
     const int64_t row[1] = {(int64_t)1 << 21}, col[2] = {(int64_t)1 << 21, 1};
     dc_tensor *a = dc_tape_tensor_new(tape, DC_F32, 1, row, NULL), *b = dc_tape_tensor_new(tape, DC_F32, 2, col, NULL);
     TEST_NONNULL(ctx, a);

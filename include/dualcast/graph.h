@@ -19,10 +19,12 @@
  * A replay runs the kernels of the capture on the addresses it saw, and
  * changes no host state: the step function's host code runs at the
  * capture, not at replays (keep counters outside it). Whenever device memory
- * was released since the capture (a tensor or a tape freed, a tape
- * consolidating its blocks), the graph may point at memory now another's:
- * the next replay then runs the step as it is and captures it again
- * (counted in dc_graph_captures). What a graph cannot see is host logic in
+ * handed out before the capture was released since (a tensor or a tape
+ * freed, a tape consolidating its blocks), the graph may point at memory
+ * now another's: the next replay then runs the step as it is and captures
+ * it again (counted in dc_graph_captures). Memory taken and given back after
+ * the capture (ops run eagerly between replays, on other tapes) is in no
+ * graph and costs no capture. What a graph cannot see is host logic in
  * the step that would choose other ops or tensors (a branch on a host
  * counter): dc_graph_verify records the step again without running it and
  * takes the new graph where the ops differ.

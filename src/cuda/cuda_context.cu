@@ -90,7 +90,7 @@ static bool live_grow(dc_cuda_state *s)
     return true;
 }
 
-static bool live_insert(dc_cuda_state *s, void *p, size_t size)
+static bool live_insert(dc_cuda_state *s, void *p, size_t size, uint64_t serial)
 {
     if (2 * (s->live_count + 1) > s->live_cap && !live_grow(s))
         return false;
@@ -99,21 +99,23 @@ static bool live_insert(dc_cuda_state *s, void *p, size_t size)
         j = (j + 1) & (s->live_cap - 1);
     s->live[j].ptr = p;
     s->live[j].size = size;
+    s->live[j].serial = serial;
     s->live_count++;
     return true;
 }
 
-/* Removes p, returning its size class (0 if unknown). */
-static size_t live_remove(dc_cuda_state *s, void *p)
+/* Removes p, returning its entry (size 0 if unknown). */
+static dc_cuda_block live_remove(dc_cuda_state *s, void *p)
 {
+    dc_cuda_block none = {NULL, 0, 0};
     if (!s->live_cap)
-        return 0;
+        return none;
     size_t j = slot_of(s, p);
     while (s->live[j].ptr && s->live[j].ptr != p)
         j = (j + 1) & (s->live_cap - 1);
     if (!s->live[j].ptr)
-        return 0;
-    const size_t size = s->live[j].size;
+        return none;
+    const dc_cuda_block found = s->live[j];
     s->live[j].ptr = NULL;
     s->live_count--;
     /* re-insert the rest of the cluster (linear probing deletion) */
@@ -121,9 +123,9 @@ static size_t live_remove(dc_cuda_state *s, void *p)
         dc_cuda_block b = s->live[k];
         s->live[k].ptr = NULL;
         s->live_count--;
-        live_insert(s, b.ptr, b.size);
+        live_insert(s, b.ptr, b.size, b.serial);
     }
-    return size;
+    return found;
 }
 
 /* A wait or a new allocation while a capture records: refused before CUDA
@@ -148,6 +150,7 @@ bool dc_cuda_blocks_push(dc_cuda_blocks *list, void *ptr, size_t size)
     }
     list->at[list->n].ptr = ptr;
     list->at[list->n].size = size;
+    list->at[list->n].serial = 0;
     list->n++;
     return true;
 }
@@ -214,7 +217,7 @@ void *dc_cuda_alloc(dc_ctx *ctx, size_t bytes)
         }
         s->reserved += size;
     }
-    if (!live_insert(s, p, size)) {
+    if (!live_insert(s, p, size, ++s->handed_out)) {
         if (!dc_cuda_blocks_push(&s->cache, p, size))
             release_to_cuda(ctx, p, size);
         return NULL;
@@ -227,12 +230,14 @@ void dc_cuda_free(dc_ctx *ctx, void *ptr)
     dc_cuda_state *s = ctx->cuda;
     if (!ptr)
         return;
-    const size_t size = live_remove(s, ptr);
+    const dc_cuda_block b = live_remove(s, ptr);
+    const size_t size = b.size;
     if (!size)
         return;
     if (s->capturing && dc_cuda_blocks_push(&s->capture_free, ptr, size))
         return;
-    s->releases++;
+    if (b.serial <= s->handed_out_at_capture)
+        s->releases++;
     /* out of host memory: to CUDA (inside a capture, cudaFree breaks it,
      * and the step runs eagerly) */
     if (!dc_cuda_blocks_push(&s->cache, ptr, size))

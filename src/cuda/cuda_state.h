@@ -23,6 +23,7 @@ typedef struct dc_cuda_index_error {
 typedef struct dc_cuda_block {
     void *ptr;
     size_t size;
+    uint64_t serial; /* in the live table: when it was handed out (dc_cuda_state.handed_out) */
 } dc_cuda_block;
 
 /* A list of blocks not handed out (the cache, a capture's, a graph's). */
@@ -48,8 +49,13 @@ struct dc_cuda_state {
     uint64_t host_waits; /* times the host waited for the device */
     uint64_t graph_launches;
     uint64_t cusparse_calls; /* sparse products run by cuSPARSE */
-    /* blocks given back by dc_cuda_free outside a capture: a graph captured
-     * at another count may use memory now another's */
+    /* blocks handed out so far, and that count when the latest capture
+     * ended: a block handed out after it is in no graph */
+    uint64_t handed_out, handed_out_at_capture;
+    /* blocks given back by dc_cuda_free outside a capture that a graph may
+     * use (handed out before the latest capture ended): a graph captured
+     * at another count may use memory now another's. The temporaries an op
+     * run eagerly between replays takes and gives back are not counted. */
     uint64_t releases;
     bool capturing;             /* a dc_graph capture records on the stream */
     bool capture_wanted_memory; /* ... and refused a cudaMalloc */

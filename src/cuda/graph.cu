@@ -44,6 +44,7 @@ dc_status dc_cuda_capture_end(dc_ctx *ctx, bool instantiate, dc_cuda_graph **gra
     DC_CUDA_ENTER(ctx);
     dc_cuda_state *s = ctx->cuda;
     s->capturing = false;
+    s->handed_out_at_capture = s->handed_out;
     *graph = NULL;
     cudaGraph_t captured = NULL;
     cudaError_t err = cudaStreamEndCapture(s->stream, &captured);
