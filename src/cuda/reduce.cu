@@ -354,7 +354,8 @@ int64_t splits_of(int64_t len, int64_t inner) { return inner == 1 && len > kPiec
 /* The pieces of piece_rows rows of n rows. */
 int64_t row_pieces(int64_t n, int64_t piece_rows) { return n > piece_rows ? (n + piece_rows - 1) / piece_rows : 1; }
 
-/* The launches made, returned. */
+/* The block's kernels queued on the context's stream; returns how many
+ * (dc_cuda_launched counts them). */
 template <typename T>
 int launch_block(dc_ctx *ctx, int kind, const void *x, int64_t outer, int64_t len, int64_t inner, void *y, void *nz,
                  int64_t *aux, void *scratch)
@@ -380,7 +381,8 @@ int launch_block(dc_ctx *ctx, int kind, const void *x, int64_t outer, int64_t le
     return 1;
 }
 
-/* The launches made, returned. */
+/* The segment reduction's kernels queued on the context's stream; returns
+ * how many. */
 template <typename T>
 int launch_segments(dc_ctx *ctx, int kind, const void *values, int64_t n, int64_t width, const int64_t *start,
                     const int64_t *positions, int64_t n_segments, int64_t piece_rows, void *y, void *nz, int64_t *aux,
