@@ -1228,6 +1228,135 @@ static void test_cuda_segments_match_cpu(void **state)
     dc_ctx_free(cpu);
 }
 
+/* Kernels the forward of an axis reduction launches on the device. */
+static uint64_t forward_launches(dc_tensor *x, const axes_arg *a)
+{
+    dc_tape *tape = dc_tape_new(gpu);
+    const uint64_t before = dc_ctx_device_counters(gpu).kernel_launches;
+    TEST_NONNULL(gpu, build_axes(tape, x, a));
+    const uint64_t launches = dc_ctx_device_counters(gpu).kernel_launches - before;
+    dc_tape_free(tape);
+    return launches;
+}
+
+/* Whole reductions about CUDA's pieces of a row (16384 elements): one short
+ * of a piece, two pieces, two and one element, against the CPU. The
+ * maximum's and minimum's ties between the first piece's last element and
+ * the last piece, won by the first; a NaN in a later piece beating every
+ * number, the first NaN winning; -0.0 and +0.0 in different pieces, the
+ * first winning with its sign. The launches: one kernel for a piece, two
+ * for pieces (log-sum-exp four: its maximum, then its sum). */
+static void test_cuda_whole_reductions_in_pieces(void **state)
+{
+    (void)state;
+    if (!have_gpu())
+        skip();
+    dc_ctx *cpu = test_cpu_ctx();
+    enum { kPiece = 16384 };
+    const int64_t lens[3] = {kPiece - 1, 2 * kPiece, 2 * kPiece + 1};
+    for (int c = 0; c < 3; ++c) {
+        const int64_t len = lens[c], last = len - 1, first = len > kPiece ? kPiece - 1 : 5;
+        const bool pieces = len > kPiece;
+        double *v = series(len, -3, 3, 70 + (unsigned)c), *pv = series(len, 0.9995, 1.0005, 70 + (unsigned)c);
+        double *nan = series(len, -3, 3, 75 + (unsigned)c), *zeros = series(len, -3, -1, 80 + (unsigned)c);
+        v[first] = v[last] = 3.5;
+        v[first - 1] = v[last - 1] = -3.5;
+        for (int64_t i = 0; i < len; i += 101)
+            pv[i] = -pv[i];
+        pv[len / 2] = 0;
+        nan[pieces ? kPiece + 10 : 100] = nan[last - 2] = NAN;
+        zeros[first] = -0.0;
+        zeros[last] = 0.0;
+        const int64_t shape[1] = {len};
+        for (int op = 0; op < N_REDUCE; ++op)
+            for (int dt = 0; dt < 2; ++dt) {
+                const dc_dtype dtype = dt ? DC_F32 : DC_F64;
+                const bool exact = op == R_MAX || op == R_MIN;
+                axes_arg a = {op, 1, {0}, false, false};
+                char what[96];
+                snprintf(what, sizeof what, "length %lld, %s, %s", (long long)len, reduce_names[op],
+                         dc_dtype_name(dtype));
+                compare_backends(cpu, 1, shape, op == R_PROD ? pv : v, build_axes, &a, &a, dtype, exact, what);
+                compare_backends(cpu, 1, shape, nan, build_axes, &a, &a, dtype, exact, what);
+                if (!exact)
+                    continue;
+                /* the signed zeros (the minimum's negated): the sign of the first */
+                double *z = malloc((size_t)len * sizeof *z);
+                for (int64_t i = 0; i < len; ++i)
+                    z[i] = op == R_MAX ? zeros[i] : -zeros[i];
+                dc_tensor *xc = make(cpu, dtype, 1, shape, z), *xg = make(gpu, dtype, 1, shape, z);
+                run_result rc = run(cpu, xc, build_axes, &a, false), rg = run(gpu, xg, build_axes, &a, false);
+                assert_exact(rg.y, rc.y, 1, what);
+                assert_exact(rg.gx, rc.gx, len, what);
+                if (signbit(rg.y[0]) != (op == R_MAX) || rg.gx[first] != 1)
+                    fail_msg("%s: signed zeros: %g, not the first", what, rg.y[0]);
+                free_result(&rc);
+                free_result(&rg);
+                dc_tensor_free(xc);
+                dc_tensor_free(xg);
+                free(z);
+            }
+        /* the kernels of the forward */
+        dc_tensor *x = make(gpu, DC_F32, 1, shape, pv);
+        for (int op = 0; op < N_REDUCE; ++op) {
+            axes_arg a = {op, 1, {0}, false, false};
+            const uint64_t want = !pieces ? 1 : op == R_LSE ? 4 : 2, got = forward_launches(x, &a);
+            if (got != want)
+                fail_msg("length %lld, %s: %llu launches, want %llu", (long long)len, reduce_names[op],
+                         (unsigned long long)got, (unsigned long long)want);
+        }
+        dc_tensor_free(x);
+        free(v);
+        free(pv);
+        free(nan);
+        free(zeros);
+    }
+    dc_ctx_free(cpu);
+}
+
+/* Segment reductions in three pieces of rows (dc_segment_piece_rows: 32768
+ * rows) with segments that have no rows in some pieces (segment 0 in the
+ * first and last only, segment 1 in the middle one only, segment 2 in
+ * none), ties across pieces won by the first row, and NaN in two pieces:
+ * the same results as the CPU (float32, whose sums and products show the
+ * order in their bits; the emulation walks these rows slowly). */
+static void test_cuda_segments_in_pieces(void **state)
+{
+    (void)state;
+    if (!have_gpu())
+        skip();
+    dc_ctx *cpu = test_cpu_ctx();
+    enum { kRows = 32768, kSegments = 5 };
+    const int64_t n = 2 * kRows + 3;
+    double *index = malloc((size_t)n * sizeof *index);
+    for (int64_t i = 0; i < n; ++i) /* 3 and 4 in every piece */
+        index[i] = i % 3 == 0 ? (i / kRows == 1 ? 1 : 0) : i % 3 == 1 ? 3 : 4;
+    double *v = series(n, -2, 2, 90), *pv = series(n, 0.9995, 1.0005, 90);
+    for (int64_t i = 0; i < n; i += 89)
+        pv[i] = -pv[i];
+    pv[3] = 0;
+    /* the maximum of segment 0 tied in rows 3 and n - 1 (the last piece),
+     * the minimum of segment 4 in rows 2 and n - 2; segment 3 NaN in rows
+     * 40000 and n - 3 (pieces 1 and 2) */
+    v[3] = v[n - 1] = 2.5;
+    v[2] = v[n - 2] = -2.5;
+    v[40000] = v[n - 3] = NAN;
+    const int64_t shape[1] = {n};
+    dc_tensor *ic = make_const(cpu, DC_F32, 1, shape, index), *ig = make_const(gpu, DC_F32, 1, shape, index);
+    for (int op = DC_REDUCE_SUM; op <= DC_REDUCE_MIN; ++op) {
+        segment_arg ac = {ic, kSegments, (dc_reduction)op}, ag = {ig, kSegments, (dc_reduction)op};
+        char what[96];
+        snprintf(what, sizeof what, "segments in pieces, %s", dc_reduction_name((dc_reduction)op));
+        compare_backends(cpu, 1, shape, op == DC_REDUCE_PROD ? pv : v, build_segment, &ac, &ag, DC_F32, true, what);
+    }
+    dc_tensor_free(ic);
+    dc_tensor_free(ig);
+    free(index);
+    free(v);
+    free(pv);
+    dc_ctx_free(cpu);
+}
+
 /* On CUDA a bad index is found on the device and reported by the next call
  * that waits for it, naming dc_op_segment_reduce and its index. */
 static void test_cuda_bad_index_reported_at_the_next_wait(void **state)
@@ -1345,6 +1474,8 @@ int main(void)
         cmocka_unit_test(test_same_bits_on_one_and_two_threads),
         cmocka_unit_test(test_cuda_reductions_match_cpu),
         cmocka_unit_test(test_cuda_segments_match_cpu),
+        cmocka_unit_test(test_cuda_whole_reductions_in_pieces),
+        cmocka_unit_test(test_cuda_segments_in_pieces),
         cmocka_unit_test(test_cuda_bad_index_reported_at_the_next_wait),
         cmocka_unit_test(test_cuda_step_never_waits),
     };

@@ -295,10 +295,16 @@ dc_status dc_cuda_csr_dense(dc_ctx *ctx, dc_dtype dtype, bool wide, bool to_dens
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
 
-dc_status dc_cuda_reduce_block(dc_ctx *ctx, int kind, dc_dtype dtype, const void *x, int64_t outer, int64_t len,
-                               int64_t inner, void *y, void *nz, int64_t *aux)
+size_t dc_cuda_reduce_scratch(int64_t outer, int64_t len, int64_t inner)
 {
-    (void)kind, (void)dtype, (void)x, (void)outer, (void)len, (void)inner, (void)y, (void)nz, (void)aux;
+    (void)outer, (void)len, (void)inner;
+    return 0;
+}
+
+dc_status dc_cuda_reduce_block(dc_ctx *ctx, int kind, dc_dtype dtype, const void *x, int64_t outer, int64_t len,
+                               int64_t inner, void *y, void *nz, int64_t *aux, void *scratch)
+{
+    (void)kind, (void)dtype, (void)x, (void)outer, (void)len, (void)inner, (void)y, (void)nz, (void)aux, (void)scratch;
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
 
@@ -311,12 +317,18 @@ dc_status dc_cuda_reduce_block_grad(dc_ctx *ctx, int kind, dc_dtype dtype, const
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
 
-dc_status dc_cuda_segment_reduce(dc_ctx *ctx, int kind, dc_dtype dtype, const void *values, int64_t width,
-                                 const int64_t *start, const int64_t *positions, int64_t n_segments,
-                                 int64_t piece_rows, void *y, void *nz, int64_t *aux)
+size_t dc_cuda_segment_scratch(int64_t n, int64_t n_segments, int64_t width, int64_t piece_rows)
 {
-    (void)kind, (void)dtype, (void)values, (void)width, (void)start, (void)positions, (void)n_segments,
-        (void)piece_rows, (void)y, (void)nz, (void)aux;
+    (void)n, (void)n_segments, (void)width, (void)piece_rows;
+    return 0;
+}
+
+dc_status dc_cuda_segment_reduce(dc_ctx *ctx, int kind, dc_dtype dtype, const void *values, int64_t n, int64_t width,
+                                 const int64_t *start, const int64_t *positions, int64_t n_segments, int64_t piece_rows,
+                                 void *y, void *nz, int64_t *aux, void *scratch)
+{
+    (void)kind, (void)dtype, (void)values, (void)n, (void)width, (void)start, (void)positions, (void)n_segments,
+        (void)piece_rows, (void)y, (void)nz, (void)aux, (void)scratch;
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
 

@@ -1,11 +1,15 @@
 /* Device kernels of the reductions (reduce_cuda.h): over the len axis of
- * an [outer, len, inner] block, a block of threads per row where inner is
- * 1 and rows are longer than kShortRow (each thread steps through a
- * strided share of the row, then a tree of fixed shape combines the
- * threads' states: deterministic, the maximum's winner chosen by
- * position), a thread per output walking len in order otherwise; segment reductions a thread per segment and column, walking
- * the segment's rows in ascending order; gradients a thread per element.
- * The element math is src/ops/reduce_formulas.h, shared with the CPU. */
+ * an [outer, len, inner] block, where inner is 1 and rows are longer than
+ * kShortRow, a block of threads per row or, past kPiece elements, per
+ * piece of kPiece elements of a row (each thread steps through a strided
+ * share, then a tree of fixed shape combines the threads' states:
+ * deterministic, the maximum's winner chosen by position), the pieces'
+ * states then combined by a block per row the same way; a thread per
+ * output walking len in order otherwise. Segment reductions: a thread per
+ * segment, piece of rows and column, walking the segment's rows of the
+ * piece in ascending order, then a thread per segment and column combining
+ * the pieces' states in order. Gradients: a thread per element. The
+ * element math is src/ops/reduce_formulas.h, shared with the CPU. */
 #include "block_reduce.cuh"
 #include "reduce_cuda.h"
 
@@ -29,6 +33,12 @@ using dc_cuda::kBlock;
 /* Rows up to this long are walked by one thread each: a block of threads
  * per row would leave most of them idle. */
 constexpr int64_t kShortRow = 32;
+
+/* Rows longer than this are reduced in pieces of this many elements, a
+ * block each, so that a few long rows (a whole tensor: one row) spread over
+ * the device; a constant, so that the order of the operations (the bits of
+ * a product or log-sum-exp) follows from the shape alone. */
+constexpr int64_t kPiece = 16384;
 
 namespace {
 
@@ -84,6 +94,49 @@ __device__ typename rf<T>::state block_combine(int kind, typename rf<T>::state s
     return r;
 }
 
+/* Calls f(v, l) for the elements v = row[l] of [l0, l1) that are this
+ * thread's strided share, in ascending l; four loads are issued before
+ * their steps, so that a thread waits on memory once per four elements
+ * (the order of the steps is unchanged). */
+template <typename T, typename F> __device__ __forceinline__ void walk_share(const T *row, int64_t l0, int64_t l1, F f)
+{
+    const int64_t stride = blockDim.x;
+    int64_t l = l0 + threadIdx.x;
+    for (; l + 3 * stride < l1; l += 4 * stride) {
+        const T a = row[l], b = row[l + stride], c = row[l + 2 * stride], d = row[l + 3 * stride];
+        f(a, l);
+        f(b, l + stride);
+        f(c, l + 2 * stride);
+        f(d, l + 3 * stride);
+    }
+    for (; l < l1; l += stride)
+        f(row[l], l);
+}
+
+/* The state of the elements [l0, l1) of a row (their positions l), by the
+ * block's threads and its tree; returned to every thread. */
+template <typename T>
+__device__ typename rf<T>::state row_state(int kind, const T *row, int64_t l0, int64_t l1, typename rf<T>::wide *acc,
+                                           typename rf<T>::wide *nz, int64_t *aux)
+{
+    typename rf<T>::state st = rf<T>::init(kind);
+    walk_share(row, l0, l1, [&](T v, int64_t l) { rf<T>::step(kind, &st, v, l); });
+    return block_combine<T>(kind, st, acc, nz, aux);
+}
+
+/* log-sum-exp's second walk over the elements [l0, l1) of a row: the sum
+ * of their terms for the row's maximum m (0 where m needs none), as
+ * row_state. */
+template <typename T>
+__device__ typename rf<T>::wide row_lse_sum(const T *row, int64_t l0, int64_t l1, T m, typename rf<T>::wide *acc,
+                                            typename rf<T>::wide *nz, int64_t *aux)
+{
+    typename rf<T>::state sum = rf<T>::init(DC_RK_SUM);
+    if (rf<T>::lse_sums(m)) /* uniform over the block */
+        walk_share(row, l0, l1, [&](T v, int64_t) { sum.acc += rf<T>::lse_term(v, m); });
+    return block_combine<T>(DC_RK_SUM, sum, acc, nz, aux).acc;
+}
+
 /* A block per row of the [rows, len] block x (blocks take several rows
  * beyond the grid cap). */
 template <typename T>
@@ -95,22 +148,72 @@ __global__ void reduce_rows(int kind, const T *x, int64_t rows, int64_t len, T *
     __shared__ int64_t s_aux[kBlock];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) { /* uniform over the block */
         const T *row = x + r * len;
-        state st = rf<T>::init(kind);
-        for (int64_t l = threadIdx.x; l < len; l += blockDim.x)
-            rf<T>::step(kind, &st, row[l], l);
-        st = block_combine<T>(kind, st, s_acc, s_nz, s_aux);
+        state st = row_state<T>(kind, row, 0, len, s_acc, s_nz, s_aux);
         if (kind == DC_RK_LSE) {
             const T m = st.acc;
-            state sum = rf<T>::init(DC_RK_SUM);
-            for (int64_t l = threadIdx.x; rf<T>::lse_sums(m) && l < len; l += blockDim.x)
-                sum.acc += rf<T>::lse_term(row[l], m);
-            sum = block_combine<T>(DC_RK_SUM, sum, s_acc, s_nz, s_aux);
-            st.acc = rf<T>::lse_finish(m, sum.acc);
+            st.acc = rf<T>::lse_finish(m, row_lse_sum<T>(row, 0, len, m, s_acc, s_nz, s_aux));
         }
         if (threadIdx.x == 0) {
             y[r] = st.acc;
             nz[r] = st.nz;
             aux[r] = st.aux;
+        }
+    }
+}
+
+/* A block per piece p of kPiece elements of the [rows, len] block x (row p
+ * / splits, from element p % splits * kPiece), its state into part[p]: on
+ * pass 0 the kind's, on pass 1 log-sum-exp's sum of terms for its row's
+ * maximum (y, written by pass 0). */
+template <typename T>
+__global__ void reduce_pieces(int kind, int pass, const T *x, int64_t rows, int64_t len, int64_t splits, const T *y,
+                              typename rf<T>::state *part)
+{
+    typedef typename rf<T>::state state;
+    __shared__ typename rf<T>::wide s_acc[kBlock];
+    __shared__ typename rf<T>::wide s_nz[kBlock];
+    __shared__ int64_t s_aux[kBlock];
+    for (int64_t p = blockIdx.x; p < rows * splits; p += gridDim.x) { /* uniform over the block */
+        const int64_t r = p / splits, l0 = p % splits * kPiece, l1 = l0 + kPiece < len ? l0 + kPiece : len;
+        const T *row = x + r * len;
+        state st;
+        if (pass == 0) {
+            st = row_state<T>(kind, row, l0, l1, s_acc, s_nz, s_aux);
+        } else {
+            st = rf<T>::init(DC_RK_SUM);
+            st.acc = row_lse_sum<T>(row, l0, l1, y[r], s_acc, s_nz, s_aux);
+        }
+        if (threadIdx.x == 0)
+            part[p] = st;
+    }
+}
+
+/* A block per row: the states of its splits pieces (part) combined, each
+ * thread its strided share in order, then the tree (the winner of a
+ * maximum chosen by position across pieces as within one); pass 0 the
+ * row's result, pass 1 log-sum-exp finished from the row's maximum (y). */
+template <typename T>
+__global__ void combine_pieces(int kind, int pass, int64_t rows, int64_t splits, const typename rf<T>::state *part,
+                               T *y, T *nz, int64_t *aux)
+{
+    typedef typename rf<T>::state state;
+    __shared__ typename rf<T>::wide s_acc[kBlock];
+    __shared__ typename rf<T>::wide s_nz[kBlock];
+    __shared__ int64_t s_aux[kBlock];
+    const int k = pass == 0 ? kind : DC_RK_SUM;
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) { /* uniform over the block */
+        state st = rf<T>::init(k);
+        for (int64_t q = threadIdx.x; q < splits; q += blockDim.x)
+            st = rf<T>::combine(k, st, part[r * splits + q]);
+        st = block_combine<T>(k, st, s_acc, s_nz, s_aux);
+        if (threadIdx.x == 0) {
+            if (pass == 0) {
+                y[r] = st.acc;
+                nz[r] = st.nz;
+                aux[r] = st.aux;
+            } else {
+                y[r] = rf<T>::lse_finish(y[r], st.acc);
+            }
         }
     }
 }
@@ -142,43 +245,89 @@ __global__ void reduce_columns(int kind, const T *x, int64_t outer, int64_t len,
     }
 }
 
+/* A thread per element: its output and position along len by one
+ * division where inner is 1 (rows), two otherwise. */
 template <typename T>
 __global__ void reduce_grad(int kind, const T *x, int64_t total, int64_t len, int64_t inner, const T *y, const T *nz,
                             const int64_t *aux, const T *gy, T *g)
 {
     for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t out = e / (len * inner) * inner + e % inner;
-        g[e] = rf<T>::grad(kind, x[e], e / inner % len, y[out], nz[out], aux[out], gy[out]);
+        int64_t out, pos;
+        if (inner == 1) {
+            out = e / len;
+            pos = e - out * len;
+        } else {
+            const int64_t o = e / (len * inner), r = e - o * len * inner;
+            pos = r / inner;
+            out = o * inner + (r - pos * inner);
+        }
+        g[e] = rf<T>::grad(kind, x[e], pos, y[out], nz[out], aux[out], gy[out]);
     }
 }
 
-/* A thread per (segment, column), the segment's rows in ascending order,
- * in pieces of piece_rows rows: each piece's state from the neutral one,
- * the pieces' states combined in order (the CPU's order; a piece without
- * rows, which the CPU combines too, leaves a state as it is). */
+/* The first of positions[k0, k1) (ascending) at or after row; k1 if none. */
+__device__ __forceinline__ int64_t first_at_or_after(const int64_t *positions, int64_t k0, int64_t k1, int64_t row)
+{
+    while (k0 < k1) {
+        const int64_t mid = k0 + (k1 - k0) / 2;
+        if (positions[mid] < row)
+            k0 = mid + 1;
+        else
+            k1 = mid;
+    }
+    return k0;
+}
+
+/* A thread per (piece, segment, column): the segment's rows in piece p
+ * (rows p * piece_rows onwards, found by a binary search in its ascending
+ * positions) stepped in ascending order from the neutral state, into
+ * part[p * outputs + s * width + c]. With one piece (part NULL) the
+ * outputs instead, the state combined into the neutral one as
+ * segment_fold does. */
 template <typename T>
-__global__ void segment_reduce(int kind, const T *v, int64_t width, const int64_t *start, const int64_t *positions,
-                               int64_t n_segments, int64_t piece_rows, T *y, T *nz, int64_t *aux)
+__global__ void segment_pieces(int kind, const T *v, int64_t width, const int64_t *start, const int64_t *positions,
+                               int64_t n_segments, int64_t pieces, int64_t piece_rows, typename rf<T>::state *part,
+                               T *y, T *nz, int64_t *aux)
 {
     typedef typename rf<T>::state state;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_segments * width;
+    const int64_t outputs = n_segments * width;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < pieces * outputs;
          i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t s = i / width, c = i % width;
-        state st = rf<T>::init(kind), piece = st;
-        int64_t piece_of = -1;
-        for (int64_t k = start[s]; k < start[s + 1]; ++k) {
-            const int64_t row = positions[k];
-            if (row / piece_rows != piece_of) {
-                st = rf<T>::combine(kind, st, piece);
-                piece = rf<T>::init(kind);
-                piece_of = row / piece_rows;
-            }
-            rf<T>::step(kind, &piece, v[row * width + c], row);
+        const int64_t p = i / outputs, k = i - p * outputs, s = k / width, c = k - s * width;
+        const int64_t row0 = p * piece_rows, row1 = row0 + piece_rows, end = start[s + 1];
+        state st = rf<T>::init(kind);
+        for (int64_t q = first_at_or_after(positions, start[s], end, row0); q < end && positions[q] < row1; ++q) {
+            const int64_t row = positions[q];
+            rf<T>::step(kind, &st, v[row * width + c], row);
         }
-        st = rf<T>::combine(kind, st, piece);
-        y[i] = st.acc;
-        nz[i] = st.nz;
-        aux[i] = st.aux;
+        if (part) {
+            part[i] = st;
+        } else {
+            st = rf<T>::combine(kind, rf<T>::init(kind), st);
+            y[k] = st.acc;
+            nz[k] = st.nz;
+            aux[k] = st.aux;
+        }
+    }
+}
+
+/* A thread per output (segment, column): its pieces' states combined in
+ * order into the neutral state, as the CPU combines its pieces' (a piece
+ * without rows of the segment holds the neutral state, which leaves the
+ * result as it is: the bits of one walk over the segment's rows). */
+template <typename T>
+__global__ void segment_fold(int kind, int64_t outputs, int64_t pieces, const typename rf<T>::state *part, T *y, T *nz,
+                             int64_t *aux)
+{
+    typedef typename rf<T>::state state;
+    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < outputs;
+         k += (int64_t)gridDim.x * blockDim.x) {
+        state st = rf<T>::init(kind);
+        for (int64_t p = 0; p < pieces; ++p)
+            st = rf<T>::combine(kind, st, part[p * outputs + k]);
+        y[k] = st.acc;
+        nz[k] = st.nz;
+        aux[k] = st.aux;
     }
 }
 
@@ -192,35 +341,87 @@ __global__ void segment_grad(int kind, const T *v, int64_t total, int64_t width,
     }
 }
 
+/* Blocks for a loop of a block per item, capped for grid-stride loops. */
+unsigned blocks_for(const dc_ctx *ctx, int64_t items)
+{
+    return (unsigned)(items < ctx->cuda->max_blocks ? items : ctx->cuda->max_blocks);
+}
+
+/* The pieces of kPiece elements of each row of an [outer, len, inner]
+ * block; 1 where rows are reduced whole (inner > 1, or short rows). */
+int64_t splits_of(int64_t len, int64_t inner) { return inner == 1 && len > kPiece ? (len + kPiece - 1) / kPiece : 1; }
+
+/* The pieces of piece_rows rows of n rows. */
+int64_t row_pieces(int64_t n, int64_t piece_rows) { return n > piece_rows ? (n + piece_rows - 1) / piece_rows : 1; }
+
+/* The block's kernels queued on the context's stream; returns how many
+ * (dc_cuda_launched counts them). */
 template <typename T>
-void launch_block(dc_ctx *ctx, int kind, const void *x, int64_t outer, int64_t len, int64_t inner, void *y, void *nz,
-                  int64_t *aux)
+int launch_block(dc_ctx *ctx, int kind, const void *x, int64_t outer, int64_t len, int64_t inner, void *y, void *nz,
+                 int64_t *aux, void *scratch)
 {
     cudaStream_t st = ctx->cuda->stream;
-    if (inner == 1 && len > kShortRow) {
-        const unsigned grid = (unsigned)(outer < ctx->cuda->max_blocks ? outer : ctx->cuda->max_blocks);
-        reduce_rows<T><<<grid, kBlock, 0, st>>>(kind, (const T *)x, outer, len, (T *)y, (T *)nz, aux);
-    } else {
+    const int64_t splits = splits_of(len, inner);
+    if (splits > 1) {
+        typename rf<T>::state *part = (typename rf<T>::state *)scratch;
+        const int passes = kind == DC_RK_LSE ? 2 : 1; /* log-sum-exp: the maximum, then the sum of the terms */
+        const unsigned piece_grid = blocks_for(ctx, outer * splits), row_grid = blocks_for(ctx, outer);
+        const T *maxima = (const T *)y; /* log-sum-exp's second pass: the rows' maxima from the first */
+        for (int pass = 0; pass < passes; ++pass) {
+            reduce_pieces<T><<<piece_grid, kBlock, 0, st>>>(kind, pass, (const T *)x, outer, len, splits, maxima, part);
+            combine_pieces<T><<<row_grid, kBlock, 0, st>>>(kind, pass, outer, splits, part, (T *)y, (T *)nz, aux);
+        }
+        return 2 * passes;
+    }
+    if (inner == 1 && len > kShortRow)
+        reduce_rows<T><<<blocks_for(ctx, outer), kBlock, 0, st>>>(kind, (const T *)x, outer, len, (T *)y, (T *)nz, aux);
+    else
         reduce_columns<T><<<grid_for(ctx, outer * inner), kBlock, 0, st>>>(kind, (const T *)x, outer, len, inner,
                                                                            (T *)y, (T *)nz, aux);
-    }
+    return 1;
 }
+
+/* The segment reduction's kernels queued on the context's stream; returns
+ * how many. */
+template <typename T>
+int launch_segments(dc_ctx *ctx, int kind, const void *values, int64_t n, int64_t width, const int64_t *start,
+                    const int64_t *positions, int64_t n_segments, int64_t piece_rows, void *y, void *nz, int64_t *aux,
+                    void *scratch)
+{
+    cudaStream_t st = ctx->cuda->stream;
+    const int64_t outputs = n_segments * width, pieces = row_pieces(n, piece_rows);
+    typename rf<T>::state *part = pieces > 1 ? (typename rf<T>::state *)scratch : nullptr;
+    segment_pieces<T><<<grid_for(ctx, pieces * outputs), kBlock, 0, st>>>(
+        kind, (const T *)values, width, start, positions, n_segments, pieces, piece_rows, part, (T *)y, (T *)nz, aux);
+    if (pieces == 1)
+        return 1;
+    segment_fold<T><<<grid_for(ctx, outputs), kBlock, 0, st>>>(kind, outputs, pieces, part, (T *)y, (T *)nz, aux);
+    return 2;
+}
+
+/* Every state is a wide accumulator, a wide product and a count: the
+ * scratch's size holds for both element types. */
+static_assert(sizeof(rf<float>::state) == sizeof(rf<double>::state), "the states of both types have one size");
 
 } // namespace
 
 extern "C" {
 
+size_t dc_cuda_reduce_scratch(int64_t outer, int64_t len, int64_t inner)
+{
+    const int64_t splits = splits_of(len, inner);
+    return splits > 1 ? (size_t)(outer * splits) * sizeof(rf<double>::state) : 0;
+}
+
 dc_status dc_cuda_reduce_block(dc_ctx *ctx, int kind, dc_dtype dtype, const void *x, int64_t outer, int64_t len,
-                               int64_t inner, void *y, void *nz, int64_t *aux)
+                               int64_t inner, void *y, void *nz, int64_t *aux, void *scratch)
 {
     DC_CUDA_ENTER(ctx);
     if (outer * inner == 0)
         return DC_OK;
-    if (dtype == DC_F32)
-        launch_block<float>(ctx, kind, x, outer, len, inner, y, nz, aux);
-    else
-        launch_block<double>(ctx, kind, x, outer, len, inner, y, nz, aux);
-    return dc_cuda_launched(ctx, 1, "reduction");
+    const int launches = dtype == DC_F32 ? launch_block<float>(ctx, kind, x, outer, len, inner, y, nz, aux, scratch)
+                                         : launch_block<double>(ctx, kind, x, outer, len, inner, y, nz, aux, scratch);
+    return dc_cuda_launched(ctx, launches, "reduction");
 }
 
 dc_status dc_cuda_reduce_block_grad(dc_ctx *ctx, int kind, dc_dtype dtype, const void *x, int64_t outer, int64_t len,
@@ -243,24 +444,24 @@ dc_status dc_cuda_reduce_block_grad(dc_ctx *ctx, int kind, dc_dtype dtype, const
     return dc_cuda_launched(ctx, 1, "reduction gradient");
 }
 
-dc_status dc_cuda_segment_reduce(dc_ctx *ctx, int kind, dc_dtype dtype, const void *values, int64_t width,
-                                 const int64_t *start, const int64_t *positions, int64_t n_segments,
-                                 int64_t piece_rows, void *y, void *nz, int64_t *aux)
+size_t dc_cuda_segment_scratch(int64_t n, int64_t n_segments, int64_t width, int64_t piece_rows)
+{
+    const int64_t pieces = row_pieces(n, piece_rows);
+    return pieces > 1 ? (size_t)(pieces * n_segments * width) * sizeof(rf<double>::state) : 0;
+}
+
+dc_status dc_cuda_segment_reduce(dc_ctx *ctx, int kind, dc_dtype dtype, const void *values, int64_t n, int64_t width,
+                                 const int64_t *start, const int64_t *positions, int64_t n_segments, int64_t piece_rows,
+                                 void *y, void *nz, int64_t *aux, void *scratch)
 {
     DC_CUDA_ENTER(ctx);
-    const int64_t items = n_segments * width;
-    if (items == 0)
+    if (n_segments * width == 0)
         return DC_OK;
-    cudaStream_t st = ctx->cuda->stream;
-    if (dtype == DC_F32)
-        segment_reduce<float><<<grid_for(ctx, items), kBlock, 0, st>>>(
-            kind, (const float *)values, width, start, positions, n_segments, piece_rows, (float *)y, (float *)nz,
-            aux);
-    else
-        segment_reduce<double><<<grid_for(ctx, items), kBlock, 0, st>>>(
-            kind, (const double *)values, width, start, positions, n_segments, piece_rows, (double *)y, (double *)nz,
-            aux);
-    return dc_cuda_launched(ctx, 1, "segment reduction");
+    const int launches = dtype == DC_F32 ? launch_segments<float>(ctx, kind, values, n, width, start, positions,
+                                                                  n_segments, piece_rows, y, nz, aux, scratch)
+                                         : launch_segments<double>(ctx, kind, values, n, width, start, positions,
+                                                                   n_segments, piece_rows, y, nz, aux, scratch);
+    return dc_cuda_launched(ctx, launches, "segment reduction");
 }
 
 dc_status dc_cuda_segment_reduce_grad(dc_ctx *ctx, int kind, dc_dtype dtype, const void *values, int64_t n,

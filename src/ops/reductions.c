@@ -44,8 +44,11 @@ static dc_tensor *reduce(dc_tape *tape, const char *fn, dc_op op, dc_tensor *x, 
         return NULL;
     const int kind = kind_of(op);
     if (ctx->cuda) {
-        if (dc_cuda_reduce_block(ctx, kind, x->dtype, block->data, ax->outer, ax->len, ax->inner, y->data, nz, aux) !=
-            DC_OK)
+        /* long rows go in pieces, whose states the device keeps here */
+        const size_t bytes = dc_cuda_reduce_scratch(ax->outer, ax->len, ax->inner);
+        void *scratch = bytes ? dc_tape_alloc_data(tape, bytes) : NULL;
+        if ((bytes && !scratch) || dc_cuda_reduce_block(ctx, kind, x->dtype, block->data, ax->outer, ax->len, ax->inner,
+                                                        y->data, nz, aux, scratch) != DC_OK)
             return NULL;
     } else {
         const size_t bytes = dc_cpu_reduce_scratch(ax->outer, ax->len, ax->inner);

@@ -1,10 +1,11 @@
 /* Reductions by index (dc_op_segment_reduce, reduce.h): the rows of values
  * reduced into the segments their index names. The forward walks each
  * segment's rows in ascending order: on the CPU a piece of columns at a
- * time over all rows, on CUDA a thread per segment and column over the
- * rows grouped by segment on the device (no atomics); what the adjoint
- * needs per output (reduce_formulas.h) stays in tape memory, and the
- * adjoint is one pass over the values, each row reading its segment's. */
+ * time over all rows, on CUDA a thread per piece of rows, segment and
+ * column over the rows grouped by segment on the device, the pieces' states
+ * then combined in order (no atomics); what the adjoint needs per output
+ * (reduce_formulas.h) stays in tape memory, and the adjoint is one pass
+ * over the values, each row reading its segment's. */
 #include "../cuda/reduce_cuda.h"
 #include "backward.h"
 #include "indices.h"
@@ -56,8 +57,10 @@ dc_tensor *dc_op_segment_reduce(dc_tape *tape, dc_tensor *values, dc_tensor *ind
     }
     /* on the CPU, rows in pieces read the index as stored, checking it on
      * the way (no converted copy); else the index is read and checked first */
-    const bool checked = !ctx->cuda && dc_tensor_is_contiguous(index) && dc_segment_piece_rows(n, n_segments, width) < n;
-    const int64_t *rows = checked ? NULL : dc_read_indices(tape, kFn, "index", DC_SITE_SEGMENT_INDEX, index, n_segments);
+    const bool checked =
+        !ctx->cuda && dc_tensor_is_contiguous(index) && dc_segment_piece_rows(n, n_segments, width) < n;
+    const int64_t *rows =
+        checked ? NULL : dc_read_indices(tape, kFn, "index", DC_SITE_SEGMENT_INDEX, index, n_segments);
     if (!checked && !rows)
         return NULL;
     const dc_tensor *v = values;
@@ -76,9 +79,13 @@ dc_tensor *dc_op_segment_reduce(dc_tape *tape, dc_tensor *values, dc_tensor *ind
         return NULL;
     if (ctx->cuda) {
         const dc_index_groups *groups = dc_group_indices(tape, rows, n, n_segments);
-        if (!groups || dc_cuda_segment_reduce(ctx, (int)op, values->dtype, v->data, width, groups->start,
-                                              groups->positions, n_segments,
-                                              dc_segment_piece_rows(n, n_segments, width), y->data, nz, aux) != DC_OK)
+        /* the pieces' states, where the rows go in pieces */
+        const int64_t piece_rows = dc_segment_piece_rows(n, n_segments, width);
+        const size_t bytes = dc_cuda_segment_scratch(n, n_segments, width, piece_rows);
+        void *scratch = groups && bytes ? dc_tape_alloc_data(tape, bytes) : NULL;
+        if (!groups || (bytes && !scratch) ||
+            dc_cuda_segment_reduce(ctx, (int)op, values->dtype, v->data, n, width, groups->start, groups->positions,
+                                   n_segments, piece_rows, y->data, nz, aux, scratch) != DC_OK)
             return NULL;
     } else {
         void *scratch = dc_tape_alloc_meta(tape, dc_cpu_segment_scratch(n, n_segments, width));
