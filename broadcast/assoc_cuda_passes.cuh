@@ -315,8 +315,9 @@ __global__ void scan_adjoint_block_kernel(dc_assoc_scan_adjoint_launch L, int64_
                     ((dc_real *)L.maps)[piece * kMap + e] = maps[b][e][slot];
         } else {
             dc_real enter[kFields], carry[kFields];
-            for (int f = 0; f < kFields; ++f)
-                enter[f] = L.phase == DC_ASSOC_ADJ_PIECES ? ((const dc_real *)L.carry)[piece * kFields + f] : (dc_real)0;
+            for (int f = 0; f < kFields; ++f) /* from the piece's carry, or 0 at a row's end */
+                enter[f] = L.phase == DC_ASSOC_ADJ_PIECES ? ((const dc_real *)L.carry)[piece * kFields + f]
+                                                          : (dc_real)0;
             if (slot > 0) {
                 dc_real before[kMap];
                 for (int e = 0; e < kMap; ++e)

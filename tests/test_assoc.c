@@ -931,8 +931,8 @@ static void test_cuda_block_adjoints_at_piece_edges(void **state)
     dc_ctx *cpu = test_cpu_ctx();
     int n_cases;
     const op_case *cs = cases(&n_cases);
-    const int64_t lens[] = {255, 256, 300, DC_ASSOC_CHUNK - 1, DC_ASSOC_CHUNK, DC_ASSOC_CHUNK + 1,
-                            3 * DC_ASSOC_CHUNK + 5};
+    const int64_t lens[] = {
+        255, 256, 300, DC_ASSOC_CHUNK - 1, DC_ASSOC_CHUNK, DC_ASSOC_CHUNK + 1, 3 * DC_ASSOC_CHUNK + 5};
     for (int ci = 1; ci < n_cases; ++ci) {
         const op_case *c = &cs[ci];
         for (size_t li = 0; li < sizeof lens / sizeof *lens; ++li) {
