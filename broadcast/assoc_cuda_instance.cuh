@@ -8,10 +8,12 @@
  *
  * Every kernel is a grid-stride loop over the launch's work items: one
  * thread per element of a vector-Jacobian product, per piece (or row) and
- * lane of a scan's or a reduction's adjoint, per piece and lane of a scan, except that a
- * scan's piece of one lane is one block's (scan_block_kernel). The pieces
- * are the CPU's. No atomics: each item writes its own elements. The
- * launchers return a cudaError_t. */
+ * lane of a scan's or a reduction's adjoint, per piece and lane of a scan,
+ * except that where a row has one lane and at least two steps a thread, a
+ * piece is one block's, in the scan (scan_block_kernel) and in the
+ * adjoints (scan_adjoint_block_kernel, scan_adjoint_carries_block_kernel,
+ * reduce_adjoint_block_kernel). The pieces are the CPU's. No atomics: each
+ * item writes its own elements. The launchers return a cudaError_t. */
 
 #include <cuda_runtime.h>
 #include <math.h>

@@ -186,14 +186,262 @@ __global__ void reduce_adjoint_kernel(dc_assoc_reduce_adjoint_launch L, int64_t 
                                                                           dc_assoc_k_dual);
 }
 
+/* ---- the adjoints of rows of one lane: a piece per block ----
+ *
+ * As the primal's scan_block_kernel, and where it is chosen (rows of one
+ * lane, at least two steps a thread): each of kBlockThreads threads takes a
+ * run of consecutive steps, the block scans what the runs carry in shared
+ * memory (block_scan: Hillis-Steele, a fixed association for a given
+ * number of threads), then each thread walks its run from what enters it.
+ * The association depends on the piece's length alone. */
+enum { kBlockThreads = DC_PP_CAT(DC_SFX, _primal)::kScanThreads };
+enum { kFields = dc_assoc_k_dual, kMap = kFields * kFields + kFields };
+
+/* A thread's run [r0, r1) of a piece of `count` steps. */
+__device__ static inline void run_of(int64_t count, int tid, int64_t *r0, int64_t *r1)
+{
+    const int64_t per = (count + kBlockThreads - 1) / kBlockThreads;
+    *r0 = tid * per < count ? tid * per : count;
+    *r1 = *r0 + per < count ? *r0 + per : count;
+}
+
+/* The inclusive scan of the N numbers each thread holds at its slot (a
+ * permutation of 0 .. kBlockThreads - 1), through sh ([2][N][threads] in
+ * shared memory): on return sh[b][.][w] (b returned) holds slot 0, ...,
+ * slot w combined by then(earlier, later, out). The caller synchronizes
+ * before sh is written again. */
+template <int N, typename Then>
+__device__ static int block_scan(dc_real (*sh)[N][kBlockThreads], int slot, const dc_real *mine, Then then)
+{
+    for (int f = 0; f < N; ++f)
+        sh[0][f][slot] = mine[f];
+    __syncthreads();
+    int b = 0;
+    for (int off = 1; off < kBlockThreads; off <<= 1) {
+        dc_real cur[N], out[N];
+        for (int f = 0; f < N; ++f)
+            cur[f] = sh[b][f][slot];
+        if (slot >= off) {
+            dc_real before[N];
+            for (int f = 0; f < N; ++f)
+                before[f] = sh[b][f][slot - off];
+            then(before, cur, out);
+        } else {
+            for (int f = 0; f < N; ++f)
+                out[f] = cur[f];
+        }
+        for (int f = 0; f < N; ++f)
+            sh[1 - b][f][slot] = out[f];
+        __syncthreads();
+        b = 1 - b;
+    }
+    return b;
+}
+
+/* States in the order of the row (a before b) and against it (b, the later
+ * part of the row, is combined on the left). */
+struct row_then {
+    __device__ void operator()(const dc_real *a, const dc_real *b, dc_real *out) const
+    {
+        DC_ASSOC_PRIMAL_BODY(a, b, out);
+    }
+};
+struct back_then {
+    __device__ void operator()(const dc_real *a, const dc_real *b, dc_real *out) const
+    {
+        DC_ASSOC_PRIMAL_BODY(b, a, out);
+    }
+};
+
+/* The scan adjoint's carry passes through a run of steps as an affine map
+ * c -> M c + v (M by columns, entry (f, q) at q * kFields + f, then v, as in the
+ * launch's maps). map_then: a, then b. */
+__device__ static inline void map_apply(const dc_real *m, const dc_real *c, dc_real *out)
+{
+    for (int f = 0; f < kFields; ++f) {
+        dc_real t = m[kFields * kFields + f];
+        for (int q = 0; q < kFields; ++q)
+            t += m[q * kFields + f] * c[q];
+        out[f] = t;
+    }
+}
+struct map_then {
+    __device__ void operator()(const dc_real *a, const dc_real *b, dc_real *out) const
+    {
+        for (int q = 0; q < kFields; ++q)
+            for (int f = 0; f < kFields; ++f) {
+                dc_real t = b[f] * a[q * kFields];
+                for (int p = 1; p < kFields; ++p)
+                    t += b[p * kFields + f] * a[q * kFields + p];
+                out[q * kFields + f] = t;
+            }
+        map_apply(b, a + kFields * kFields, out + kFields * kFields);
+    }
+};
+
+__device__ static inline void map_identity(dc_real *m)
+{
+    for (int q = 0; q < kFields; ++q)
+        for (int f = 0; f < kFields; ++f)
+            m[q * kFields + f] = q == f ? (dc_real)1 : (dc_real)0;
+    for (int f = 0; f < kFields; ++f)
+        m[kFields * kFields + f] = (dc_real)0;
+}
+
+/* Phases DC_ASSOC_ADJ_WHOLE (a row a piece), DC_ASSOC_ADJ_MAPS and
+ * DC_ASSOC_ADJ_PIECES. Each thread takes its run's map (one dual pass a
+ * step, dc_assoc_adjoint_steps); the block scans the maps from the piece's
+ * end; then the piece's map is written (MAPS), or each thread walks its
+ * run again from the carry entering it, writing gx (one more dual pass a
+ * step). */
+__global__ void scan_adjoint_block_kernel(dc_assoc_scan_adjoint_launch L, int64_t pieces)
+{
+    __shared__ dc_real maps[2][kMap][kBlockThreads];
+    const int tid = (int)threadIdx.x, slot = kBlockThreads - 1 - tid;
+    const int64_t chunk = L.phase == DC_ASSOC_ADJ_WHOLE ? L.len : L.chunk;
+    const int64_t n_chunks = (L.len + chunk - 1) / chunk;
+    for (int64_t piece = blockIdx.x; piece < pieces; piece += gridDim.x) {
+        const int64_t o = piece / n_chunks, s0 = piece % n_chunks * chunk;
+        const int64_t count = L.len - s0 < chunk ? L.len - s0 : chunk;
+        int64_t r0, r1;
+        run_of(count, tid, &r0, &r1);
+        dc_real m[kMap];
+        map_identity(m);
+        dc_assoc_adjoint_steps_dual(&L, o * L.len, s0 + r0, s0 + r1, m + kFields * kFields, m);
+        const int b = block_scan<kMap>(maps, slot, m, map_then());
+        if (L.phase == DC_ASSOC_ADJ_MAPS) {
+            if (tid == 0) /* slot kBlockThreads - 1: the whole piece */
+                for (int e = 0; e < kMap; ++e)
+                    ((dc_real *)L.maps)[piece * kMap + e] = maps[b][e][slot];
+        } else {
+            dc_real enter[kFields], carry[kFields];
+            for (int f = 0; f < kFields; ++f) /* from the piece's carry, or 0 at a row's end */
+                enter[f] = L.phase == DC_ASSOC_ADJ_PIECES ? ((const dc_real *)L.carry)[piece * kFields + f]
+                                                          : (dc_real)0;
+            if (slot > 0) {
+                dc_real before[kMap];
+                for (int e = 0; e < kMap; ++e)
+                    before[e] = maps[b][e][slot - 1];
+                map_apply(before, enter, carry);
+            } else {
+                for (int f = 0; f < kFields; ++f)
+                    carry[f] = enter[f];
+            }
+            dc_assoc_adjoint_steps_dual(&L, o * L.len, s0 + r0, s0 + r1, carry, 0);
+        }
+        __syncthreads(); /* the maps are rewritten by the next piece */
+    }
+}
+
+/* Phase DC_ASSOC_ADJ_CARRIES, a row per block: each thread composes the
+ * maps of a run of pieces, the block scans them from the row's end, then
+ * each thread walks its pieces from the carry entering them (the scanned
+ * map applied to 0: its v). */
+__global__ void scan_adjoint_carries_block_kernel(dc_assoc_scan_adjoint_launch L, int64_t rows)
+{
+    __shared__ dc_real scanned[2][kMap][kBlockThreads];
+    const int tid = (int)threadIdx.x, slot = kBlockThreads - 1 - tid;
+    const int64_t n_chunks = (L.len + L.chunk - 1) / L.chunk;
+    int64_t c0, c1;
+    run_of(n_chunks, tid, &c0, &c1);
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        const dc_real *piece_maps = (const dc_real *)L.maps + row * n_chunks * kMap;
+        dc_real run[kMap], out[kMap];
+        map_identity(run);
+        for (int64_t c = c1 - 1; c >= c0; --c) {
+            map_then()(run, piece_maps + c * kMap, out);
+            for (int e = 0; e < kMap; ++e)
+                run[e] = out[e];
+        }
+        const int b = block_scan<kMap>(scanned, slot, run, map_then());
+        dc_real carry[kFields];
+        for (int f = 0; f < kFields; ++f)
+            carry[f] = slot > 0 ? scanned[b][kFields * kFields + f][slot - 1] : (dc_real)0;
+        __syncthreads(); /* the maps are rewritten by the next row */
+        dc_real *enter = (dc_real *)L.carry + row * n_chunks * kFields;
+        for (int64_t c = c1 - 1; c >= c0; --c) {
+            dc_real next[kFields];
+            for (int f = 0; f < kFields; ++f)
+                enter[c * kFields + f] = carry[f];
+            map_apply(piece_maps + c * kMap, carry, next);
+            for (int f = 0; f < kFields; ++f)
+                carry[f] = next[f];
+        }
+    }
+}
+
+/* Phase DC_ASSOC_RED_PIECES: the totals of the runs, scanned from the left
+ * and from the right, give the states before and after each run (from
+ * those before and after the piece); each thread then walks its run
+ * (dc_assoc_reduce_run) with its r_j in a buffer of its own. */
+enum { kRunMax = (DC_ASSOC_MAX_CHUNK + kBlockThreads - 1) / kBlockThreads };
+
+__global__ void reduce_adjoint_block_kernel(dc_assoc_reduce_adjoint_launch L, int64_t pieces)
+{
+    __shared__ dc_real states[2][kFields][kBlockThreads];
+    const int tid = (int)threadIdx.x;
+    const int64_t n_chunks = (L.len + L.chunk - 1) / L.chunk;
+    for (int64_t piece = blockIdx.x; piece < pieces; piece += gridDim.x) {
+        const int64_t o = piece / n_chunks, s0 = piece % n_chunks * L.chunk;
+        const int64_t count = L.len - s0 < L.chunk ? L.len - s0 : L.chunk;
+        const int64_t base = o * L.len + s0;
+        int64_t r0, r1;
+        run_of(count, tid, &r0, &r1);
+        dc_real total[kFields], a[kFields], out[kFields];
+        for (int f = 0; f < kFields; ++f)
+            total[f] = dc_assoc_neutral_dual(f);
+        for (int64_t s = r0; s < r1; ++s) {
+            for (int f = 0; f < kFields; ++f)
+                a[f] = ((const dc_real *)L.x[f])[base + s];
+            DC_ASSOC_PRIMAL_BODY(total, a, out);
+            for (int f = 0; f < kFields; ++f)
+                total[f] = out[f];
+        }
+        dc_real l[kFields], r[kFields], ybar[kFields], t[kFields];
+        for (int f = 0; f < kFields; ++f) {
+            l[f] = L.left[0] ? ((const dc_real *)L.left[f])[piece] : dc_assoc_neutral_dual(f);
+            r[f] = L.right[0] ? ((const dc_real *)L.right[f])[piece] : dc_assoc_neutral_dual(f);
+            ybar[f] = L.g[f] ? ((const dc_real *)L.g[f])[o] : (dc_real)0;
+        }
+        int b = block_scan<kFields>(states, tid, total, row_then());
+        if (tid > 0) {
+            for (int f = 0; f < kFields; ++f)
+                t[f] = states[b][f][tid - 1];
+            DC_ASSOC_PRIMAL_BODY(l, t, out);
+            for (int f = 0; f < kFields; ++f)
+                l[f] = out[f];
+        }
+        __syncthreads(); /* read before the scan from the right rewrites it */
+        const int slot = kBlockThreads - 1 - tid;
+        b = block_scan<kFields>(states, slot, total, back_then());
+        if (slot > 0) {
+            for (int f = 0; f < kFields; ++f)
+                t[f] = states[b][f][slot - 1];
+            DC_ASSOC_PRIMAL_BODY(t, r, out);
+            for (int f = 0; f < kFields; ++f)
+                r[f] = out[f];
+        }
+        __syncthreads(); /* read before the next piece rewrites it */
+        dc_real buf[kRunMax * kFields];
+        dc_assoc_reduce_run_dual(&L, base + r0, r1 - r0, l, r, ybar, buf);
+    }
+}
+
+/* Whether a launch's rows (of `len` steps) go a piece per block: mirrors
+ * the primal's choice (launch_scan). */
+static inline bool by_block(int64_t inner, int64_t len) { return inner == 1 && len >= 2 * kBlockThreads; }
+
 static int launch_reduce_adjoint(const dc_assoc_reduce_adjoint_launch *L)
 {
     const int64_t pieces = L->phase == DC_ASSOC_RED_PIECES ? (L->len + L->chunk - 1) / L->chunk : 1;
     const int64_t items = L->outer * pieces * L->inner;
     if (items == 0)
         return 0;
-    reduce_adjoint_kernel<<<grid_for(items, L->block, L->max_blocks), L->block, 0, (cudaStream_t)L->stream>>>(
-        *L, items);
+    const cudaStream_t stream = (cudaStream_t)L->stream;
+    if (L->phase == DC_ASSOC_RED_PIECES && by_block(L->inner, L->len) && L->chunk <= DC_ASSOC_MAX_CHUNK)
+        reduce_adjoint_block_kernel<<<grid_for(items, 1, L->max_blocks), kBlockThreads, 0, stream>>>(*L, items);
+    else
+        reduce_adjoint_kernel<<<grid_for(items, L->block, L->max_blocks), L->block, 0, stream>>>(*L, items);
     return (int)cudaGetLastError();
 }
 
@@ -208,14 +456,20 @@ static int launch_vjp(const dc_assoc_vjp_launch *L)
 
 static int launch_scan_adjoint(const dc_assoc_scan_adjoint_launch *L)
 {
-    const int64_t pieces = L->phase == DC_ASSOC_ADJ_MAPS || L->phase == DC_ASSOC_ADJ_PIECES
-                               ? (L->len + L->chunk - 1) / L->chunk
-                               : 1;
+    const int64_t n_chunks = L->phase == DC_ASSOC_ADJ_WHOLE ? 1 : (L->len + L->chunk - 1) / L->chunk;
+    const int64_t pieces = L->phase == DC_ASSOC_ADJ_CARRIES ? 1 : n_chunks;
     const int64_t items = L->outer * pieces * L->inner;
     if (items == 0)
         return 0;
-    scan_adjoint_kernel<<<grid_for(items, L->block, L->max_blocks), L->block, 0, (cudaStream_t)L->stream>>>(*L,
-                                                                                                           items);
+    const cudaStream_t stream = (cudaStream_t)L->stream;
+    /* the carries between the pieces: as the primal's scan of the pieces' totals */
+    const int64_t steps = L->phase == DC_ASSOC_ADJ_CARRIES ? n_chunks : L->len;
+    if (by_block(L->inner, steps) && L->phase == DC_ASSOC_ADJ_CARRIES)
+        scan_adjoint_carries_block_kernel<<<grid_for(items, 1, L->max_blocks), kBlockThreads, 0, stream>>>(*L, items);
+    else if (by_block(L->inner, steps))
+        scan_adjoint_block_kernel<<<grid_for(items, 1, L->max_blocks), kBlockThreads, 0, stream>>>(*L, items);
+    else
+        scan_adjoint_kernel<<<grid_for(items, L->block, L->max_blocks), L->block, 0, stream>>>(*L, items);
     return (int)cudaGetLastError();
 }
 

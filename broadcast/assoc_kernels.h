@@ -366,27 +366,25 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_reduce_carries)(const dc_assoc_reduce_ad
     }
 }
 
-/* The reduce-adjoint launch's phase DC_ASSOC_RED_PIECES for one piece and
- * lane (`item`), with `buf` room for chunk * k numbers: the states after
- * each step (r_j) walking back into buf, then forward from the state
- * before the piece, per step one dual pass of t = l (+) a seeded on a and
- * one of t (+) r_j carrying those partials, ybar^T of which is a's adjoint;
- * t's value is the next step's l. */
-DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_reduce_piece)(const dc_assoc_reduce_adjoint_launch *L, int64_t item,
-                                                      dc_real *buf)
+/* Steps 0 .. count - 1 of a row of a reduce-adjoint launch, at x + base,
+ * x + base + inner, ... (gx alike): l the state before the first step, r
+ * the state after the last one, ybar the row's adjoint, buf room for
+ * count * k numbers. The states after each step (r_j) walk back into buf,
+ * then l walks forward, per step one dual pass of t = l (+) a seeded on a
+ * and one of t (+) r_j carrying those partials, ybar^T of which is a's
+ * adjoint; t's value is the next step's l. */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_reduce_run)(const dc_assoc_reduce_adjoint_launch *L, int64_t base,
+                                                    int64_t count, const dc_real *l, const dc_real *r,
+                                                    const dc_real *ybar, dc_real *buf)
 {
     enum { K = DC_ASSOC_K };
-    const int64_t inner = L->inner, lane = item % inner, piece = item / inner;
-    const int64_t n_chunks = (L->len + L->chunk - 1) / L->chunk, o = piece / n_chunks;
-    const int64_t s0 = piece % n_chunks * L->chunk, count = L->len - s0 < L->chunk ? L->len - s0 : L->chunk;
-    const int64_t base = (o * L->len + s0) * inner + lane;
+    const int64_t inner = L->inner;
     const dc_real *x[K];
-    dc_real c[K], a[K], out[K], ybar[K];
+    dc_real c[K], a[K], out[K];
     DC_UNROLL for (int f = 0; f < K; ++f)
     {
         x[f] = (const dc_real *)L->x[f] + base;
-        c[f] = L->right[0] ? ((const dc_real *)L->right[f])[item] : DC_ASSOC_NEUTRAL(f);
-        ybar[f] = L->g[f] ? ((const dc_real *)L->g[f])[o * inner + lane] : (dc_real)0;
+        c[f] = r[f];
     }
     for (int64_t s = count - 1; s >= 0; --s) {
         DC_UNROLL for (int f = 0; f < K; ++f)
@@ -400,7 +398,7 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_reduce_piece)(const dc_assoc_reduce_adjo
             c[f] = out[f];
     }
     DC_UNROLL for (int f = 0; f < K; ++f)
-        c[f] = L->left[0] ? ((const dc_real *)L->left[f])[item] : DC_ASSOC_NEUTRAL(f);
+        c[f] = l[f];
     for (int64_t s = 0; s < count; ++s) {
         dc_var la[2 * K], tr[2 * K], u[K];
         DC_UNROLL for (int f = 0; f < K; ++f)
@@ -423,6 +421,26 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_reduce_piece)(const dc_assoc_reduce_adjo
             }
         }
     }
+}
+
+/* The reduce-adjoint launch's phase DC_ASSOC_RED_PIECES for one piece and
+ * lane (`item`), with `buf` room for chunk * k numbers: the piece's steps
+ * (dc_assoc_reduce_run) between the states before and after it. */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_reduce_piece)(const dc_assoc_reduce_adjoint_launch *L, int64_t item,
+                                                      dc_real *buf)
+{
+    enum { K = DC_ASSOC_K };
+    const int64_t inner = L->inner, lane = item % inner, piece = item / inner;
+    const int64_t n_chunks = (L->len + L->chunk - 1) / L->chunk, o = piece / n_chunks;
+    const int64_t s0 = piece % n_chunks * L->chunk, count = L->len - s0 < L->chunk ? L->len - s0 : L->chunk;
+    dc_real l[K], r[K], ybar[K];
+    DC_UNROLL for (int f = 0; f < K; ++f)
+    {
+        l[f] = L->left[0] ? ((const dc_real *)L->left[f])[item] : DC_ASSOC_NEUTRAL(f);
+        r[f] = L->right[0] ? ((const dc_real *)L->right[f])[item] : DC_ASSOC_NEUTRAL(f);
+        ybar[f] = L->g[f] ? ((const dc_real *)L->g[f])[o * inner + lane] : (dc_real)0;
+    }
+    DC_BFN_ID(dc_assoc_reduce_run)(L, (o * L->len + s0) * inner + lane, count, l, r, ybar, buf);
 }
 
 /* Pieces that a CPU work item of a reduce-adjoint launch walks together

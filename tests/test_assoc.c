@@ -919,6 +919,44 @@ static void test_cuda_matches_cpu(void **state)
     dc_ctx_free(cpu);
 }
 
+/* Rows of one lane, where CUDA's adjoints take a piece per block (runs of
+ * consecutive steps a thread, the runs' states scanned in the block) as
+ * its primal does from 2 * 128 steps: at the edges of that choice and of
+ * the pieces, lengths that are no multiple of the threads, two rows (the
+ * second's pieces after the first's), and 257 pieces in a row (the carries
+ * between them scanned by a block too). */
+static void test_cuda_block_adjoints_at_piece_edges(void **state)
+{
+    (void)state;
+    if (!gpu)
+        skip();
+    dc_ctx *cpu = test_cpu_ctx();
+    int n_cases;
+    const op_case *cs = cases(&n_cases);
+    const int64_t lens[] = {
+        255, 256, 300, DC_ASSOC_CHUNK - 1, DC_ASSOC_CHUNK, DC_ASSOC_CHUNK + 1, 3 * DC_ASSOC_CHUNK + 5};
+    for (int ci = 1; ci < n_cases; ++ci) {
+        const op_case *c = &cs[ci];
+        for (size_t li = 0; li < sizeof lens / sizeof *lens; ++li) {
+            const int64_t shape[2] = {2, lens[li]};
+            for (int ex = 0; ex < 2 - (ci == 3); ++ex) { /* maxcount's exclusive scan starts at -inf */
+                run_spec s = {.kind = RUN_SCAN, .axes = {1}, .flag = ex};
+                cuda_case(cpu, c, &s, 2, shape, NULL, 0);
+            }
+            run_spec s = {.kind = RUN_REDUCE, .n_axes = 1, .axes = {1}};
+            cuda_case(cpu, c, &s, 2, shape, NULL, 0);
+        }
+    }
+    const int64_t long_row[1] = {256 * DC_ASSOC_CHUNK + 3};
+    for (int ex = 0; ex < 2; ++ex) {
+        run_spec s = {.kind = RUN_SCAN, .axes = {0}, .flag = ex};
+        cuda_case(cpu, &cs[1], &s, 1, long_row, NULL, 0);
+    }
+    run_spec s = {.kind = RUN_REDUCE, .n_axes = 0};
+    cuda_case(cpu, &cs[1], &s, 1, long_row, NULL, 0);
+    dc_ctx_free(cpu);
+}
+
 int main(void)
 {
     dc_ctx_options o = dc_ctx_options_default();
@@ -951,6 +989,7 @@ int main(void)
         cmocka_unit_test(test_grouped_pieces_match_lanes),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_cuda_matches_cpu),
+        cmocka_unit_test(test_cuda_block_adjoints_at_piece_edges),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     dc_ctx_free(gpu);

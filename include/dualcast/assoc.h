@@ -31,10 +31,14 @@
  * number of threads: each piece is combined in order, then the pieces'
  * totals in order. CUDA cuts the rows in the same pieces and uses no
  * atomics: a piece of a row of one lane (a scan or reduction along the
- * last axis) is combined by a block, in runs of consecutive elements per
- * thread whose totals the block scans in a fixed tree; other pieces by one
- * thread per lane, in order. CPU and CUDA results may therefore differ in
- * their last bits (and where nvcc contracts a multiply-add).
+ * last axis, at least 256 elements long) is combined by a block, in runs of
+ * consecutive elements per thread whose totals the block scans in a fixed
+ * tree; other pieces by one thread per lane, in order. The gradients walk
+ * such a piece by a block as well (the states or the adjoint's linear maps
+ * of the runs scanned in a fixed tree), and the states around the pieces
+ * are scans of the pieces' totals as the forward's. CPU and CUDA results
+ * may therefore differ in their last bits (and where nvcc contracts a
+ * multiply-add).
  *
  * Gradients, each from dual-number passes of (+) (one pass gives the
  * partials of a result with respect to both operands' 2k fields):

@@ -430,9 +430,21 @@ dc_status dc_reduce_fn_backward(dc_tape *tape, dc_node *node)
         if (!dc_assoc_alloc_fields(tape, k, pieces, dtype, L.left) ||
             !dc_assoc_alloc_fields(tape, k, pieces, dtype, L.right))
             return DC_ERR_MEMORY;
-        L.phase = DC_ASSOC_RED_CARRIES;
-        if ((st = dc_assoc_run_reduce_adjoint(tape, op, dtype, &L)) != DC_OK)
-            return st;
+        if (tape->ctx->cuda) {
+            /* the exclusive scans of the totals from the left and from the
+             * right, block-parallel where the primal's are; the CPU walks
+             * each row's totals in order, as they do */
+            const int64_t n_chunks = (L.len + L.chunk - 1) / L.chunk;
+            if ((st = dc_assoc_scan_blocks(tape, op, dtype, L.outer, n_chunks, L.inner, L.totals, L.left, NULL,
+                                           DC_ASSOC_EXCLUSIVE, NULL)) != DC_OK ||
+                (st = dc_assoc_scan_blocks(tape, op, dtype, L.outer, n_chunks, L.inner, L.totals, L.right, NULL,
+                                           DC_ASSOC_EXCLUSIVE | DC_ASSOC_REVERSE, NULL)) != DC_OK)
+                return st;
+        } else {
+            L.phase = DC_ASSOC_RED_CARRIES;
+            if ((st = dc_assoc_run_reduce_adjoint(tape, op, dtype, &L)) != DC_OK)
+                return st;
+        }
     }
     bool in_place[DC_ASSOC_MAX_STATE] = {false};
     for (int f = 0; f < k; ++f) {
