@@ -11,7 +11,8 @@
  * values; the same bits on 1 and 2 threads. On CUDA (when a device can be
  * used): every op against the CPU on sizes beyond one block of threads and
  * not powers of two, in float32 and float64, values and gradients; the
- * same bits on two runs; a bad index reported at the next wait; a step
+ * same bits on two runs; the grouping of a large index by id against a
+ * stable counting sort; a bad index reported at the next wait; a step
  * that never waits for the device nor allocates once warm. Without a
  * device the CUDA tests are skipped (with the reason printed), or fail
  * with DC_REQUIRE_CUDA=1; tests/cuda_emulation runs them on the CPU's

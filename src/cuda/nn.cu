@@ -109,13 +109,18 @@ __global__ void claim_index_error(const double *parts, int n_parts, const T *val
  * Each pass orders the (id, position) pairs stably by one digit of the id
  * (kDigitBits wide, the lowest first), so that after the last the pairs are
  * in ascending id and, within an id, ascending position. The ids are cut
- * into tiles of kGroupTile consecutive ones, a thread of the tile's block
- * taking kGroupItems consecutive ones: a pass counts the digits of each
- * tile (tile_digit_counts), scans the counts of each digit over the tiles
- * (scan_digit_rows), and places each pair at its digit's start, plus the
- * counts of that digit in the tiles before, in the threads before and in
- * its thread's ids before it (scatter_by_digit). Tiles do not depend on the
- * grid, nothing is atomic: the same ids give the same groups. */
+ * into tiles of DC_CUDA_GROUP_TILE consecutive ones, a thread of the tile's
+ * block taking kGroupItems consecutive ones: a pass counts the digits of
+ * each tile (tile_digit_counts), scans the counts of each digit over the
+ * tiles (scan_digit_rows), and places each pair at its digit's start, plus
+ * the counts of that digit in the tiles before, in the threads before and
+ * in its thread's ids before it (scatter_by_digit). Then each id's start is
+ * a binary search in the sorted ids (group_starts). Tiles do not depend on
+ * the grid and nothing is atomic: the same ids give the same groups.
+ *
+ * Each thread counts its own ids in its own 4-byte counters (no two threads
+ * write a word between barriers), one per digit: 64 digits of 128 threads
+ * fill 33 KB of shared memory, which bounds the digit's width. */
 
 constexpr int kGroupThreads = 128;
 constexpr int kGroupItems = DC_CUDA_GROUP_TILE / kGroupThreads;
@@ -127,8 +132,8 @@ static_assert(kGroupThreads * kGroupItems == DC_CUDA_GROUP_TILE, "a tile is the 
  * longer than the threads so that the threads summing rows take different
  * banks */
 constexpr int kCountStride = kGroupThreads + 1;
-/* the (digit, thread) counts are scanned in pieces of this many, each in one
- * digit's row */
+/* the (digit, thread) counts are scanned a thread's share each, a piece
+ * lying in one digit's row */
 constexpr int kScanPiece = kDigits * kGroupThreads / kGroupThreads;
 static_assert(kGroupThreads % kScanPiece == 0, "a piece lies in one row");
 
