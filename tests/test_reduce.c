@@ -11,7 +11,8 @@
  * values; the same bits on 1 and 2 threads. On CUDA (when a device can be
  * used): every op against the CPU on sizes beyond one block of threads and
  * not powers of two, in float32 and float64, values and gradients; the
- * same bits on two runs; a bad index reported at the next wait; a step
+ * same bits on two runs; the grouping of a large index by id against a
+ * stable counting sort; a bad index reported at the next wait; a step
  * that never waits for the device nor allocates once warm. Without a
  * device the CUDA tests are skipped (with the reason printed), or fail
  * with DC_REQUIRE_CUDA=1; tests/cuda_emulation runs them on the CPU's
@@ -22,6 +23,9 @@
 #include <string.h>
 
 #include "support/test_support.h"
+
+#include "src/cuda/cuda_device.h"
+#include "src/ops/indices.h"
 
 static dc_ctx *gpu; /* NULL without a usable CUDA device */
 static char no_gpu_reason[256];
@@ -1357,6 +1361,89 @@ static void test_cuda_segments_in_pieces(void **state)
     dc_ctx_free(cpu);
 }
 
+/* ids for the grouping: pseudo-random in 0..limit-1 but none of them 2
+ * modulo 4 (empty ids, the last of 7 among them), and a run of zeros across
+ * several tiles of the sort. */
+static double *grouping_ids(int64_t n, int64_t limit)
+{
+    double *ids = malloc((size_t)n * sizeof *ids);
+    uint64_t s = 0x2545F4914F6CDD1Dull ^ (uint64_t)limit;
+    for (int64_t i = 0; i < n; ++i) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        int64_t v = (int64_t)((s >> 33) % (uint64_t)limit);
+        if (v % 4 == 2)
+            --v;
+        ids[i] = (double)(i >= 50000 && i < 60000 ? 0 : v);
+    }
+    return ids;
+}
+
+/* The grouping on CUDA (dc_group_indices, a radix sort over many blocks)
+ * against a stable counting sort on the host, over limits that take one to
+ * three passes, and a segment sum over the same ids with the CPU's bits. */
+static void test_cuda_grouping_matches_stable_sort(void **state)
+{
+    (void)state;
+    if (!have_gpu())
+        skip();
+    dc_ctx *cpu = test_cpu_ctx();
+    const int64_t n = 200003, limits[] = {1, 7, 1000, 70000};
+    const int64_t ishape[1] = {n}, vshape[2] = {n, 1};
+    int64_t *start = malloc((size_t)(limits[3] + 1) * sizeof *start);
+    int64_t *want_start = malloc((size_t)(limits[3] + 1) * sizeof *want_start);
+    int64_t *positions = malloc((size_t)n * sizeof *positions), *want = malloc((size_t)n * sizeof *want);
+    double *v = series(n, -2, 2, 60);
+    for (size_t c = 0; c < sizeof limits / sizeof limits[0]; ++c) {
+        const int64_t limit = limits[c];
+        double *ids = grouping_ids(n, limit);
+        /* the reference: counts, their exclusive sums, then each position in order */
+        memset(want_start, 0, (size_t)(limit + 1) * sizeof *want_start);
+        for (int64_t i = 0; i < n; ++i)
+            ++want_start[(int64_t)ids[i] + 1];
+        for (int64_t u = 0; u < limit; ++u)
+            want_start[u + 1] += want_start[u];
+        for (int64_t i = 0; i < n; ++i)
+            want[want_start[(int64_t)ids[i]]++] = i;
+        memmove(want_start + 1, want_start, (size_t)limit * sizeof *want_start);
+        want_start[0] = 0;
+
+        dc_tensor *ig = make_const(gpu, DC_F32, 1, ishape, ids);
+        dc_tape *tape = dc_tape_new(gpu);
+        TEST_NONNULL(gpu, tape);
+        const int64_t *rows = dc_read_indices(tape, "grouping test", "ids", DC_SITE_SEGMENT_INDEX, ig, limit);
+        TEST_NONNULL(gpu, rows);
+        const dc_index_groups *g = dc_group_indices(tape, rows, n, limit);
+        TEST_NONNULL(gpu, g);
+        TEST_OK(gpu, dc_cuda_to_host(gpu, start, g->start, (size_t)(limit + 1) * sizeof *start));
+        TEST_OK(gpu, dc_cuda_to_host(gpu, positions, g->positions, (size_t)n * sizeof *positions));
+        for (int64_t u = 0; u <= limit; ++u)
+            if (start[u] != want_start[u])
+                fail_msg("limit %lld: start[%lld] is %lld, want %lld", (long long)limit, (long long)u,
+                         (long long)start[u], (long long)want_start[u]);
+        for (int64_t k = 0; k < n; ++k)
+            if (positions[k] != want[k])
+                fail_msg("limit %lld: positions[%lld] is %lld, want %lld", (long long)limit, (long long)k,
+                         (long long)positions[k], (long long)want[k]);
+        dc_tape_free(tape);
+
+        /* a float32 segment sum over these ids: the CPU's bits */
+        dc_tensor *ic = make_const(cpu, DC_F32, 1, ishape, ids);
+        segment_arg ac = {ic, limit, DC_REDUCE_SUM}, ag = {ig, limit, DC_REDUCE_SUM};
+        char what[64];
+        snprintf(what, sizeof what, "grouped segment sum, limit %lld", (long long)limit);
+        compare_backends(cpu, 2, vshape, v, build_segment, &ac, &ag, DC_F32, true, what);
+        dc_tensor_free(ic);
+        dc_tensor_free(ig);
+        free(ids);
+    }
+    free(v);
+    free(start);
+    free(want_start);
+    free(positions);
+    free(want);
+    dc_ctx_free(cpu);
+}
+
 /* On CUDA a bad index is found on the device and reported by the next call
  * that waits for it, naming dc_op_segment_reduce and its index. */
 static void test_cuda_bad_index_reported_at_the_next_wait(void **state)
@@ -1476,6 +1563,7 @@ int main(void)
         cmocka_unit_test(test_cuda_segments_match_cpu),
         cmocka_unit_test(test_cuda_whole_reductions_in_pieces),
         cmocka_unit_test(test_cuda_segments_in_pieces),
+        cmocka_unit_test(test_cuda_grouping_matches_stable_sort),
         cmocka_unit_test(test_cuda_bad_index_reported_at_the_next_wait),
         cmocka_unit_test(test_cuda_step_never_waits),
     };

@@ -104,73 +104,186 @@ __global__ void claim_index_error(const double *parts, int n_parts, const T *val
     }
 }
 
-/* One block groups the n ids (each in 0..limit-1) by value: start[v] is
- * where id v's positions begin in `positions` (start[limit] = n), and each
- * id's positions are in ascending order. Tile by tile (a tile is the
- * block's threads), each thread finds its id's rank among the equal ids
- * before it in the tile; the last of them in the tile advances that id's
- * running count. A first pass counts, a scan turns counts into starts, a
- * second pass places. No atomics: the same ids give the same groups. */
-__global__ void group_by_value(const int64_t *ids, int64_t n, int64_t limit, int64_t *start, int64_t *cursor,
-                               int64_t *positions)
+/* ---- ids grouped by value: a stable radix sort of their positions ----
+ *
+ * Each pass orders the (id, position) pairs stably by one digit of the id
+ * (kDigitBits wide, the lowest first), so that after the last the pairs are
+ * in ascending id and, within an id, ascending position. The ids are cut
+ * into tiles of DC_CUDA_GROUP_TILE consecutive ones, a thread of the tile's
+ * block taking kGroupItems consecutive ones: a pass counts the digits of
+ * each tile (tile_digit_counts), scans the counts of each digit over the
+ * tiles (scan_digit_rows), and places each pair at its digit's start, plus
+ * the counts of that digit in the tiles before, in the threads before and
+ * in its thread's ids before it (scatter_by_digit). Then each id's start is
+ * a binary search in the sorted ids (group_starts). Tiles do not depend on
+ * the grid and nothing is atomic: the same ids give the same groups.
+ *
+ * Each thread counts its own ids in its own 4-byte counters (no two threads
+ * write a word between barriers), one per digit: 64 digits of 128 threads
+ * fill 33 KB of shared memory, which bounds the digit's width. */
+
+constexpr int kGroupThreads = 128;
+constexpr int kGroupItems = DC_CUDA_GROUP_TILE / kGroupThreads;
+constexpr int kDigitBits = 6;
+constexpr int kDigits = 1 << kDigitBits;
+static_assert(kDigits == DC_CUDA_GROUP_DIGITS, "the scratch's size (nn_cuda.h) counts these digits");
+static_assert(kGroupThreads * kGroupItems == DC_CUDA_GROUP_TILE, "a tile is the threads' items");
+/* counts[d * kCountStride + t]: digit d among thread t's ids; the row is one
+ * longer than the threads so that the threads summing rows take different
+ * banks */
+constexpr int kCountStride = kGroupThreads + 1;
+/* the (digit, thread) counts are scanned a thread's share each, a piece
+ * lying in one digit's row */
+constexpr int kScanPiece = kDigits * kGroupThreads / kGroupThreads;
+static_assert(kGroupThreads % kScanPiece == 0, "a piece lies in one row");
+
+/* Exclusive prefix sum of v over the block's threads in thread order; *total
+ * gets the block's sum. scratch: blockDim.x shared entries, free again on
+ * return. */
+template <typename T>
+__device__ T block_exclusive_scan(T v, T *scratch, T *total)
 {
-    __shared__ int64_t tile[kBlock];
-    __shared__ int64_t carry[1]; /* an array: the emulation's mirror rewrites array declarations */
-    for (int64_t v = threadIdx.x; v < limit; v += blockDim.x)
-        cursor[v] = 0;
+    scratch[threadIdx.x] = v;
     __syncthreads();
-    for (int pass = 0; pass < 2; ++pass) {
-        for (int64_t t0 = 0; t0 < n; t0 += blockDim.x) {
-            const int64_t i = t0 + threadIdx.x;
-            const int m = (int)(n - t0 < (int64_t)blockDim.x ? n - t0 : (int64_t)blockDim.x);
-            if (i < n)
-                tile[threadIdx.x] = ids[i];
-            __syncthreads();
-            int64_t rank = 0;
-            bool last = true;
-            if (i < n) {
-                const int64_t id = tile[threadIdx.x];
-                for (int k = 0; k < m; ++k)
-                    if (tile[k] == id) {
-                        rank += k < (int)threadIdx.x;
-                        last = last && k <= (int)threadIdx.x;
-                    }
-                if (pass == 1)
-                    positions[start[id] + cursor[id] + rank] = i;
-            }
-            __syncthreads();
-            if (i < n && last)
-                cursor[tile[threadIdx.x]] += rank + 1;
-            __syncthreads();
+    for (int w = 1; w < (int)blockDim.x; w *= 2) {
+        const T add = (int)threadIdx.x >= w ? scratch[threadIdx.x - w] : (T)0;
+        __syncthreads();
+        scratch[threadIdx.x] += add;
+        __syncthreads();
+    }
+    const T inclusive = scratch[threadIdx.x];
+    *total = scratch[blockDim.x - 1];
+    __syncthreads();
+    return inclusive - v;
+}
+
+/* The digit (at `shift`) of each of this thread's ids of the tile beginning
+ * at id `first`, -1 past the end, and their counts in the thread's column
+ * of `counts`. */
+__device__ void count_digits(const int64_t *keys, int64_t first, int64_t n, int shift, int *counts, int *digit)
+{
+    for (int d = 0; d < kDigits; ++d)
+        counts[d * kCountStride + threadIdx.x] = 0;
+    const int64_t mine = first + (int64_t)threadIdx.x * kGroupItems;
+    for (int k = 0; k < kGroupItems; ++k) {
+        const int64_t i = mine + k;
+        digit[k] = i < n ? (int)((keys[i] >> shift) & (kDigits - 1)) : -1;
+        if (digit[k] >= 0)
+            ++counts[digit[k] * kCountStride + threadIdx.x];
+    }
+}
+
+/* hist[d * n_tiles + tile]: how many ids of the tile have digit d. */
+__global__ void tile_digit_counts(const int64_t *keys, int64_t n, int shift, int64_t n_tiles, int64_t *hist)
+{
+    __shared__ int counts[kDigits * kCountStride];
+    int digit[kGroupItems];
+    for (int64_t tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
+        count_digits(keys, tile * DC_CUDA_GROUP_TILE, n, shift, counts, digit);
+        __syncthreads();
+        if ((int)threadIdx.x < kDigits) {
+            int sum = 0;
+            for (int t = 0; t < kGroupThreads; ++t)
+                sum += counts[threadIdx.x * kCountStride + t];
+            hist[(int64_t)threadIdx.x * n_tiles + tile] = sum;
         }
-        if (pass == 0) {
-            /* counts into starts: an exclusive scan, a tile at a time */
-            if (threadIdx.x == 0)
-                carry[0] = 0;
-            __syncthreads();
-            for (int64_t v0 = 0; v0 < limit; v0 += blockDim.x) {
-                const int64_t v = v0 + threadIdx.x;
-                tile[threadIdx.x] = v < limit ? cursor[v] : 0;
-                __syncthreads();
-                for (int w = 1; w < (int)blockDim.x; w *= 2) {
-                    const int64_t add = (int)threadIdx.x >= w ? tile[threadIdx.x - w] : 0;
-                    __syncthreads();
-                    tile[threadIdx.x] += add;
-                    __syncthreads();
-                }
-                if (v < limit) {
-                    start[v] = carry[0] + tile[threadIdx.x] - cursor[v];
-                    cursor[v] = 0;
-                }
-                __syncthreads();
-                if (threadIdx.x == 0)
-                    carry[0] += tile[blockDim.x - 1];
-                __syncthreads();
-            }
-            if (threadIdx.x == 0)
-                start[limit] = n;
-            __syncthreads();
+        __syncthreads();
+    }
+}
+
+/* A block per digit: its row of hist becomes the exclusive prefix sums
+ * over the tiles, and totals[digit] the row's sum. */
+__global__ void scan_digit_rows(int64_t *hist, int64_t n_tiles, int64_t *totals)
+{
+    __shared__ int64_t part[kBlock];
+    int64_t *row = hist + (int64_t)blockIdx.x * n_tiles;
+    const int64_t per = (n_tiles + blockDim.x - 1) / blockDim.x;
+    const int64_t lo = (int64_t)threadIdx.x * per < n_tiles ? (int64_t)threadIdx.x * per : n_tiles;
+    const int64_t hi = lo + per < n_tiles ? lo + per : n_tiles;
+    int64_t sum = 0;
+    for (int64_t i = lo; i < hi; ++i)
+        sum += row[i];
+    int64_t total;
+    int64_t running = block_exclusive_scan(sum, part, &total);
+    for (int64_t i = lo; i < hi; ++i) {
+        const int64_t c = row[i];
+        row[i] = running;
+        running += c;
+    }
+    if (threadIdx.x == 0)
+        totals[blockIdx.x] = total;
+}
+
+/* Each (id, position) pair to its place in the order by the digit at
+ * `shift`: base (the scanned hist) and totals from scan_digit_rows; pos
+ * NULL: the positions are the ids' own (the first pass). */
+__global__ void scatter_by_digit(const int64_t *keys, const int64_t *pos, int64_t n, int shift, int64_t n_tiles,
+                                 const int64_t *base, const int64_t *totals, int64_t *keys_out, int64_t *pos_out)
+{
+    __shared__ int counts[kDigits * kCountStride];
+    __shared__ int piece_sum[kGroupThreads];
+    __shared__ int64_t digit_start[kDigits];
+    __shared__ int64_t adjust[kDigits];
+    int digit[kGroupItems];
+    if (threadIdx.x == 0) {
+        int64_t s = 0;
+        for (int d = 0; d < kDigits; ++d) {
+            digit_start[d] = s;
+            s += totals[d];
         }
+    }
+    for (int64_t tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
+        const int64_t first = tile * DC_CUDA_GROUP_TILE;
+        count_digits(keys, first, n, shift, counts, digit);
+        __syncthreads();
+        /* the counts in (digit, thread) order turned into exclusive prefix
+         * sums: where each thread's ids of each digit begin in the tile */
+        int *piece = counts + (threadIdx.x * kScanPiece / kGroupThreads) * kCountStride +
+                     threadIdx.x * kScanPiece % kGroupThreads;
+        int sum = 0;
+        for (int j = 0; j < kScanPiece; ++j)
+            sum += piece[j];
+        int tile_total;
+        int running = block_exclusive_scan(sum, piece_sum, &tile_total);
+        for (int j = 0; j < kScanPiece; ++j) {
+            const int c = piece[j];
+            piece[j] = running;
+            running += c;
+        }
+        __syncthreads();
+        /* from a place in the tile to a place in the output */
+        if ((int)threadIdx.x < kDigits)
+            adjust[threadIdx.x] = digit_start[threadIdx.x] + base[(int64_t)threadIdx.x * n_tiles + tile] -
+                                  counts[threadIdx.x * kCountStride];
+        __syncthreads();
+        const int64_t mine = first + (int64_t)threadIdx.x * kGroupItems;
+        for (int k = 0; k < kGroupItems; ++k) {
+            if (digit[k] < 0)
+                continue;
+            int *at = &counts[digit[k] * kCountStride + threadIdx.x];
+            const int64_t dest = adjust[digit[k]] + *at;
+            ++*at;
+            const int64_t i = mine + k;
+            keys_out[dest] = keys[i];
+            pos_out[dest] = pos ? pos[i] : i;
+        }
+        __syncthreads();
+    }
+}
+
+/* start[v] for v in 0..limit: how many of the sorted ids are below v. */
+__global__ void group_starts(const int64_t *sorted, int64_t n, int64_t limit, int64_t *start)
+{
+    for (int64_t v = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; v <= limit; v += (int64_t)gridDim.x * blockDim.x) {
+        int64_t lo = 0, hi = n;
+        while (lo < hi) {
+            const int64_t mid = lo + (hi - lo) / 2;
+            if (sorted[mid] < v)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        start[v] = lo;
     }
 }
 
@@ -495,11 +608,39 @@ dc_status dc_cuda_read_indices(dc_ctx *ctx, dc_dtype dtype, const void *values, 
 }
 
 dc_status dc_cuda_group_indices(dc_ctx *ctx, const int64_t *ids, int64_t n, int64_t limit, int64_t *start,
-                                int64_t *cursor, int64_t *positions)
+                                int64_t *positions, int64_t *scratch)
 {
     DC_CUDA_ENTER(ctx);
-    group_by_value<<<1, kBlock, 0, ctx->cuda->stream>>>(ids, n, limit, start, cursor, positions);
-    return dc_cuda_launched(ctx, 1, "grouping indices");
+    cudaStream_t st = ctx->cuda->stream;
+    int launches = 0;
+    const int64_t *sorted = ids;
+    if (n > 0) {
+        /* passes enough for the digits of limit - 1 (one at least, which
+         * writes the positions) */
+        int bits = 0;
+        while (bits < 63 && ((limit - 1) >> bits) > 0)
+            ++bits;
+        const int passes = bits > 0 ? (bits + kDigitBits - 1) / kDigitBits : 1;
+        const int64_t n_tiles = (n + DC_CUDA_GROUP_TILE - 1) / DC_CUDA_GROUP_TILE;
+        int64_t *keys[2] = {scratch, scratch + n};
+        int64_t *pos_spare = scratch + 2 * n, *hist = scratch + 3 * n, *totals = hist + kDigits * n_tiles;
+        const unsigned grid = (unsigned)(n_tiles < ctx->cuda->max_blocks ? n_tiles : ctx->cuda->max_blocks);
+        const int64_t *pos_in = NULL;
+        for (int p = 0; p < passes; ++p) {
+            /* the positions alternate so that the last pass writes them out */
+            int64_t *pos_out = (passes - 1 - p) % 2 == 0 ? positions : pos_spare;
+            const int shift = p * kDigitBits;
+            tile_digit_counts<<<grid, kGroupThreads, 0, st>>>(sorted, n, shift, n_tiles, hist);
+            scan_digit_rows<<<kDigits, kBlock, 0, st>>>(hist, n_tiles, totals);
+            scatter_by_digit<<<grid, kGroupThreads, 0, st>>>(sorted, pos_in, n, shift, n_tiles, hist, totals,
+                                                             keys[p % 2], pos_out);
+            sorted = keys[p % 2];
+            pos_in = pos_out;
+            launches += 3;
+        }
+    }
+    group_starts<<<grid_for(ctx, limit + 1), kBlock, 0, st>>>(sorted, n, limit, start);
+    return dc_cuda_launched(ctx, launches + 1, "grouping indices");
 }
 
 dc_status dc_cuda_cross_entropy(dc_ctx *ctx, dc_dtype dtype, const void *logits, int64_t n, int64_t c,

@@ -39,11 +39,24 @@ typedef enum dc_index_site {
 dc_status dc_cuda_read_indices(dc_ctx *ctx, dc_dtype dtype, const void *values, int64_t n, int64_t limit, int site,
                                int64_t *out, double *parts);
 
+/* The grouping's tiles (consecutive ids) and digits per pass. */
+#define DC_CUDA_GROUP_TILE 4096
+#define DC_CUDA_GROUP_DIGITS 64
+
+/* int64 entries of the scratch dc_cuda_group_indices needs for n ids. */
+static inline int64_t dc_cuda_group_scratch(int64_t n)
+{
+    return 3 * n + DC_CUDA_GROUP_DIGITS * ((n + DC_CUDA_GROUP_TILE - 1) / DC_CUDA_GROUP_TILE + 1);
+}
+
 /* Groups n ids (each in 0..limit-1) by value on the device: start (limit +
  * 1 entries) says where each id's positions begin in `positions` (n
- * entries, ascending within each id); cursor: limit entries of scratch. */
+ * entries, ascending within each id). A stable radix sort over the blocks,
+ * a pass per 6 bits of limit - 1, then a search for each start; nothing
+ * atomic, the same ids give the same groups on any grid. scratch:
+ * dc_cuda_group_scratch(n) entries of device memory. */
 dc_status dc_cuda_group_indices(dc_ctx *ctx, const int64_t *ids, int64_t n, int64_t limit, int64_t *start,
-                                int64_t *cursor, int64_t *positions);
+                                int64_t *positions, int64_t *scratch);
 dc_status dc_cuda_cross_entropy(dc_ctx *ctx, dc_dtype dtype, const void *logits, int64_t n, int64_t c,
                                 const int64_t *targets, double *lse, double *loss_rows, void *out);
 dc_status dc_cuda_cross_entropy_grad(dc_ctx *ctx, dc_dtype dtype, void *grad, int64_t rs, int64_t cs,

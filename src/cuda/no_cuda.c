@@ -155,9 +155,9 @@ dc_status dc_cuda_read_indices(dc_ctx *ctx, dc_dtype dtype, const void *values, 
 }
 
 dc_status dc_cuda_group_indices(dc_ctx *ctx, const int64_t *ids, int64_t n, int64_t limit, int64_t *start,
-                                int64_t *cursor, int64_t *positions)
+                                int64_t *positions, int64_t *scratch)
 {
-    (void)ids, (void)n, (void)limit, (void)start, (void)cursor, (void)positions;
+    (void)ids, (void)n, (void)limit, (void)start, (void)positions, (void)scratch;
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
 

@@ -100,11 +100,11 @@ const dc_index_groups *dc_group_indices(dc_tape *tape, const int64_t *ids, int64
 {
     dc_index_groups *g = dc_tape_alloc_meta(tape, sizeof *g);
     int64_t *start = dc_tape_alloc_data(tape, (size_t)(limit + 1) * sizeof *start);
-    int64_t *cursor = dc_tape_alloc_data(tape, (size_t)(limit ? limit : 1) * sizeof *cursor);
     int64_t *positions = dc_tape_alloc_data(tape, (size_t)(n ? n : 1) * sizeof *positions);
-    if (!g || !start || !cursor || !positions)
+    int64_t *scratch = dc_tape_alloc_data(tape, (size_t)dc_cuda_group_scratch(n) * sizeof *scratch);
+    if (!g || !start || !positions || !scratch)
         return NULL;
-    if (dc_cuda_group_indices(tape->ctx, ids, n, limit, start, cursor, positions) != DC_OK)
+    if (dc_cuda_group_indices(tape->ctx, ids, n, limit, start, positions, scratch) != DC_OK)
         return NULL;
     g->start = start;
     g->positions = positions;
