@@ -196,6 +196,9 @@ __global__ void reduce_adjoint_kernel(dc_assoc_reduce_adjoint_launch L, int64_t 
  * The association depends on the piece's length alone. */
 enum { kBlockThreads = DC_PP_CAT(DC_SFX, _primal)::kScanThreads };
 enum { kFields = dc_assoc_k_dual, kMap = kFields * kFields + kFields };
+/* the scans' double buffers of maps within a block's static shared memory */
+static_assert(2 * kMap * kBlockThreads * sizeof(dc_real) <= 48 * 1024,
+              "an operator this wide needs fewer threads per block in the adjoint's scans");
 
 /* A thread's run [r0, r1) of a piece of `count` steps. */
 __device__ static inline void run_of(int64_t count, int tid, int64_t *r0, int64_t *r1)

@@ -9,6 +9,8 @@
 namespace dc_cuda {
 
 constexpr int kBlock = 256;
+/* the trees of the reductions halve it down to one thread */
+static_assert((kBlock & (kBlock - 1)) == 0, "kBlock must be a power of two");
 
 /* Blocks for n elements at kBlock threads each, capped for grid-stride loops. */
 inline unsigned grid_for(const dc_ctx *ctx, int64_t n)
