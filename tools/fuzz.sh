@@ -9,7 +9,7 @@ usage() {
 usage: tools/fuzz.sh [SECONDS] [options]
 
 Configures and builds the fuzz build (CC=clang, -DDC_FUZZ=ON, no CUDA), then
-runs each fuzz target for SECONDS (default 60), one after the other, starting
+runs each fuzz target for SECONDS (default 60), side by side, starting
 from its corpus in tests/fuzz/corpus/<target>/. Prints the executions of each
 target and any crash; exits 1 if a target crashed (or timed out, or leaked).
 
@@ -89,6 +89,8 @@ if [ $replay_known = 1 ]; then
 fi
 
 # ---- fuzz -------------------------------------------------------------------
+# The targets run side by side (each one process, one core), then each is
+# reported in turn.
 status=0
 for target in $targets; do
     corpus="$build/fuzz-corpus/$target"
@@ -96,12 +98,22 @@ for target in $targets; do
     log="$build/fuzz-logs/$target.log"
     mkdir -p "$corpus" "$artifacts" "$build/fuzz-logs"
     # findings only: slow-unit-* (an input over 10 s) is a hint, not a failure
-    before=$(ls "$artifacts" | grep -cE '^(crash|timeout|leak|oom)-' || true)
+    ls "$artifacts" | grep -cE '^(crash|timeout|leak|oom)-' >"$build/fuzz-logs/$target.before" || true
     echo "+ $target for ${seconds}s (log: $log)"
-    rc=0
     # New inputs go to the first folder; the seeds in the repository are read only.
-    "$build/tests/fuzz/$target" -max_total_time="$seconds" -timeout="$timeout" -rss_limit_mb=2048 \
-        -artifact_prefix="$artifacts/" -print_final_stats=1 "$corpus" "tests/fuzz/corpus/$target" >"$log" 2>&1 || rc=$?
+    (
+        rc=0
+        "$build/tests/fuzz/$target" -max_total_time="$seconds" -timeout="$timeout" -rss_limit_mb=2048 \
+            -artifact_prefix="$artifacts/" -print_final_stats=1 "$corpus" "tests/fuzz/corpus/$target" >"$log" 2>&1 || rc=$?
+        echo "$rc" >"$build/fuzz-logs/$target.rc"
+    ) &
+done
+wait
+for target in $targets; do
+    artifacts="$build/fuzz-artifacts/$target"
+    log="$build/fuzz-logs/$target.log"
+    rc=$(cat "$build/fuzz-logs/$target.rc" 2>/dev/null || echo "?")
+    before=$(cat "$build/fuzz-logs/$target.before")
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
     cov=$(grep -E '^#[0-9]+' "$log" | tail -1 |

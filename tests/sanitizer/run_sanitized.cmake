@@ -27,4 +27,5 @@ set(ENV{UBSAN_OPTIONS} "print_stacktrace=1:halt_on_error=1")
 # and memory that must be written before it is read starts as NaN (the
 # library's DC_POISON), so that reading it shows in the results
 set(ENV{DC_POISON} 1)
-step("tests" ${CMAKE_CTEST_COMMAND} --test-dir "${WORK_DIR}" --output-on-failure)
+# two at a time: by then the suite around this one has mostly finished
+step("tests" ${CMAKE_CTEST_COMMAND} --test-dir "${WORK_DIR}" --output-on-failure --parallel 2)
