@@ -82,8 +82,15 @@ void DC_ASSOC_KERNEL(_vjp)(const dc_assoc_vjp_launch *launch, int64_t begin, int
 void DC_ASSOC_KERNEL(_scan_adjoint)(const dc_assoc_scan_adjoint_launch *launch, int64_t begin, int64_t end);
 void DC_ASSOC_KERNEL(_scan_adjoint)(const dc_assoc_scan_adjoint_launch *launch, int64_t begin, int64_t end)
 {
-    for (int64_t item = begin; item < end; ++item)
-        dc_assoc_scan_adjoint_item_dual(launch, item);
+    const int grouped = launch->phase == DC_ASSOC_ADJ_MAPS || launch->phase == DC_ASSOC_ADJ_PIECES;
+    for (int64_t item = begin; item < end;) {
+        if (grouped && end - item >= dc_assoc_red_group_dual && dc_assoc_adjoint_group_fits_dual(launch, item)) {
+            dc_assoc_adjoint_group_dual(launch, item);
+            item += dc_assoc_red_group_dual;
+        } else {
+            dc_assoc_scan_adjoint_item_dual(launch, item++);
+        }
+    }
 }
 
 void DC_ASSOC_KERNEL(_reduce_adjoint)(const dc_assoc_reduce_adjoint_launch *launch, int64_t begin, int64_t end);

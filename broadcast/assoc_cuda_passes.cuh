@@ -310,7 +310,7 @@ __global__ void scan_adjoint_block_kernel(dc_assoc_scan_adjoint_launch L, int64_
         run_of(count, tid, &r0, &r1);
         dc_real m[kMap];
         map_identity(m);
-        dc_assoc_adjoint_steps_dual(&L, o * L.len, s0 + r0, s0 + r1, m + kFields * kFields, m);
+        dc_assoc_adjoint_steps_dual(&L, o * L.len, s0 + r0, s0 + r1, 0, m);
         const int b = block_scan<kMap>(maps, slot, m, map_then());
         if (L.phase == DC_ASSOC_ADJ_MAPS) {
             if (tid == 0) /* slot kBlockThreads - 1: the whole piece */

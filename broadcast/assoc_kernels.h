@@ -227,20 +227,22 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_vjp_range)(const dc_assoc_vjp_launch *L,
 }
 
 /* Steps [s0, s1) of the row and lane at `base` of a scan's adjoint, from
- * the last: one dual pass of the operator per step. With M NULL, carry
- * enters as the carry from step s1, leaves as the carry into step s0 - 1,
- * and gx is written. Otherwise (the piece's affine map) carry enters as 0
- * and leaves as v, and the k columns of M (entering as the identity) follow
- * the same recurrence without the adjoints g; gx is not written. */
+ * the last: one dual pass of the operator per step, which serves both of:
+ * - carry not NULL: carry enters as the carry from step s1 and leaves as
+ *   the carry into step s0 - 1, and gx is written;
+ * - M not NULL (the run's affine map, its k columns then v, entering as the
+ *   identity and 0): v follows the carry's recurrence from 0, and the
+ *   columns the same recurrence without the adjoints g. */
 DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_adjoint_steps)(const dc_assoc_scan_adjoint_launch *L, int64_t base, int64_t s0,
                                                        int64_t s1, dc_real *carry, dc_real *M)
 {
+    enum { K = DC_ASSOC_K };
     const int64_t inner = L->inner, len = L->len;
     for (int64_t j = s1 - 1; j >= s0; --j) {
         const int64_t at = base + j * inner;
-        dc_real lambda[DC_ASSOC_K];
-        dc_var lr[2 * DC_ASSOC_K];
-        DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+        dc_real lambda[K], lambda_v[K];
+        dc_var lr[2 * K];
+        DC_UNROLL for (int f = 0; f < K; ++f)
         {
             const dc_real *g = (const dc_real *)L->g[f];
             dc_real gj = (dc_real)0;
@@ -248,85 +250,228 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_adjoint_steps)(const dc_assoc_scan_adjoi
                 gj = g[at];
             else if (g && j + 1 < len)
                 gj = g[at + inner];
-            lambda[f] = gj + carry[f];
+            if (carry)
+                lambda[f] = gj + carry[f];
+            if (M)
+                lambda_v[f] = gj + M[K * K + f];
             const dc_real *y = (const dc_real *)L->y[f];
             const dc_real p = L->exclusive ? y[at] : j > 0 ? y[at - inner] : DC_ASSOC_NEUTRAL(f);
             lr[f] = DC_BFN_SEED(p, f);
-            lr[DC_ASSOC_K + f] = DC_BFN_SEED(((const dc_real *)L->x[f])[at], DC_ASSOC_K + f);
+            lr[K + f] = DC_BFN_SEED(((const dc_real *)L->x[f])[at], K + f);
         }
-        dc_var o[DC_ASSOC_K];
-        DC_ASSOC_BODY(lr, lr + DC_ASSOC_K, o);
-        DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+        dc_var o[K];
+        DC_ASSOC_BODY(lr, lr + K, o);
+        DC_UNROLL for (int f = 0; f < K; ++f)
         {
-            DC_ASSOC_VJP_TERM(lambda, o, f, carry[f])
-            if (!M) {
-                dc_real t;
-                DC_ASSOC_VJP_TERM(lambda, o, DC_ASSOC_K + f, t)
-                ((dc_real *)L->gx[f])[at] = t;
+            dc_real *gx = (dc_real *)L->gx[f];
+            if (carry) {
+                DC_ASSOC_VJP_TERM(lambda, o, f, carry[f])
+                if (gx) {
+                    dc_real t;
+                    DC_ASSOC_VJP_TERM(lambda, o, K + f, t)
+                    gx[at] = (L->accumulate >> f) & 1u ? gx[at] + t : t;
+                }
             }
+            if (M)
+                DC_ASSOC_VJP_TERM(lambda_v, o, f, M[K * K + f])
         }
         if (M)
-            DC_UNROLL for (int q = 0; q < DC_ASSOC_K; ++q)
+            DC_UNROLL for (int q = 0; q < K; ++q)
             {
-                dc_real col[DC_ASSOC_K];
-                DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
-                    col[f] = M[q * DC_ASSOC_K + f];
-                DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
-                    DC_ASSOC_VJP_TERM(col, o, f, M[q * DC_ASSOC_K + f])
+                dc_real col[K];
+                DC_UNROLL for (int f = 0; f < K; ++f)
+                    col[f] = M[q * K + f];
+                DC_UNROLL for (int f = 0; f < K; ++f)
+                    DC_ASSOC_VJP_TERM(col, o, f, M[q * K + f])
             }
+    }
+}
+
+/* M, k * k + k numbers: the identity map (columns), v 0. */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_map_identity)(dc_real *M)
+{
+    DC_UNROLL for (int q = 0; q < DC_ASSOC_K; ++q)
+        DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+            M[q * DC_ASSOC_K + f] = q == f ? (dc_real)1 : (dc_real)0;
+    DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+        M[DC_ASSOC_K * DC_ASSOC_K + f] = (dc_real)0;
+}
+
+/* The carry leaving a piece whose map is M, from the carry entering it:
+ * M carry + v (next is not carry). */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_map_carry)(const dc_real *M, const dc_real *carry, dc_real *next)
+{
+    DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+    {
+        next[f] = M[DC_ASSOC_K * DC_ASSOC_K + f];
+        DC_UNROLL for (int q = 0; q < DC_ASSOC_K; ++q)
+            next[f] += M[q * DC_ASSOC_K + f] * carry[q];
     }
 }
 
 /* One work item of a scan-adjoint launch, by its phase. */
 DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_adjoint_item)(const dc_assoc_scan_adjoint_launch *L, int64_t item)
 {
+    enum { K = DC_ASSOC_K, MAP = DC_ASSOC_K * DC_ASSOC_K + DC_ASSOC_K };
     const int64_t inner = L->inner, len = L->len, lane = item % inner;
+    const int by_piece = L->phase != DC_ASSOC_ADJ_WHOLE && L->phase != DC_ASSOC_ADJ_CARRIES;
     const int64_t n_chunks = L->phase == DC_ASSOC_ADJ_WHOLE ? 1 : (len + L->chunk - 1) / L->chunk;
-    const int64_t row = L->phase == DC_ASSOC_ADJ_MAPS || L->phase == DC_ASSOC_ADJ_PIECES ? item / inner / n_chunks
-                                                                                          : item / inner;
+    const int64_t row = by_piece ? item / inner / n_chunks : item / inner;
     const int64_t base = row * len * inner + lane;
-    enum { MAP = DC_ASSOC_K * DC_ASSOC_K + DC_ASSOC_K };
-    dc_real carry[DC_ASSOC_K];
-    DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+    dc_real *carries = (dc_real *)L->carry, *maps = (dc_real *)L->maps;
+    dc_real carry[K];
+    DC_UNROLL for (int f = 0; f < K; ++f)
         carry[f] = (dc_real)0;
     if (L->phase == DC_ASSOC_ADJ_WHOLE) {
         DC_BFN_ID(dc_assoc_adjoint_steps)(L, base, 0, len, carry, 0);
-    } else if (L->phase == DC_ASSOC_ADJ_CARRIES) {
+        return;
+    }
+    if (L->phase == DC_ASSOC_ADJ_CARRIES) {
         /* from the last piece: the carry entering piece c is the one that
-         * leaves piece c + 1, M carry + v */
-        const dc_real *maps = (const dc_real *)L->maps;
-        dc_real *out = (dc_real *)L->carry;
+         * leaves piece c + 1 */
         for (int64_t c = n_chunks - 1; c >= 0; --c) {
             const int64_t piece = (row * n_chunks + c) * inner + lane;
-            const dc_real *M = maps + piece * MAP;
-            dc_real next[DC_ASSOC_K];
-            DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
-            {
-                out[piece * DC_ASSOC_K + f] = carry[f];
-                next[f] = M[DC_ASSOC_K * DC_ASSOC_K + f];
-                DC_UNROLL for (int q = 0; q < DC_ASSOC_K; ++q)
-                    next[f] += M[q * DC_ASSOC_K + f] * carry[q];
-            }
-            DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
+            dc_real next[K];
+            DC_UNROLL for (int f = 0; f < K; ++f)
+                carries[piece * K + f] = carry[f];
+            DC_BFN_ID(dc_assoc_map_carry)(maps + piece * MAP, carry, next);
+            DC_UNROLL for (int f = 0; f < K; ++f)
                 carry[f] = next[f];
         }
-    } else {
-        const int64_t c = (item / inner) % n_chunks;
-        const int64_t s0 = c * L->chunk, s1 = s0 + L->chunk < len ? s0 + L->chunk : len;
-        if (L->phase == DC_ASSOC_ADJ_MAPS) {
-            dc_real *M = (dc_real *)L->maps + item * MAP;
-            DC_UNROLL for (int q = 0; q < DC_ASSOC_K; ++q)
-                DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
-                    M[q * DC_ASSOC_K + f] = q == f ? (dc_real)1 : (dc_real)0;
-            DC_BFN_ID(dc_assoc_adjoint_steps)(L, base, s0, s1, carry, M);
-            DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
-                M[DC_ASSOC_K * DC_ASSOC_K + f] = carry[f];
+        return;
+    }
+    const int64_t c = (item / inner) % n_chunks;
+    const int64_t s0 = c * L->chunk, s1 = s0 + L->chunk < len ? s0 + L->chunk : len;
+    if (L->phase == DC_ASSOC_ADJ_MAPS) {
+        DC_BFN_ID(dc_assoc_map_identity)(maps + item * MAP);
+        DC_BFN_ID(dc_assoc_adjoint_steps)(L, base, s0, s1, 0, maps + item * MAP);
+        return;
+    }
+    DC_UNROLL for (int f = 0; f < K; ++f)
+        carry[f] = carries[item * K + f];
+    DC_BFN_ID(dc_assoc_adjoint_steps)(L, base, s0, s1, carry, 0);
+}
+
+/* Pieces that a CPU work item of a scan-adjoint or reduce-adjoint launch
+ * walks together (dc_assoc_adjoint_group, dc_assoc_reduce_group:
+ * dc_assoc_red_group<pass>, 8 or 4). */
+enum { DC_BFN_ID(dc_assoc_red_group) = DC_ASSOC_K <= 2 ? 8 : 4 };
+#ifndef DC_ASSOC_IVDEP /* the CPU instance's: a loop over the pieces of a group is to be vectorized */
+#define DC_ASSOC_IVDEP
+#endif
+#define DC_ASSOC_RED_GROUP DC_BFN_ID(dc_assoc_red_group)
+
+/* Whether pieces [p0, p0 + DC_ASSOC_RED_GROUP) of a scan-adjoint launch in
+ * phase DC_ASSOC_ADJ_MAPS or DC_ASSOC_ADJ_PIECES suit
+ * dc_assoc_adjoint_group: one lane, each a whole chunk of two steps or
+ * more. */
+DC_INLINE DC_HD int DC_BFN_ID(dc_assoc_adjoint_group_fits)(const dc_assoc_scan_adjoint_launch *L, int64_t p0)
+{
+    if (L->inner != 1 || L->chunk < 2)
+        return 0;
+    const int64_t n_chunks = (L->len + L->chunk - 1) / L->chunk;
+    for (int g = 0; g < DC_ASSOC_RED_GROUP; ++g)
+        if ((p0 + g) % n_chunks == n_chunks - 1 && L->len % L->chunk != 0)
+            return 0;
+    return 1;
+}
+
+/* Step s of each piece of a group (dc_assoc_adjoint_group): at element
+ * first[g] + s, step j0[g] + s of its row. Where `edge` is 0, s is neither
+ * a row's first step nor its last. */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_adjoint_group_step)(const dc_assoc_scan_adjoint_launch *L,
+                                                            const int64_t *first, const int64_t *j0, int64_t s,
+                                                            int edge, int maps_phase,
+                                                            dc_real (*carry)[DC_ASSOC_RED_GROUP],
+                                                            dc_real (*M)[DC_ASSOC_RED_GROUP])
+{
+    enum { K = DC_ASSOC_K, G = DC_ASSOC_RED_GROUP };
+    const int64_t len = L->len;
+    DC_ASSOC_IVDEP for (int g = 0; g < G; ++g)
+    {
+        const int64_t at = first[g] + s, j = j0[g] + s;
+        dc_real lambda[K];
+        dc_var lr[2 * K], o[K];
+        DC_UNROLL for (int f = 0; f < K; ++f)
+        {
+            const dc_real *gf = (const dc_real *)L->g[f];
+            dc_real gj = (dc_real)0;
+            if (gf && !L->exclusive)
+                gj = gf[at];
+            else if (gf && (!edge || j + 1 < len))
+                gj = gf[at + 1];
+            lambda[f] = gj + (maps_phase ? M[K * K + f][g] : carry[f][g]);
+            const dc_real *y = (const dc_real *)L->y[f];
+            const dc_real p = L->exclusive ? y[at] : !edge || j > 0 ? y[at - 1] : DC_ASSOC_NEUTRAL(f);
+            lr[f] = DC_BFN_SEED(p, f);
+            lr[K + f] = DC_BFN_SEED(((const dc_real *)L->x[f])[at], K + f);
+        }
+        DC_ASSOC_BODY(lr, lr + K, o);
+        if (maps_phase) {
+            DC_UNROLL for (int f = 0; f < K; ++f)
+                DC_ASSOC_VJP_TERM(lambda, o, f, M[K * K + f][g])
+            DC_UNROLL for (int q = 0; q < K; ++q)
+            {
+                dc_real col[K];
+                DC_UNROLL for (int f = 0; f < K; ++f)
+                    col[f] = M[q * K + f][g];
+                DC_UNROLL for (int f = 0; f < K; ++f)
+                    DC_ASSOC_VJP_TERM(col, o, f, M[q * K + f][g])
+            }
         } else {
-            DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
-                carry[f] = ((const dc_real *)L->carry)[item * DC_ASSOC_K + f];
-            DC_BFN_ID(dc_assoc_adjoint_steps)(L, base, s0, s1, carry, 0);
+            DC_UNROLL for (int f = 0; f < K; ++f)
+            {
+                DC_ASSOC_VJP_TERM(lambda, o, f, carry[f][g])
+                dc_real *gx = (dc_real *)L->gx[f];
+                if (gx) {
+                    dc_real t;
+                    DC_ASSOC_VJP_TERM(lambda, o, K + f, t)
+                    gx[at] = (L->accumulate >> f) & 1u ? gx[at] + t : t;
+                }
+            }
         }
     }
+}
+
+/* Pieces [p0, p0 + DC_ASSOC_RED_GROUP) of a scan-adjoint launch in phase
+ * DC_ASSOC_ADJ_MAPS or DC_ASSOC_ADJ_PIECES that suit them
+ * (dc_assoc_adjoint_group_fits), walked together step by step, the loop
+ * over the pieces vectorized, so that their chains of operations overlap;
+ * each piece does what dc_assoc_scan_adjoint_item does, in the same order,
+ * to the same bits. */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_adjoint_group)(const dc_assoc_scan_adjoint_launch *L, int64_t p0)
+{
+    enum { K = DC_ASSOC_K, G = DC_ASSOC_RED_GROUP, MAP = DC_ASSOC_K * DC_ASSOC_K + DC_ASSOC_K };
+    const int maps_phase = L->phase == DC_ASSOC_ADJ_MAPS;
+    const int64_t chunk = L->chunk, n_chunks = (L->len + chunk - 1) / chunk;
+    int64_t first[G], j0[G];
+    dc_real carry[K][G], M[MAP][G];
+    DC_UNROLL for (int g = 0; g < G; ++g)
+    {
+        const int64_t p = p0 + g;
+        j0[g] = p % n_chunks * chunk;
+        first[g] = p / n_chunks * L->len + j0[g];
+        DC_UNROLL for (int q = 0; q < K; ++q)
+            DC_UNROLL for (int f = 0; f < K; ++f)
+                M[q * K + f][g] = q == f ? (dc_real)1 : (dc_real)0;
+        DC_UNROLL for (int f = 0; f < K; ++f)
+        {
+            M[K * K + f][g] = (dc_real)0;
+            carry[f][g] = maps_phase ? (dc_real)0 : ((const dc_real *)L->carry)[p * K + f];
+        }
+    }
+    DC_BFN_ID(dc_assoc_adjoint_group_step)(L, first, j0, chunk - 1, 1, maps_phase, carry, M);
+    if (maps_phase)
+        for (int64_t s = chunk - 2; s > 0; --s)
+            DC_BFN_ID(dc_assoc_adjoint_group_step)(L, first, j0, s, 0, 1, carry, M);
+    else
+        for (int64_t s = chunk - 2; s > 0; --s)
+            DC_BFN_ID(dc_assoc_adjoint_group_step)(L, first, j0, s, 0, 0, carry, M);
+    DC_BFN_ID(dc_assoc_adjoint_group_step)(L, first, j0, 0, 1, maps_phase, carry, M);
+    if (maps_phase)
+        DC_UNROLL for (int g = 0; g < G; ++g)
+            DC_UNROLL for (int e = 0; e < MAP; ++e)
+                ((dc_real *)L->maps)[(p0 + g) * MAP + e] = M[e][g];
 }
 
 /* The reduce-adjoint launch's phase DC_ASSOC_RED_CARRIES for one row and
@@ -443,15 +588,8 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_reduce_piece)(const dc_assoc_reduce_adjo
     DC_BFN_ID(dc_assoc_reduce_run)(L, (o * L->len + s0) * inner + lane, count, l, r, ybar, buf);
 }
 
-/* Pieces that a CPU work item of a reduce-adjoint launch walks together
- * (dc_assoc_reduce_group: dc_assoc_red_group<pass>, 8 or 4), and the
- * buffer they need: DC_ASSOC_MAX_CHUNK * DC_ASSOC_RED_BUF numbers, at most
- * 16 per step. */
-enum { DC_BFN_ID(dc_assoc_red_group) = DC_ASSOC_K <= 2 ? 8 : 4 };
-#ifndef DC_ASSOC_IVDEP /* the CPU instance's: a loop over the pieces of a group is to be vectorized */
-#define DC_ASSOC_IVDEP
-#endif
-#define DC_ASSOC_RED_GROUP DC_BFN_ID(dc_assoc_red_group)
+/* The buffer that the pieces of a reduce-adjoint group need:
+ * DC_ASSOC_MAX_CHUNK * DC_ASSOC_RED_BUF numbers, at most 16 per step. */
 #ifndef DC_ASSOC_RED_BUF
 #define DC_ASSOC_RED_BUF 16
 #endif

@@ -593,6 +593,55 @@ static void test_scan_gradients(void **state)
                 gradcheck_case(ctx, &cs[ci], &s, 1, long_row);
             }
         }
+    /* a row of nine pieces (the CPU walks eight of them together): the
+     * input's adjoint added in place to an earlier gradient (the inputs
+     * scanned twice: exactly twice the gradient of one scan), and with one
+     * tensor as both fields (no gradient in place) */
+    const op_case *linrec = &cs[1];
+    const int64_t n = 9 * DC_ASSOC_CHUNK;
+    double *v = case_values(linrec, n);
+    dc_tensor *x[2];
+    make_fields(ctx, DC_F64, 2, 1, &n, v, n, x);
+    for (int f = 0; f < 2; ++f)
+        TEST_OK(ctx, dc_tensor_set_requires_grad(x[f], true));
+    double *once = malloc((size_t)(2 * n) * sizeof *once), *twice = malloc((size_t)(2 * n) * sizeof *twice);
+    for (int ex = 0; ex < 2; ++ex) {
+        run_spec s = {.op = linrec->op, .kind = RUN_SCAN, .axes = {0}, .flag = ex};
+        for (int times = 1; times <= 2; ++times) {
+            dc_tape *tape = dc_tape_new(ctx);
+            for (int f = 0; f < 2; ++f)
+                dc_tensor_zero_grad(x[f]);
+            dc_tensor *loss = times == 1 ? loss_of(tape, &s, x) : twice_fn(tape, x, &s);
+            TEST_NONNULL(ctx, loss);
+            TEST_OK(ctx, dc_backward(tape, loss));
+            for (int f = 0; f < 2; ++f)
+                TEST_OK(ctx, dc_tensor_to_host(dc_tensor_grad(x[f]), (times == 1 ? once : twice) + f * n,
+                                               (size_t)n * sizeof(double)));
+            dc_tape_free(tape);
+        }
+        for (int64_t i = 0; i < 2 * n; ++i)
+            if (twice[i] != 2 * once[i])
+                fail_msg("scanned twice, exclusive %d: gradient %lld is %.17g, not twice %.17g", ex, (long long)i,
+                         twice[i], once[i]);
+    }
+    free(once);
+    free(twice);
+    free_fields(2, x);
+    const int64_t m = 2 * DC_ASSOC_CHUNK + 5;
+    make_fields(ctx, DC_F64, 2, 1, &m, v, m, x);
+    TEST_OK(ctx, dc_tensor_set_requires_grad(x[0], true));
+    dc_gradcheck_options o = dc_gradcheck_options_default();
+    o.max_per_input = 60;
+    o.atol = 1e-6;
+    for (int ex = 0; ex < 2; ++ex) {
+        run_spec s = {.op = linrec->op, .kind = RUN_SCAN, .axes = {0}, .flag = ex};
+        dc_gradcheck_report r;
+        if (dc_gradcheck(ctx, same_tensor_fn, &s, 1, x, &o, &r) != DC_OK)
+            fail_msg("one tensor as both fields, exclusive %d: %s", ex, dc_last_error(ctx));
+        assert_true(r.checked > 0);
+    }
+    free_fields(2, x);
+    free(v);
     dc_ctx_free(ctx);
 }
 

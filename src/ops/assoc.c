@@ -506,14 +506,23 @@ dc_status dc_scan_fn_backward(dc_tape *tape, dc_node *node)
     L.len = rec->ax.len;
     L.inner = rec->ax.inner;
     L.exclusive = rec->exclusive;
-    void *gx[DC_ASSOC_MAX_STATE];
-    if (!dc_assoc_alloc_fields(tape, k, n, dtype, gx))
-        return DC_ERR_MEMORY;
+    dc_status st;
+    bool in_place[DC_ASSOC_MAX_STATE] = {false};
     for (int f = 0; f < k; ++f) {
         const dc_tensor *y = node->out[f];
         L.x[f] = rec->x[f];
         L.y[f] = y->data; /* contiguous, laid out as the block */
-        L.gx[f] = gx[f];
+        if (node->in[f]->requires_grad) { /* into the gradient where it lies as the block, else a block */
+            dc_write_mode mode = DC_WRITE_ASSIGN;
+            if ((st = grad_in_place(tape, node, f, &in_place[f], &mode)) != DC_OK)
+                return st;
+            if (in_place[f]) {
+                L.gx[f] = node->in[f]->grad->data;
+                L.accumulate |= mode == DC_WRITE_ACCUMULATE ? 1u << f : 0u;
+            } else if (!dc_assoc_alloc_fields(tape, 1, n, dtype, &L.gx[f])) {
+                return DC_ERR_MEMORY;
+            }
+        }
         if (y->grad && y->grad_valid) {
             const dc_tensor *g = dc_grad_contiguous(tape, y);
             if (!g)
@@ -521,7 +530,6 @@ dc_status dc_scan_fn_backward(dc_tape *tape, dc_node *node)
             L.g[f] = g->data;
         }
     }
-    dc_status st;
     if (L.len <= DC_ASSOC_CHUNK) {
         st = dc_assoc_run_scan_adjoint(tape, op, dtype, &L);
     } else { /* in the forward's pieces: their maps, the carries between them, then each */
@@ -531,14 +539,16 @@ dc_status dc_scan_fn_backward(dc_tape *tape, dc_node *node)
         L.carry = dc_tape_alloc_data(tape, (size_t)(pieces * k) * dc_dtype_size(dtype));
         if (!L.maps || !L.carry)
             return DC_ERR_MEMORY;
-        st = DC_OK;
         for (int phase = DC_ASSOC_ADJ_MAPS; phase <= DC_ASSOC_ADJ_PIECES && st == DC_OK; ++phase) {
             L.phase = phase;
             st = dc_assoc_run_scan_adjoint(tape, op, dtype, &L);
         }
     }
-    for (int f = 0; f < k && st == DC_OK; ++f)
-        if (node->in[f]->requires_grad)
-            st = dc_axes_add_block_grad(tape, node->in[f], &rec->ax, gx[f]);
+    for (int f = 0; f < k && st == DC_OK; ++f) {
+        if (in_place[f])
+            dc_grad_done(node->in[f]);
+        else if (node->in[f]->requires_grad)
+            st = dc_axes_add_block_grad(tape, node->in[f], &rec->ax, L.gx[f]);
+    }
     return st;
 }

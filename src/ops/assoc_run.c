@@ -65,9 +65,10 @@ dc_status dc_assoc_run_scan_adjoint(dc_tape *tape, const dc_assoc *op, dc_dtype 
         launch->outer * launch->inner * (by_piece ? (launch->len + launch->chunk - 1) / launch->chunk : 1);
     const dc_assoc_cpu_scan_adjoint kernel = op->cpu[type_index(dtype)].scan_adjoint;
     const int team = dc_pool_team(&ctx->cpu, items > 1 && items * launch->len >= SPLIT_WORK / 4);
-#pragma omp parallel for num_threads(team) schedule(dynamic, 16)
-    for (int64_t t = 0; t < items; ++t)
-        kernel(launch, t, t + 1);
+    const int64_t groups = (items + REDUCE_GROUP - 1) / REDUCE_GROUP;
+#pragma omp parallel for num_threads(team) schedule(dynamic, 2)
+    for (int64_t g = 0; g < groups; ++g)
+        kernel(launch, g * REDUCE_GROUP, (g + 1) * REDUCE_GROUP < items ? (g + 1) * REDUCE_GROUP : items);
     return DC_OK;
 }
 
