@@ -620,9 +620,12 @@ static void ref_grad_winners(dc_reduction op, bool exclusive, int64_t n, const d
     }
 }
 
+/* The CPU's pieces of a long line (src/ops/scan.c's CPU_CHUNK). */
+enum { PIECE = 4080 };
+
 /* The CPU adjoint's fast pieces (products without a zero or an infinity,
  * maxima and minima where nothing takes over) next to pieces that take the
- * general path: lengths around the piece size (4096) and lanes of eight
+ * general path: lengths around the piece size (PIECE) and lanes of eight
  * equal pieces beside a shorter one; a zero (products) or a new winner and
  * a NaN (maxima, minima) in one piece. The gradients against a reference,
  * the same bits on 1 and 2 threads. */
@@ -630,8 +633,8 @@ static void test_fast_pieces(void **state)
 {
     (void)state;
     dc_ctx *one = test_cpu_ctx_threads(1, 1), *two = test_cpu_ctx_threads(2, 1);
-    const int64_t lens[] = {4095, 4096, 4097, 8193, 8 * 4096, 9 * 4096 + 5};
-    const int64_t most = 9 * 4096 + 5;
+    const int64_t lens[] = {PIECE - 1, PIECE, PIECE + 1, 2 * PIECE + 1, 8 * PIECE, 9 * PIECE + 5};
+    const int64_t most = 9 * PIECE + 5;
     double *xv = malloc(most * sizeof *xv), *gv = malloc(most * sizeof *gv), *want = malloc(most * sizeof *want);
     assert_non_null(xv);
     assert_non_null(gv);
@@ -652,7 +655,7 @@ static void test_fast_pieces(void **state)
                             for (int64_t i = 0; i < n; ++i)
                                 xv[i] = (float)xv[i];
                         /* in the third piece where there is one, else the first */
-                        const int64_t at = n > 2 * 4096 + 100 ? 2 * 4096 + 100 : 100;
+                        const int64_t at = n > 2 * PIECE + 100 ? 2 * PIECE + 100 : 100;
                         if (special && prod) {
                             xv[at] = 0.0;
                         } else if (special) {
