@@ -227,7 +227,7 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_vjp_range)(const dc_assoc_vjp_launch *L,
 }
 
 /* Steps [s0, s1) of the row and lane at `base` of a scan's adjoint, from
- * the last: one dual pass of the operator per step, which serves both of:
+ * the last: one dual pass of the operator per step, for either (or both) of:
  * - carry not NULL: carry enters as the carry from step s1 and leaves as
  *   the carry into step s0 - 1, and gx is written;
  * - M not NULL (the run's affine map, its k columns then v, entering as the
