@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "block_reduce.cuh"
+#include "sorted_search.cuh"
 #include "nn_cuda.h"
 
 #include "../../broadcast/pp.h"
@@ -275,15 +276,7 @@ __global__ void scatter_by_digit(const int64_t *keys, const int64_t *pos, int64_
 __global__ void group_starts(const int64_t *sorted, int64_t n, int64_t limit, int64_t *start)
 {
     for (int64_t v = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; v <= limit; v += (int64_t)gridDim.x * blockDim.x) {
-        int64_t lo = 0, hi = n;
-        while (lo < hi) {
-            const int64_t mid = lo + (hi - lo) / 2;
-            if (sorted[mid] < v)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        start[v] = lo;
+        start[v] = dc_cuda::lower_bound(sorted, 0, n, v);
     }
 }
 

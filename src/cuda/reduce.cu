@@ -11,6 +11,7 @@
  * the pieces' states in order. Gradients: a thread per element. The
  * element math is src/ops/reduce_formulas.h, shared with the CPU. */
 #include "block_reduce.cuh"
+#include "sorted_search.cuh"
 #include "reduce_cuda.h"
 
 #include "../../broadcast/pp.h"
@@ -265,19 +266,6 @@ __global__ void reduce_grad(int kind, const T *x, int64_t total, int64_t len, in
     }
 }
 
-/* The first of positions[k0, k1) (ascending) at or after row; k1 if none. */
-__device__ __forceinline__ int64_t first_at_or_after(const int64_t *positions, int64_t k0, int64_t k1, int64_t row)
-{
-    while (k0 < k1) {
-        const int64_t mid = k0 + (k1 - k0) / 2;
-        if (positions[mid] < row)
-            k0 = mid + 1;
-        else
-            k1 = mid;
-    }
-    return k0;
-}
-
 /* A thread per (piece, segment, column): the segment's rows in piece p
  * (rows p * piece_rows onwards, found by a binary search in its ascending
  * positions) stepped in ascending order from the neutral state, into
@@ -296,7 +284,7 @@ __global__ void segment_pieces(int kind, const T *v, int64_t width, const int64_
         const int64_t p = i / outputs, k = i - p * outputs, s = k / width, c = k - s * width;
         const int64_t row0 = p * piece_rows, row1 = row0 + piece_rows, end = start[s + 1];
         state st = rf<T>::init(kind);
-        for (int64_t q = first_at_or_after(positions, start[s], end, row0); q < end && positions[q] < row1; ++q) {
+        for (int64_t q = dc_cuda::lower_bound(positions, start[s], end, row0); q < end && positions[q] < row1; ++q) {
             const int64_t row = positions[q];
             rf<T>::step(kind, &st, v[row * width + c], row);
         }
