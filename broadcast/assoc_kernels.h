@@ -361,19 +361,25 @@ enum { DC_BFN_ID(dc_assoc_red_group) = DC_ASSOC_K <= 2 ? 8 : 4 };
 #endif
 #define DC_ASSOC_RED_GROUP DC_BFN_ID(dc_assoc_red_group)
 
+/* Whether pieces [p0, p0 + DC_ASSOC_RED_GROUP) of rows of len steps, in
+ * pieces of chunk, are all a whole chunk long (a row's last piece is short
+ * where chunk does not divide len). */
+DC_INLINE DC_HD int DC_BFN_ID(dc_assoc_group_whole)(int64_t len, int64_t chunk, int64_t p0)
+{
+    const int64_t n_chunks = (len + chunk - 1) / chunk;
+    for (int g = 0; g < DC_ASSOC_RED_GROUP; ++g)
+        if ((p0 + g) % n_chunks == n_chunks - 1 && len % chunk != 0)
+            return 0;
+    return 1;
+}
+
 /* Whether pieces [p0, p0 + DC_ASSOC_RED_GROUP) of a scan-adjoint launch in
  * phase DC_ASSOC_ADJ_MAPS or DC_ASSOC_ADJ_PIECES suit
  * dc_assoc_adjoint_group: one lane, each a whole chunk of two steps or
  * more. */
 DC_INLINE DC_HD int DC_BFN_ID(dc_assoc_adjoint_group_fits)(const dc_assoc_scan_adjoint_launch *L, int64_t p0)
 {
-    if (L->inner != 1 || L->chunk < 2)
-        return 0;
-    const int64_t n_chunks = (L->len + L->chunk - 1) / L->chunk;
-    for (int g = 0; g < DC_ASSOC_RED_GROUP; ++g)
-        if ((p0 + g) % n_chunks == n_chunks - 1 && L->len % L->chunk != 0)
-            return 0;
-    return 1;
+    return L->inner == 1 && L->chunk >= 2 && DC_BFN_ID(dc_assoc_group_whole)(L->len, L->chunk, p0);
 }
 
 /* Step s of each piece of a group (dc_assoc_adjoint_group): at element
@@ -599,13 +605,7 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_reduce_piece)(const dc_assoc_reduce_adjo
  * the CPU's buffer holds. */
 DC_INLINE DC_HD int DC_BFN_ID(dc_assoc_reduce_group_fits)(const dc_assoc_reduce_adjoint_launch *L, int64_t p0)
 {
-    if (L->inner != 1 || L->chunk > DC_ASSOC_MAX_CHUNK)
-        return 0;
-    const int64_t n_chunks = (L->len + L->chunk - 1) / L->chunk;
-    for (int g = 0; g < DC_ASSOC_RED_GROUP; ++g)
-        if ((p0 + g) % n_chunks == n_chunks - 1 && L->len % L->chunk != 0)
-            return 0;
-    return 1;
+    return L->inner == 1 && L->chunk <= DC_ASSOC_MAX_CHUNK && DC_BFN_ID(dc_assoc_group_whole)(L->len, L->chunk, p0);
 }
 
 /* Pieces [p0, p0 + DC_ASSOC_RED_GROUP) of a launch that suits them, walked

@@ -379,22 +379,33 @@ static dc_status segment_adjoint(dc_tape *tape, dc_node *node, const dc_assoc_sc
     return st;
 }
 
-/* Whether input f's gradient can take the block's adjoint as it is
- * written: the block lists the input's elements in its own order, its
- * gradient is contiguous, and no other field is the same tensor (whose
- * writes would then have to add). Readies the gradient (*mode). */
-static dc_status grad_in_place(dc_tape *tape, dc_node *node, int f, bool *in_place, dc_write_mode *mode)
+/* Where the kernels write input f's adjoint (n elements): its gradient
+ * itself where that can take the block's adjoint as it is written (the
+ * block lists the input's elements in its own order, the gradient is
+ * contiguous, and no other field is the same tensor, whose writes would
+ * then have to add), bit f of *accumulate set where it already holds one;
+ * else a block of tape memory (*in_place false), added afterwards. */
+static dc_status adjoint_destination(dc_tape *tape, dc_node *node, int f, int64_t n, void **gx, bool *in_place,
+                                     uint32_t *accumulate)
 {
     const dc_assoc_record *rec = node->as.assoc.rec;
-    *in_place = false;
-    if (!dc_axes_one_run(&rec->ax))
-        return DC_OK;
-    for (int q = 0; q < node->n_in; ++q)
+    *in_place = dc_axes_one_run(&rec->ax);
+    for (int q = 0; q < node->n_in && *in_place; ++q)
         if (q != f && node->in[q] == node->in[f])
+            *in_place = false;
+    if (*in_place) {
+        dc_write_mode mode;
+        const dc_status st = dc_grad_prepare(tape, node->in[f], &mode);
+        if (st != DC_OK)
+            return st;
+        *in_place = dc_tensor_is_contiguous(node->in[f]->grad);
+        if (*in_place) {
+            *gx = node->in[f]->grad->data;
+            *accumulate |= mode == DC_WRITE_ACCUMULATE ? 1u << f : 0u;
             return DC_OK;
-    dc_status st = dc_grad_prepare(tape, node->in[f], mode);
-    *in_place = st == DC_OK && dc_tensor_is_contiguous(node->in[f]->grad);
-    return st;
+        }
+    }
+    return dc_assoc_alloc_fields(tape, 1, n, node->in[f]->dtype, gx) ? DC_OK : DC_ERR_MEMORY;
 }
 
 dc_status dc_reduce_fn_backward(dc_tape *tape, dc_node *node)
@@ -447,19 +458,10 @@ dc_status dc_reduce_fn_backward(dc_tape *tape, dc_node *node)
         }
     }
     bool in_place[DC_ASSOC_MAX_STATE] = {false};
-    for (int f = 0; f < k; ++f) {
-        if (!node->in[f]->requires_grad)
-            continue;
-        dc_write_mode mode = DC_WRITE_ASSIGN;
-        if ((st = grad_in_place(tape, node, f, &in_place[f], &mode)) != DC_OK)
+    for (int f = 0; f < k; ++f)
+        if (node->in[f]->requires_grad &&
+            (st = adjoint_destination(tape, node, f, n, &L.gx[f], &in_place[f], &L.accumulate)) != DC_OK)
             return st;
-        if (in_place[f]) {
-            L.gx[f] = node->in[f]->grad->data;
-            L.accumulate |= mode == DC_WRITE_ACCUMULATE ? 1u << f : 0u;
-        } else if (!dc_assoc_alloc_fields(tape, 1, n, dtype, &L.gx[f])) {
-            return DC_ERR_MEMORY;
-        }
-    }
     /* CUDA: each thread's buffer of the r_j of its piece */
     const int64_t piece = L.len < L.chunk ? L.len : L.chunk;
     if (tape->ctx->cuda &&
@@ -512,17 +514,9 @@ dc_status dc_scan_fn_backward(dc_tape *tape, dc_node *node)
         const dc_tensor *y = node->out[f];
         L.x[f] = rec->x[f];
         L.y[f] = y->data; /* contiguous, laid out as the block */
-        if (node->in[f]->requires_grad) { /* into the gradient where it lies as the block, else a block */
-            dc_write_mode mode = DC_WRITE_ASSIGN;
-            if ((st = grad_in_place(tape, node, f, &in_place[f], &mode)) != DC_OK)
-                return st;
-            if (in_place[f]) {
-                L.gx[f] = node->in[f]->grad->data;
-                L.accumulate |= mode == DC_WRITE_ACCUMULATE ? 1u << f : 0u;
-            } else if (!dc_assoc_alloc_fields(tape, 1, n, dtype, &L.gx[f])) {
-                return DC_ERR_MEMORY;
-            }
-        }
+        if (node->in[f]->requires_grad &&
+            (st = adjoint_destination(tape, node, f, n, &L.gx[f], &in_place[f], &L.accumulate)) != DC_OK)
+            return st;
         if (y->grad && y->grad_valid) {
             const dc_tensor *g = dc_grad_contiguous(tape, y);
             if (!g)

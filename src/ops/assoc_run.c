@@ -14,10 +14,11 @@ enum { VJP_PIECE = 4096, SPLIT_WORK = 32768 };
  * The result is the same whatever the grouping. */
 enum { SCAN_GROUP = 8 };
 
-/* Items of a reduce-adjoint launch per CPU work item: the kernel walks up
- * to eight whole one-lane pieces together (DC_ASSOC_RED_GROUP, 8 or 4,
- * divides it); the same bits whatever the grouping. */
-enum { REDUCE_GROUP = 8 };
+/* Items of a scan-adjoint or reduce-adjoint launch per CPU work item: the
+ * kernels walk up to eight whole one-lane pieces together
+ * (DC_ASSOC_RED_GROUP, 8 or 4, divides it); the same bits whatever the
+ * grouping. */
+enum { ADJOINT_GROUP = 8 };
 
 static int type_index(dc_dtype dtype) { return dtype == DC_F64 ? DC_ASSOC_F64 : DC_ASSOC_F32; }
 
@@ -65,10 +66,10 @@ dc_status dc_assoc_run_scan_adjoint(dc_tape *tape, const dc_assoc *op, dc_dtype 
         launch->outer * launch->inner * (by_piece ? (launch->len + launch->chunk - 1) / launch->chunk : 1);
     const dc_assoc_cpu_scan_adjoint kernel = op->cpu[type_index(dtype)].scan_adjoint;
     const int team = dc_pool_team(&ctx->cpu, items > 1 && items * launch->len >= SPLIT_WORK / 4);
-    const int64_t groups = (items + REDUCE_GROUP - 1) / REDUCE_GROUP;
+    const int64_t groups = (items + ADJOINT_GROUP - 1) / ADJOINT_GROUP;
 #pragma omp parallel for num_threads(team) schedule(dynamic, 2)
     for (int64_t g = 0; g < groups; ++g)
-        kernel(launch, g * REDUCE_GROUP, (g + 1) * REDUCE_GROUP < items ? (g + 1) * REDUCE_GROUP : items);
+        kernel(launch, g * ADJOINT_GROUP, (g + 1) * ADJOINT_GROUP < items ? (g + 1) * ADJOINT_GROUP : items);
     return DC_OK;
 }
 
@@ -84,10 +85,10 @@ dc_status dc_assoc_run_reduce_adjoint(dc_tape *tape, const dc_assoc *op, dc_dtyp
     const dc_assoc_cpu_reduce_adjoint kernel = op->cpu[type_index(dtype)].reduce_adjoint;
     const int64_t work = launch->phase == DC_ASSOC_RED_PIECES ? rows * launch->len : items;
     const int team = dc_pool_team(&ctx->cpu, items > 1 && work >= SPLIT_WORK / 4);
-    const int64_t groups = (items + REDUCE_GROUP - 1) / REDUCE_GROUP;
+    const int64_t groups = (items + ADJOINT_GROUP - 1) / ADJOINT_GROUP;
 #pragma omp parallel for num_threads(team) schedule(dynamic, 1)
     for (int64_t g = 0; g < groups; ++g)
-        kernel(launch, g * REDUCE_GROUP, (g + 1) * REDUCE_GROUP < items ? (g + 1) * REDUCE_GROUP : items);
+        kernel(launch, g * ADJOINT_GROUP, (g + 1) * ADJOINT_GROUP < items ? (g + 1) * ADJOINT_GROUP : items);
     return DC_OK;
 }
 
