@@ -16,7 +16,14 @@
  * --dump DIR writes each size's inputs (x_<n>.npy, near1_<n>.npy,
  * index_<n>.npy) and each case's output and gradient (<case>_<n>_out.npy,
  * <case>_<n>_grad.npy; the user operator's cases also <case>_<n>_grad_a.npy,
- * the gradient of its field a) for the peers to compare. */
+ * the gradient of its field a) for the peers to compare.
+ *
+ * Bandwidth: each case's least traffic (bench_case's words, below) over its
+ * time, beside the copy bandwidth of the same device measured at each size
+ * in the same run, timed the same way (dc_tensor_copy of n float32: 8n
+ * bytes). The least traffic's ratio, gradient over primal, is the overhead
+ * a kernel moving exactly those bytes at one bandwidth would show: the
+ * floor of a memory-bound op's overhead. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,21 +43,39 @@ DC_ASSOC_DECLARE(linrec);
  * b, the output whose adjoint is all ones. */
 typedef enum kind { K_REDUCE, K_LOGSUMEXP, K_SCAN, K_SEGMENT, K_USER_SCAN, K_USER_REDUCE } kind;
 
+/* primal_words, gradient_words: the least float32 words per element that
+ * the primal and the gradient (forward and adjoint) read or write, what the
+ * formulas need whatever the schedule: an input read once, an output or a
+ * gradient written once, outputs with one element per segment or fewer not
+ * counted. The adjoints read: reduce_prod and logsumexp x; max and min
+ * nothing (the winners are known); a scan the output's adjoint, and for
+ * prod, max and min x and y; a reduction by index the index, and for prod
+ * x; the user operator's scan its k = 2 fields of x, the k states before
+ * each element and the one adjoint given, and writes k; its reduction
+ * reads x and writes k. */
 typedef struct bench_case {
     const char *name;
     kind kind;
     dc_reduction op;
+    int primal_words, gradient_words;
 } bench_case;
 
 static const bench_case cases[] = {
-    {"reduce_sum", K_REDUCE, DC_REDUCE_SUM},   {"reduce_prod", K_REDUCE, DC_REDUCE_PROD},
-    {"reduce_max", K_REDUCE, DC_REDUCE_MAX},   {"reduce_min", K_REDUCE, DC_REDUCE_MIN},
-    {"logsumexp", K_LOGSUMEXP, DC_REDUCE_SUM}, {"scan_sum", K_SCAN, DC_REDUCE_SUM},
-    {"scan_prod", K_SCAN, DC_REDUCE_PROD},     {"scan_max", K_SCAN, DC_REDUCE_MAX},
-    {"scan_min", K_SCAN, DC_REDUCE_MIN},       {"segment_sum", K_SEGMENT, DC_REDUCE_SUM},
-    {"segment_prod", K_SEGMENT, DC_REDUCE_PROD}, {"segment_max", K_SEGMENT, DC_REDUCE_MAX},
-    {"segment_min", K_SEGMENT, DC_REDUCE_MIN}, {"user_scan_linrec", K_USER_SCAN, DC_REDUCE_SUM},
-    {"user_reduce_linrec", K_USER_REDUCE, DC_REDUCE_SUM},
+    {"reduce_sum", K_REDUCE, DC_REDUCE_SUM, 1, 2},
+    {"reduce_prod", K_REDUCE, DC_REDUCE_PROD, 1, 3},
+    {"reduce_max", K_REDUCE, DC_REDUCE_MAX, 1, 2},
+    {"reduce_min", K_REDUCE, DC_REDUCE_MIN, 1, 2},
+    {"logsumexp", K_LOGSUMEXP, DC_REDUCE_SUM, 1, 3},
+    {"scan_sum", K_SCAN, DC_REDUCE_SUM, 2, 4},
+    {"scan_prod", K_SCAN, DC_REDUCE_PROD, 2, 6},
+    {"scan_max", K_SCAN, DC_REDUCE_MAX, 2, 6},
+    {"scan_min", K_SCAN, DC_REDUCE_MIN, 2, 6},
+    {"segment_sum", K_SEGMENT, DC_REDUCE_SUM, 2, 4},
+    {"segment_prod", K_SEGMENT, DC_REDUCE_PROD, 2, 5},
+    {"segment_max", K_SEGMENT, DC_REDUCE_MAX, 2, 3},
+    {"segment_min", K_SEGMENT, DC_REDUCE_MIN, 2, 3},
+    {"user_scan_linrec", K_USER_SCAN, DC_REDUCE_SUM, 4, 11},
+    {"user_reduce_linrec", K_USER_REDUCE, DC_REDUCE_SUM, 2, 6},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
@@ -185,6 +210,36 @@ static double median_time(dc_ctx *ctx, dc_tape *tape, const bench_case *c, const
     return bench_median_of(iterate_timed, &t, reps);
 }
 
+/* One copy of n float32 (dc_tensor_copy), timed as an iteration is. */
+typedef struct timed_copy {
+    dc_ctx *ctx;
+    dc_tensor *dst;
+    const dc_tensor *src;
+} timed_copy;
+
+static double copy_timed(void *arg)
+{
+    const timed_copy *t = arg;
+    if (dc_ctx_synchronize(t->ctx) != DC_OK)
+        die(t->ctx, "synchronize");
+    const double t0 = bench_now();
+    if (dc_tensor_copy(t->dst, t->src) != DC_OK || dc_ctx_synchronize(t->ctx) != DC_OK)
+        die(t->ctx, "copy");
+    return bench_now() - t0;
+}
+
+/* The device's copy bandwidth at n float32, GB/s (bytes read + written). */
+static double copy_gbs(dc_ctx *ctx, const inputs *in, int reps)
+{
+    dc_tensor *dst = dc_tensor_new(ctx, DC_F32, 1, &in->n);
+    if (!dst)
+        die(ctx, "copy buffer");
+    timed_copy t = {ctx, dst, in->x};
+    const double s = bench_median_of(copy_timed, &t, reps);
+    dc_tensor_free(dst);
+    return 8.0 * (double)in->n / s / 1e9;
+}
+
 static void dump_case(dc_ctx *ctx, dc_tape *tape, const bench_case *c, const inputs *in, const char *dir)
 {
     dc_tensor *y;
@@ -244,7 +299,12 @@ int main(int argc, char **argv)
     if (!tape)
         die(ctx, "tape");
     printf("device: %s\n", o.backend == DC_BACKEND_CUDA ? dc_ctx_device_name(ctx) : bench_cpu_name());
-    printf("| case | n | primal ms | gradient ms | overhead |\n|---|---:|---:|---:|---:|\n");
+    printf("| case | n | primal ms | gradient ms | overhead | least-traffic overhead | primal GB/s | gradient GB/s "
+           "| primal %% of copy | gradient %% of copy |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    double *copies = calloc(strlen(sizes) + 1, sizeof *copies);
+    int n_sizes = 0;
+    if (!copies)
+        die(NULL, "out of host memory");
     for (const char *p = sizes; p && *p;) {
         const int64_t n = strtoll(p, NULL, 10);
         p = strchr(p, ',');
@@ -265,13 +325,19 @@ int main(int argc, char **argv)
             if (npy_write_tensor(dump, name, in.index) != DC_OK)
                 die(ctx, "writing index");
         }
+        const double copy = copy_gbs(ctx, &in, reps);
+        copies[n_sizes++] = copy;
         for (int c = 0; c < N_CASES; ++c) {
             if (!bench_list_has(ops, cases[c].name))
                 continue;
-            const double primal = median_time(ctx, tape, &cases[c], &in, false, reps);
-            const double gradient = median_time(ctx, tape, &cases[c], &in, true, reps);
-            printf("| %s | %lld | %.3f | %.3f | %.2f |\n", cases[c].name, (long long)n, primal * 1e3, gradient * 1e3,
-                   gradient / primal);
+            const bench_case *bc = &cases[c];
+            const double primal = median_time(ctx, tape, bc, &in, false, reps);
+            const double gradient = median_time(ctx, tape, bc, &in, true, reps);
+            const double primal_gbs = 4.0 * bc->primal_words * (double)n / primal / 1e9;
+            const double gradient_gbs = 4.0 * bc->gradient_words * (double)n / gradient / 1e9;
+            printf("| %s | %lld | %.3f | %.3f | %.2f | %.2f | %.1f | %.1f | %.0f | %.0f |\n", bc->name, (long long)n,
+                   primal * 1e3, gradient * 1e3, gradient / primal, (double)bc->gradient_words / bc->primal_words,
+                   primal_gbs, gradient_gbs, 100.0 * primal_gbs / copy, 100.0 * gradient_gbs / copy);
             fflush(stdout);
             if (dump)
                 dump_case(ctx, tape, &cases[c], &in, dump);
@@ -279,6 +345,17 @@ int main(int argc, char **argv)
         dc_tape_reset(tape);
         free_inputs(&in);
     }
+    printf("\ncopy bandwidth (dc_tensor_copy of n float32, bytes read + written, median of %d):", reps);
+    n_sizes = 0;
+    for (const char *p = sizes; p && *p;) {
+        const int64_t n = strtoll(p, NULL, 10);
+        p = strchr(p, ',');
+        p = p ? p + 1 : NULL;
+        if (n >= 1)
+            printf(" %.1f GB/s at n = %lld%s", copies[n_sizes++], (long long)n, p ? ";" : "");
+    }
+    printf("\n");
+    free(copies);
     dc_tape_free(tape);
     dc_ctx_free(ctx);
     return 0;

@@ -17,6 +17,9 @@ on a GPU; JAX: block_until_ready), after two warm-up iterations.
   JAX: jax.jit of the output and jax.vjp's gradient together);
 - overhead: gradient / primal.
 
+bench_reduce's own table (least traffic, achieved GB/s against the device's
+copy bandwidth) follows the comparison in the section written.
+
 Each peer's output and gradient are compared with dualcast's: a relative
 difference (max |peer - dualcast| / max |dualcast|) above the tolerance is
 a failure, marked in the table, and the command exits with status 1.
@@ -260,9 +263,15 @@ def main():
     intro = (f"Measured {stamp} at build {rev} on {machine} ({args.device}; {threads}), float32, median of "
              f"{args.reps} iterations each; load average {load:.1f} at the end of the run; PyTorch "
              f"{torch.__version__}, JAX {jax.__version__}. Times in ms.")
+    # bench_reduce's own table of the same run: least traffic and achieved
+    # bandwidth beside the device's copy bandwidth
+    bandwidth = [line for line in out.splitlines() if line.startswith("|") or line.startswith("copy bandwidth")]
+    bandwidth_intro = ("dualcast's achieved bandwidth in the same run (bench_reduce): GB/s counts the least "
+                       "float32 traffic of each case (bench_reduce.c's bench_case words), the least-traffic "
+                       "overhead is the gradient's least traffic over the primal's.")
     if args.write:
         results_file.replace_section(os.path.join(REPO, "bench", "RESULTS.md"), MARK_BEGIN, MARK_END,
-                                     "\n".join(["", intro, "", *lines, ""]))
+                                     "\n".join(["", intro, "", *lines, "", bandwidth_intro, "", *bandwidth, ""]))
     if failures:
         print(f"reduce_peers.py: {failures} comparison(s) beyond the tolerance", file=sys.stderr)
         return 1
