@@ -235,3 +235,49 @@ double bench_median_of(double (*once)(void *arg), void *arg, int reps)
     free(t);
     return m;
 }
+
+static void step_die(dc_ctx *ctx, const char *what)
+{
+    fprintf(stderr, "bench: %s: %s\n", what, dc_last_error(ctx));
+    exit(1);
+}
+
+double bench_step_once(const bench_step *s, bool gradient, dc_tensor **out)
+{
+    dc_tape_reset(s->tape);
+    for (int p = 0; p < 2; ++p)
+        dc_tensor_zero_grad(s->params[p]);
+    if (dc_ctx_synchronize(s->ctx) != DC_OK)
+        step_die(s->ctx, "synchronize");
+    dc_tape_set_recording(s->tape, gradient);
+    const double t0 = bench_now();
+    dc_tensor *y = s->run(s->tape, s->arg);
+    if (!y)
+        step_die(s->ctx, "the op");
+    if (gradient && dc_backward_with(s->tape, y, s->seed(s->arg)) != DC_OK)
+        step_die(s->ctx, "backward");
+    if (dc_ctx_synchronize(s->ctx) != DC_OK)
+        step_die(s->ctx, "synchronize");
+    const double t = bench_now() - t0;
+    if (out)
+        *out = y;
+    return t;
+}
+
+/* bench_step_once's arguments, for bench_median_of. */
+typedef struct timed_step {
+    const bench_step *step;
+    bool gradient;
+} timed_step;
+
+static double step_timed(void *arg)
+{
+    const timed_step *t = arg;
+    return bench_step_once(t->step, t->gradient, NULL);
+}
+
+double bench_step_median(const bench_step *s, bool gradient, int reps)
+{
+    timed_step t = {s, gradient};
+    return bench_median_of(step_timed, &t, reps);
+}

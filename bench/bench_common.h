@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <dualcast.h>
+
 /* Seconds on a monotonic clock. */
 double bench_now(void);
 
@@ -63,6 +65,30 @@ bool bench_list_has(const char *list, const char *name);
 /* The median of reps calls of once(arg), each returning seconds, after
  * two calls not timed (warm-up); exits with a message when out of memory. */
 double bench_median_of(double (*once)(void *arg), void *arg, int reps);
+
+/* One benchmark case of the programs that time an op and its gradient
+ * (bench_reduce, bench_sparse): `run` records the op on the tape (or runs it
+ * unrecorded) and returns its output, `seed` gives the output's adjoint, and
+ * the gradients of `params` (NULL entries skipped) are cleared before each
+ * iteration. */
+typedef struct bench_step {
+    dc_ctx *ctx;
+    dc_tape *tape;
+    dc_tensor *(*run)(dc_tape *tape, const void *arg);
+    const dc_tensor *(*seed)(const void *arg);
+    const void *arg;
+    dc_tensor *params[2];
+} bench_step;
+
+/* One iteration, from the device at rest to the device at rest
+ * (dc_ctx_synchronize): the op alone (gradient false, nothing recorded) or
+ * the op recorded and its adjoint from the seed (dc_backward_with). Returns
+ * seconds, the output in *out where out is not NULL; exits with the
+ * library's message on a failure. */
+double bench_step_once(const bench_step *s, bool gradient, dc_tensor **out);
+
+/* The median of `reps` iterations (bench_median_of). */
+double bench_step_median(const bench_step *s, bool gradient, int reps);
 
 /* Fills with uniform values in [lo, hi) from a fixed seed. */
 void bench_fill_uniform(float *x, int64_t n, float lo, float hi, uint64_t seed);

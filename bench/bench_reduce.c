@@ -85,26 +85,6 @@ static void die(dc_ctx *ctx, const char *what)
     exit(1);
 }
 
-static dc_tensor *run_case(dc_tape *tape, const bench_case *c, dc_tensor *x, dc_tensor *near1, dc_tensor *index)
-{
-    dc_tensor *pair[2] = {near1, x}, *out[2] = {NULL, NULL};
-    switch (c->kind) {
-    case K_USER_SCAN:
-        return dc_op_scan_fn(tape, DC_ASSOC_REF(linrec), pair, 0, false, out) == DC_OK ? out[1] : NULL;
-    case K_USER_REDUCE:
-        return dc_op_reduce_fn(tape, DC_ASSOC_REF(linrec), pair, 0, NULL, false, out) == DC_OK ? out[1] : NULL;
-    case K_REDUCE:
-        return dc_op_reduce(tape, x, c->op, 0, NULL, false);
-    case K_LOGSUMEXP:
-        return dc_op_logsumexp(tape, x, 0, NULL, false);
-    case K_SCAN:
-        return dc_op_scan(tape, x, c->op, 0, false);
-    case K_SEGMENT:
-        return dc_op_segment_reduce(tape, x, index, SEGMENTS, c->op);
-    }
-    return NULL;
-}
-
 /* One size's inputs and the all-ones adjoints of the three output shapes. */
 typedef struct inputs {
     int64_t n;
@@ -164,50 +144,44 @@ static dc_tensor *ones_for(const inputs *in, const bench_case *c)
     return c->kind == K_SCAN || c->kind == K_USER_SCAN ? in->ones_n : c->kind == K_SEGMENT ? in->ones_seg : in->one;
 }
 
-/* One iteration, from the device at rest to the device at rest: seconds. */
-static double iterate(dc_ctx *ctx, dc_tape *tape, const bench_case *c, const inputs *in, bool gradient,
-                      dc_tensor **out)
-{
-    dc_tape_reset(tape);
-    dc_tensor_zero_grad(in->x);
-    dc_tensor_zero_grad(in->near1);
-    if (dc_ctx_synchronize(ctx) != DC_OK)
-        die(ctx, "synchronize");
-    dc_tape_set_recording(tape, gradient);
-    const double t0 = bench_now();
-    dc_tensor *y = run_case(tape, c, input_of(in, c), in->near1, in->index);
-    if (!y)
-        die(ctx, c->name);
-    if (gradient && dc_backward_with(tape, y, ones_for(in, c)) != DC_OK)
-        die(ctx, "backward");
-    if (dc_ctx_synchronize(ctx) != DC_OK)
-        die(ctx, "synchronize");
-    const double t = bench_now() - t0;
-    if (out)
-        *out = y;
-    return t;
-}
-
-/* One timed iteration's arguments, for bench_median_of. */
-typedef struct timed_case {
-    dc_ctx *ctx;
-    dc_tape *tape;
+/* A case on one size's inputs: bench_step's argument. */
+typedef struct case_on {
     const bench_case *c;
     const inputs *in;
-    bool gradient;
-} timed_case;
+} case_on;
 
-static double iterate_timed(void *arg)
+static dc_tensor *run_case(dc_tape *tape, const void *arg)
 {
-    const timed_case *t = arg;
-    return iterate(t->ctx, t->tape, t->c, t->in, t->gradient, NULL);
+    const case_on *k = arg;
+    const inputs *in = k->in;
+    dc_tensor *pair[2] = {in->near1, in->x}, *out[2] = {NULL, NULL};
+    switch (k->c->kind) {
+    case K_USER_SCAN:
+        return dc_op_scan_fn(tape, DC_ASSOC_REF(linrec), pair, 0, false, out) == DC_OK ? out[1] : NULL;
+    case K_USER_REDUCE:
+        return dc_op_reduce_fn(tape, DC_ASSOC_REF(linrec), pair, 0, NULL, false, out) == DC_OK ? out[1] : NULL;
+    case K_REDUCE:
+        return dc_op_reduce(tape, input_of(in, k->c), k->c->op, 0, NULL, false);
+    case K_LOGSUMEXP:
+        return dc_op_logsumexp(tape, in->x, 0, NULL, false);
+    case K_SCAN:
+        return dc_op_scan(tape, input_of(in, k->c), k->c->op, 0, false);
+    case K_SEGMENT:
+        return dc_op_segment_reduce(tape, input_of(in, k->c), in->index, SEGMENTS, k->c->op);
+    }
+    return NULL;
 }
 
-static double median_time(dc_ctx *ctx, dc_tape *tape, const bench_case *c, const inputs *in, bool gradient,
-                          int reps)
+static const dc_tensor *seed_of(const void *arg)
 {
-    timed_case t = {ctx, tape, c, in, gradient};
-    return bench_median_of(iterate_timed, &t, reps);
+    const case_on *k = arg;
+    return ones_for(k->in, k->c);
+}
+
+static bench_step step_of(dc_ctx *ctx, dc_tape *tape, const case_on *k)
+{
+    const bench_step s = {ctx, tape, run_case, seed_of, k, {k->in->x, k->in->near1}};
+    return s;
 }
 
 /* One copy of n float32 (dc_tensor_copy), timed as an iteration is. */
@@ -243,7 +217,9 @@ static double copy_gbs(dc_ctx *ctx, const inputs *in, int reps)
 static void dump_case(dc_ctx *ctx, dc_tape *tape, const bench_case *c, const inputs *in, const char *dir)
 {
     dc_tensor *y;
-    iterate(ctx, tape, c, in, true, &y);
+    const case_on k = {c, in};
+    const bench_step step = step_of(ctx, tape, &k);
+    bench_step_once(&step, true, &y);
     char name[96];
     snprintf(name, sizeof name, "%s_%lld_out", c->name, (long long)in->n);
     if (npy_write_tensor(dir, name, y) != DC_OK)
@@ -331,8 +307,10 @@ int main(int argc, char **argv)
             if (!bench_list_has(ops, cases[c].name))
                 continue;
             const bench_case *bc = &cases[c];
-            const double primal = median_time(ctx, tape, bc, &in, false, reps);
-            const double gradient = median_time(ctx, tape, bc, &in, true, reps);
+            const case_on k = {bc, &in};
+            const bench_step step = step_of(ctx, tape, &k);
+            const double primal = bench_step_median(&step, false, reps);
+            const double gradient = bench_step_median(&step, true, reps);
             const double primal_gbs = 4.0 * bc->primal_words * (double)n / primal / 1e9;
             const double gradient_gbs = 4.0 * bc->gradient_words * (double)n / gradient / 1e9;
             printf("| %s | %lld | %.3f | %.3f | %.2f | %.2f | %.1f | %.1f | %.0f | %.0f |\n", bc->name, (long long)n,

@@ -192,10 +192,18 @@ static dc_tensor *second_of(const inputs *in, const bench_case *c)
     return c->kind == K_DOT ? in->b : c->kind == K_SPMV ? in->v : in->x;
 }
 
-static dc_tensor *run_case(dc_tape *tape, const bench_case *c, const inputs *in)
+/* A case on the inputs: bench_step's argument. */
+typedef struct case_on {
+    const bench_case *c;
+    const inputs *in;
+} case_on;
+
+static dc_tensor *run_case(dc_tape *tape, const void *arg)
 {
-    dc_tensor *a = dc_csr_values(matrix_of(in, c)->a);
-    switch (c->kind) {
+    const case_on *k = arg;
+    const inputs *in = k->in;
+    dc_tensor *a = dc_csr_values(matrix_of(in, k->c)->a);
+    switch (k->c->kind) {
     case K_DOT: {
         dc_tensor *ab = dc_op_mul(tape, a, in->b);
         return ab ? dc_op_sum(tape, ab, 0, NULL, false) : NULL;
@@ -208,51 +216,17 @@ static dc_tensor *run_case(dc_tape *tape, const bench_case *c, const inputs *in)
     return NULL;
 }
 
-/* One iteration, from the device at rest to the device at rest: seconds. */
-static double iterate(dc_ctx *ctx, dc_tape *tape, const bench_case *c, const inputs *in, bool gradient,
-                      dc_tensor **out)
+static const dc_tensor *seed_of(const void *arg)
 {
-    dc_tape_reset(tape);
-    dc_tensor_zero_grad(dc_csr_values(matrix_of(in, c)->a));
-    dc_tensor_zero_grad(second_of(in, c));
-    if (dc_ctx_synchronize(ctx) != DC_OK)
-        die(ctx, "synchronize");
-    dc_tape_set_recording(tape, gradient);
-    const double t0 = bench_now();
-    dc_tensor *y = run_case(tape, c, in);
-    if (!y)
-        die(ctx, c->name);
-    const dc_tensor *seed = c->kind == K_DOT ? in->one : c->kind == K_SPMV ? in->ones_v : in->ones_x;
-    if (gradient && dc_backward_with(tape, y, seed) != DC_OK)
-        die(ctx, "backward");
-    if (dc_ctx_synchronize(ctx) != DC_OK)
-        die(ctx, "synchronize");
-    const double t = bench_now() - t0;
-    if (out)
-        *out = y;
-    return t;
+    const case_on *k = arg;
+    return k->c->kind == K_DOT ? k->in->one : k->c->kind == K_SPMV ? k->in->ones_v : k->in->ones_x;
 }
 
-/* One timed iteration's arguments, for bench_median_of. */
-typedef struct timed_case {
-    dc_ctx *ctx;
-    dc_tape *tape;
-    const bench_case *c;
-    const inputs *in;
-    bool gradient;
-} timed_case;
-
-static double iterate_timed(void *arg)
+static bench_step step_of(dc_ctx *ctx, dc_tape *tape, const case_on *k)
 {
-    const timed_case *t = arg;
-    return iterate(t->ctx, t->tape, t->c, t->in, t->gradient, NULL);
-}
-
-static double median_time(dc_ctx *ctx, dc_tape *tape, const bench_case *c, const inputs *in, bool gradient,
-                          int reps)
-{
-    timed_case t = {ctx, tape, c, in, gradient};
-    return bench_median_of(iterate_timed, &t, reps);
+    const bench_step s = {ctx, tape, run_case, seed_of, k,
+                          {dc_csr_values(matrix_of(k->in, k->c)->a), second_of(k->in, k->c)}};
+    return s;
 }
 
 static void dump_tensor(dc_ctx *ctx, const char *dir, const char *name, const dc_tensor *t)
@@ -287,7 +261,9 @@ static void dump_inputs(dc_ctx *ctx, const inputs *in, const char *dir)
 static void dump_case(dc_ctx *ctx, dc_tape *tape, const bench_case *c, const inputs *in, const char *dir)
 {
     dc_tensor *y;
-    iterate(ctx, tape, c, in, true, &y);
+    const case_on k = {c, in};
+    const bench_step step = step_of(ctx, tape, &k);
+    bench_step_once(&step, true, &y);
     char name[64];
     snprintf(name, sizeof name, "%s_out", c->name);
     dump_tensor(ctx, dir, name, y);
@@ -347,8 +323,10 @@ int main(int argc, char **argv)
             continue;
         const matrix *m = matrix_of(&in, &cases[c]);
         const int r = cases[c].kind == K_SPMM ? reps : reps_small;
-        const double fwd = median_time(ctx, tape, &cases[c], &in, false, r);
-        const double grad = median_time(ctx, tape, &cases[c], &in, true, r);
+        const case_on k = {&cases[c], &in};
+        const bench_step step = step_of(ctx, tape, &k);
+        const double fwd = bench_step_median(&step, false, r);
+        const double grad = bench_step_median(&step, true, r);
         printf("| %s | %lld | %lld | %.1f | %.1f | %.2f |\n", cases[c].name, (long long)m->rows, (long long)m->nnz,
                fwd * 1e6, grad * 1e6, grad / fwd);
         fflush(stdout);
