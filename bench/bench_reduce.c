@@ -114,8 +114,9 @@ static void make_inputs(dc_ctx *ctx, int64_t n, inputs *in)
     in->ones_n = dc_tensor_new(ctx, DC_F32, 1, &n);
     in->ones_seg = dc_tensor_new(ctx, DC_F32, 1, &seg);
     in->one = dc_tensor_new(ctx, DC_F32, 0, NULL);
-    if (!in->x || !in->near1 || !in->index || !in->ones_n || !in->ones_seg || !in->one || dc_tensor_fill(in->ones_n, 1) != DC_OK ||
-        dc_tensor_fill(in->ones_seg, 1) != DC_OK || dc_tensor_fill(in->one, 1) != DC_OK)
+    if (!in->x || !in->near1 || !in->index || !in->ones_n || !in->ones_seg || !in->one ||
+        dc_tensor_fill(in->ones_n, 1) != DC_OK || dc_tensor_fill(in->ones_seg, 1) != DC_OK ||
+        dc_tensor_fill(in->one, 1) != DC_OK)
         die(ctx, "inputs");
     if (dc_tensor_set_requires_grad(in->x, true) != DC_OK || dc_tensor_set_requires_grad(in->near1, true) != DC_OK)
         die(ctx, "requires_grad");

@@ -224,8 +224,8 @@ static const dc_tensor *seed_of(const void *arg)
 
 static bench_step step_of(dc_ctx *ctx, dc_tape *tape, const case_on *k)
 {
-    const bench_step s = {ctx, tape, run_case, seed_of, k,
-                          {dc_csr_values(matrix_of(k->in, k->c)->a), second_of(k->in, k->c)}};
+    const bench_step s = {ctx,     tape, run_case,
+                          seed_of, k,    {dc_csr_values(matrix_of(k->in, k->c)->a), second_of(k->in, k->c)}};
     return s;
 }
 

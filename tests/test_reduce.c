@@ -261,6 +261,37 @@ static void test_gradients_over_axes(void **state)
 }
 
 /* The shapes of the results, with and without keepdims. */
+/* x reduced three times, each reduction's adjoint meeting a gradient that
+ * already holds another's: the last recorded writes x's gradient first (in
+ * place, where its block is x), the others must add to it. */
+static dc_tensor *build_three_reductions(dc_tape *tape, dc_tensor *x, const void *arg)
+{
+    const int op = *(const int *)arg, rows[1] = {0}, cols[1] = {1};
+    dc_tensor *per_row = reduce_fns[op](tape, x, 1, cols, false);
+    dc_tensor *per_col = reduce_fns[op](tape, x, 1, rows, false);
+    dc_tensor *all = reduce_fns[op](tape, x, 0, NULL, false);
+    dc_tensor *a = per_row ? dc_op_sum(tape, per_row, 0, NULL, false) : NULL;
+    dc_tensor *b = per_col ? dc_op_sum(tape, per_col, 0, NULL, false) : NULL;
+    return dc_op_add(tape, dc_op_add(tape, a, b), all);
+}
+
+static void test_gradients_accumulate_across_reductions(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t shape[2] = {4, 6};
+    for (int op = 0; op < N_REDUCE; ++op) {
+        double *v = op == R_PROD ? series(24, 0.6, 1.4, 3) : series(24, -3, 3, 3);
+        dc_tensor *x = make(ctx, DC_F64, 2, shape, v);
+        char what[64];
+        snprintf(what, sizeof what, "%s three times", reduce_names[op]);
+        gradcheck(ctx, x, build_three_reductions, &op, what);
+        dc_tensor_free(x);
+        free(v);
+    }
+    dc_ctx_free(ctx);
+}
+
 static void test_result_shapes(void **state)
 {
     (void)state;
@@ -1192,7 +1223,10 @@ static void test_cuda_segments_match_cpu(void **state)
         int ndim;
         int64_t shape[2];
         int64_t n_segments;
-    } cases[] = {{2, {1000, 3}, 37}, {1, {700, 1}, 5}, {2, {300, 260}, 1}, {2, {0, 4}, 3},
+    } cases[] = {{2, {1000, 3}, 37},
+                 {1, {700, 1}, 5},
+                 {2, {300, 260}, 1},
+                 {2, {0, 4}, 3},
                  {1, {33000, 1}, 3}}; /* the last in pieces of rows (dc_segment_piece_rows) */
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
         const int64_t n = cases[c].shape[0], numel = n * (cases[c].ndim == 2 ? cases[c].shape[1] : 1);
@@ -1553,6 +1587,7 @@ int main(void)
         cmocka_unit_test(test_bad_axes),
         cmocka_unit_test(test_segment_values_and_gradients),
         cmocka_unit_test(test_winners_gradient_accumulates),
+        cmocka_unit_test(test_gradients_accumulate_across_reductions),
         cmocka_unit_test(test_segment_shapes_and_edges),
         cmocka_unit_test(test_segment_bad_arguments),
         cmocka_unit_test(test_segment_pieces_and_one_piece),

@@ -84,21 +84,33 @@ dc_status dc_reduce_backward(dc_tape *tape, dc_node *node)
         if (st != DC_OK || done)
             return st;
     }
-    const int64_t numel[1] = {x->numel};
-    dc_tensor *g = gy ? dc_tape_alloc_tensor(tape, x->dtype, 1, numel) : NULL;
+    if (!gy)
+        return DC_ERR_MEMORY;
+    /* x's first gradient, where it lies as the block does, is written by the
+     * kernels themselves; else a block of tape memory, added afterwards */
+    dc_write_mode mode;
+    dc_status st = dc_grad_prepare(tape, x, &mode);
+    if (st != DC_OK)
+        return st;
+    const bool direct = dc_axes_one_run(ax) && mode == DC_WRITE_ASSIGN && dc_tensor_is_contiguous(x->grad);
+    void *g =
+        direct ? x->grad->data : dc_tape_alloc_data(tape, (size_t)(x->numel ? x->numel : 1) * dc_dtype_size(x->dtype));
     if (!g)
         return DC_ERR_MEMORY;
     const void *y = node->out[0]->data;
     if (tape->ctx->cuda) {
-        const dc_status st = dc_cuda_reduce_block_grad(tape->ctx, kind, x->dtype, r->block->data, ax->outer, ax->len,
-                                                       ax->inner, y, r->nz, r->aux, gy->data, g->data);
+        st = dc_cuda_reduce_block_grad(tape->ctx, kind, x->dtype, r->block->data, ax->outer, ax->len, ax->inner, y,
+                                       r->nz, r->aux, gy->data, g);
         if (st != DC_OK)
             return st;
     } else {
         dc_cpu_reduce_block_grad(tape->ctx, kind, x->dtype, r->block->data, ax->outer, ax->len, ax->inner, y, r->nz,
-                                 r->aux, gy->data, g->data);
+                                 r->aux, gy->data, g);
     }
-    return dc_axes_add_block_grad(tape, x, ax, g->data);
+    if (!direct)
+        return dc_axes_add_block_grad(tape, x, ax, g);
+    dc_grad_done(x);
+    return DC_OK;
 }
 
 dc_tensor *dc_op_prod(dc_tape *tape, dc_tensor *x, int n_axes, const int *axes, bool keepdims)

@@ -136,35 +136,34 @@ dc_status dc_segment_reduce_backward(dc_tape *tape, dc_node *node)
     if (!gy)
         return DC_ERR_MEMORY;
     const void *y = node->out[0]->data;
-    if (!tape->ctx->cuda) {
-        /* values' first gradient written in place, not copied from tape memory */
-        dc_write_mode mode;
-        const dc_status st = dc_grad_prepare(tape, values, &mode);
-        if (st != DC_OK)
-            return st;
-        if (mode == DC_WRITE_ASSIGN && dc_tensor_is_contiguous(values->grad)) {
-            dc_cpu_segment_reduce_grad(tape->ctx, r->op, values->dtype, r->values->data, n, width, r->index,
-                                       node->in[1]->data, y, r->nz, r->aux, gy->data, values->grad->data);
-            dc_grad_done(values);
-            return DC_OK;
-        }
-    }
-    const int64_t numel[1] = {values->numel};
-    dc_tensor *g = dc_tape_alloc_tensor(tape, values->dtype, 1, numel);
+    /* values' first gradient written in place, else a block of tape memory
+     * added afterwards */
+    dc_write_mode mode;
+    dc_status st = dc_grad_prepare(tape, values, &mode);
+    if (st != DC_OK)
+        return st;
+    const bool direct = mode == DC_WRITE_ASSIGN && dc_tensor_is_contiguous(values->grad);
+    void *g =
+        direct ? values->grad->data
+               : dc_tape_alloc_data(tape, (size_t)(values->numel ? values->numel : 1) * dc_dtype_size(values->dtype));
     if (!g)
         return DC_ERR_MEMORY;
     if (tape->ctx->cuda) {
-        const dc_status st = dc_cuda_segment_reduce_grad(tape->ctx, r->op, values->dtype, r->values->data, n, width,
-                                                         r->index, y, r->nz, r->aux, gy->data, g->data);
+        st = dc_cuda_segment_reduce_grad(tape->ctx, r->op, values->dtype, r->values->data, n, width, r->index, y, r->nz,
+                                         r->aux, gy->data, g);
         if (st != DC_OK)
             return st;
     } else {
         dc_cpu_segment_reduce_grad(tape->ctx, r->op, values->dtype, r->values->data, n, width, r->index,
-                                   node->in[1]->data, y, r->nz, r->aux, gy->data, g->data);
+                                   node->in[1]->data, y, r->nz, r->aux, gy->data, g);
+    }
+    if (direct) {
+        dc_grad_done(values);
+        return DC_OK;
     }
     /* the gradient, laid out as the contiguous values, added into theirs */
     dc_tensor view = *values;
-    view.data = g->data;
+    view.data = g;
     view.grad = NULL;
     dc_contiguous_strides(values->ndim, values->shape, view.strides);
     const dc_tensor *reads[1] = {&view};
