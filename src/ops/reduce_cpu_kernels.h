@@ -41,13 +41,15 @@ DC_INLINE DC_RF(state) DC_RK(row)(int kind, const DC_S *row, int64_t l0, int64_t
             }
             for (; l + kLanes <= l1; l += kLanes) {
                 /* one type throughout (the count of zeros too, exact in
-                 * double): gcc then vectorizes the lanes */
+                 * double) and no branch: z is 1 for a zero, else 0, and
+                 * v + z is 1 for a zero, else exactly v; gcc then
+                 * vectorizes the lanes */
                 _Pragma("omp simd") for (int k = 0; k < kLanes; ++k)
                 {
-                    const DC_RK_F(wide) v = row[l + k];
+                    const DC_RK_F(wide) v = row[l + k], z = (DC_RK_F(wide))(v == 0);
                     acc[k] = kind == DC_RK_SUM ? acc[k] + v : acc[k] * v;
-                    nz[k] *= v == 0 ? (DC_RK_F(wide))1 : v;
-                    zeros[k] += v == 0 ? (DC_RK_F(wide))1 : (DC_RK_F(wide))0;
+                    nz[k] *= v + z;
+                    zeros[k] += z;
                 }
             }
             for (int k = 0; k < kLanes; ++k) {
