@@ -34,7 +34,11 @@ typedef struct dc_assoc_record {
     const int64_t *seg_rows;           /* the rows by segment, ascending within each */
 } dc_assoc_record;
 
-/* The checks of every call before out[] is touched (see assoc.h). */
+static dc_status check_fields(dc_tape *tape, const char *name, const dc_assoc *op, dc_tensor *const *x);
+
+/* The checks of every call (see assoc.h): the operator and the arrays
+ * before out[] is touched, then out[] cleared, then the fields
+ * (check_fields); name receives "fn(operator)" for the messages. */
 static dc_status check_call(dc_tape *tape, const char *fn, const dc_assoc *op, dc_tensor *const *x, const char *x_label,
                             dc_tensor **out, char *name, size_t name_size)
 {
@@ -57,7 +61,9 @@ static dc_status check_call(dc_tape *tape, const char *fn, const dc_assoc *op, d
         return dc_error(ctx, DC_ERR_ARG, "%s: the out array is NULL", name);
     if (ctx->cuda && !op->cuda)
         return dc_error(ctx, DC_ERR_UNSUPPORTED, "%s: the operator was built without CUDA kernels", name);
-    return DC_OK;
+    for (int f = 0; f < op->n_state; ++f)
+        out[f] = NULL;
+    return check_fields(tape, name, op, x);
 }
 
 /* The k fields: not NULL, of this tape, of one shape and one dtype. */
@@ -126,10 +132,6 @@ dc_status dc_op_reduce_fn(dc_tape *tape, const dc_assoc *op, dc_tensor *const *x
     if (st != DC_OK)
         return st;
     const int k = op->n_state;
-    for (int f = 0; f < k; ++f)
-        out[f] = NULL;
-    if ((st = check_fields(tape, name, op, x)) != DC_OK)
-        return st;
     dc_assoc_record rec;
     memset(&rec, 0, sizeof rec);
     if ((st = dc_axes_parse(tape->ctx, name, x[0], n_axes, axes, keepdims, &rec.ax)) != DC_OK)
@@ -152,10 +154,6 @@ dc_status dc_op_scan_fn(dc_tape *tape, const dc_assoc *op, dc_tensor *const *x, 
     if (st != DC_OK)
         return st;
     const int k = op->n_state;
-    for (int f = 0; f < k; ++f)
-        out[f] = NULL;
-    if ((st = check_fields(tape, name, op, x)) != DC_OK)
-        return st;
     dc_assoc_record rec;
     memset(&rec, 0, sizeof rec);
     if ((st = dc_axes_parse(tape->ctx, name, x[0], 1, &axis, true, &rec.ax)) != DC_OK)
@@ -204,10 +202,6 @@ dc_status dc_op_segment_reduce_fn(dc_tape *tape, const dc_assoc *op, dc_tensor *
         return st;
     dc_ctx *ctx = tape->ctx;
     const int k = op->n_state;
-    for (int f = 0; f < k; ++f)
-        out[f] = NULL;
-    if ((st = check_fields(tape, name, op, values)) != DC_OK)
-        return st;
     const char *const index_label[] = {"index"};
     if ((st = dc_op_check_args(tape, name, 1, &index, index_label)) != DC_OK)
         return st;
