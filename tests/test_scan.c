@@ -392,6 +392,23 @@ static void test_gradcheck_long(void **state)
     dc_ctx_free(ctx);
 }
 
+/* One row of n elements scanned as c says, its output and gradient (from
+ * the adjoint gv) equal to the reference's bit for bit. */
+static void assert_row_exact(dc_ctx *ctx, dc_dtype dtype, const scan_case *c, int64_t n, const double *row,
+                             const double *gv, const char *what)
+{
+    const int64_t shape[1] = {n};
+    double want_y[16], want_g[16], *y, *gx;
+    assert_true(n <= 16);
+    ref_scan(c->op, c->exclusive, 1, shape, 0, row, want_y);
+    ref_grad(c->op, c->exclusive, 1, shape, 0, row, gv, want_g);
+    run_scan(ctx, dtype, c, 1, shape, row, gv, &y, &gx);
+    assert_same_bits(y, want_y, n, what);
+    assert_same_bits(gx, want_g, n, what);
+    free(y);
+    free(gx);
+}
+
 /* A product's gradient with no zero, one, two and only zeros, exact: the
  * values are small powers of two and integers, so every product is exact
  * in any order. With an infinity, the outputs whose adjoint is zero add
@@ -400,7 +417,6 @@ static void test_prod_zeros(void **state)
 {
     (void)state;
     dc_ctx *ctx = test_cpu_ctx();
-    const int64_t shape[1] = {6};
     const double rows[5][6] = {
         {2, -0.5, 3, 4, -1, 0.25},     /* no zero */
         {2, -0.5, 0, 4, -1, 0.25},     /* one */
@@ -413,17 +429,9 @@ static void test_prod_zeros(void **state)
         for (int e = 0; e < 2; ++e)
             for (int dt = 0; dt < 2; ++dt) {
                 const scan_case c = {DC_REDUCE_PROD, e == 1, 0, false};
-                double want_y[6], want_g[6], *y, *gx;
-                ref_scan(c.op, c.exclusive, 1, shape, 0, rows[r], want_y);
-                const double *gv = adjoints[r == 4];
-                ref_grad(c.op, c.exclusive, 1, shape, 0, rows[r], gv, want_g);
-                run_scan(ctx, dt ? DC_F32 : DC_F64, &c, 1, shape, rows[r], gv, &y, &gx);
                 char what[64];
                 snprintf(what, sizeof what, "prod row %d %s", r, c.exclusive ? "exclusive" : "inclusive");
-                assert_same_bits(y, want_y, 6, what);
-                assert_same_bits(gx, want_g, 6, what);
-                free(y);
-                free(gx);
+                assert_row_exact(ctx, dt ? DC_F32 : DC_F64, &c, 6, rows[r], adjoints[r == 4], what);
             }
     dc_ctx_free(ctx);
 }
@@ -435,7 +443,6 @@ static void test_max_min_winners(void **state)
 {
     (void)state;
     dc_ctx *ctx = test_cpu_ctx();
-    const int64_t shape[1] = {8};
     const double rows[5][8] = {
         {1, 3, 3, 2, 3, 5, 5, 0},                                  /* ties */
         {-INFINITY, -INFINITY, 1, INFINITY, INFINITY, 2, 0, 1},    /* infinities */
@@ -449,17 +456,10 @@ static void test_max_min_winners(void **state)
             for (int e = 0; e < 2; ++e)
                 for (int dt = 0; dt < 2; ++dt) {
                     const scan_case c = {ops[o], e == 1, -1, false};
-                    double want_y[8], want_g[8], *y, *gx;
-                    ref_scan(c.op, c.exclusive, 1, shape, 0, rows[r], want_y);
-                    ref_grad(c.op, c.exclusive, 1, shape, 0, rows[r], gv, want_g);
-                    run_scan(ctx, dt ? DC_F32 : DC_F64, &c, 1, shape, rows[r], gv, &y, &gx);
                     char what[64];
                     snprintf(what, sizeof what, "%s row %d %s", dc_reduction_name(c.op), r,
                              c.exclusive ? "exclusive" : "inclusive");
-                    assert_same_bits(y, want_y, 8, what);
-                    assert_same_bits(gx, want_g, 8, what);
-                    free(y);
-                    free(gx);
+                    assert_row_exact(ctx, dt ? DC_F32 : DC_F64, &c, 8, rows[r], gv, what);
                 }
     dc_ctx_free(ctx);
 }

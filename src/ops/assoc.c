@@ -24,14 +24,14 @@ typedef enum { KIND_REDUCE, KIND_SCAN, KIND_SEGMENT } assoc_kind;
 
 /* What the adjoint of an operator's node needs. */
 typedef struct dc_assoc_record {
-    dc_axes ax;                        /* the block's outer, len, inner (segments: 1, n, width) */
-    const void *x[DC_ASSOC_MAX_STATE]; /* the inputs as blocks */
+    dc_axes ax;                             /* the block's outer, len, inner (segments: 1, n, width) */
+    const void *x[DC_ASSOC_MAX_STATE];      /* the inputs as blocks */
     const void *totals[DC_ASSOC_MAX_STATE]; /* reduce: the forward's piece totals (NULL: one piece a row) */
-    bool exclusive;                    /* scan */
-    int64_t n_segments;                /* segment reduce: */
-    const int64_t *rows;               /* the segment of each row, where the kernels read */
-    const int64_t *seg_start;          /* n_segments + 1: where each segment's rows begin in seg_rows */
-    const int64_t *seg_rows;           /* the rows by segment, ascending within each */
+    bool exclusive;                         /* scan */
+    int64_t n_segments;                     /* segment reduce: */
+    const int64_t *rows;                    /* the segment of each row, where the kernels read */
+    const int64_t *seg_start;               /* n_segments + 1: where each segment's rows begin in seg_rows */
+    const int64_t *seg_rows;                /* the rows by segment, ascending within each */
 } dc_assoc_record;
 
 static dc_status check_fields(dc_tape *tape, const char *name, const dc_assoc *op, dc_tensor *const *x);
@@ -458,8 +458,7 @@ dc_status dc_reduce_fn_backward(dc_tape *tape, dc_node *node)
             return st;
     /* CUDA: each thread's buffer of the r_j of its piece */
     const int64_t piece = L.len < L.chunk ? L.len : L.chunk;
-    if (tape->ctx->cuda &&
-        !(L.scratch = dc_tape_alloc_data(tape, (size_t)(pieces * piece * k) * dc_dtype_size(dtype))))
+    if (tape->ctx->cuda && !(L.scratch = dc_tape_alloc_data(tape, (size_t)(pieces * piece * k) * dc_dtype_size(dtype))))
         return DC_ERR_MEMORY;
     L.phase = DC_ASSOC_RED_PIECES;
     if ((st = dc_assoc_run_reduce_adjoint(tape, op, dtype, &L)) != DC_OK)
