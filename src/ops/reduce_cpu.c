@@ -75,6 +75,16 @@ enum { kLanes = 16, kShortRow = 33 };
         }                                                                                                              \
     } while (0)
 
+/* BY_KIND for dtype's instance of fn (fn_f32 or fn_f64), called with the
+ * constant kind K first, then the arguments. */
+#define BY_DTYPE_KIND(dtype, kind, fn, ...)                                                                            \
+    do {                                                                                                               \
+        if ((dtype) == DC_F32)                                                                                         \
+            BY_KIND(kind, fn##_f32(K, __VA_ARGS__));                                                                   \
+        else                                                                                                           \
+            BY_KIND(kind, fn##_f64(K, __VA_ARGS__));                                                                   \
+    } while (0)
+
 /* Elements below which one thread does the whole op. */
 static const int64_t kSerial = 32768;
 
@@ -138,7 +148,7 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
         }                                                                                                              \
         const int64_t o0 = e0 / (len * inner), r0 = e0 % (len * inner);                                                \
         for (int64_t e = e0, o = o0, l = r0 / inner, c = r0 % inner; e < e1; c = 0) {                                  \
-            const int64_t c1 = inner - c < e1 - e ? inner : c + (e1 - e), at = (o * len + l) * inner;                 \
+            const int64_t c1 = inner - c < e1 - e ? inner : c + (e1 - e), at = (o * len + l) * inner;                  \
             dc_rk_grad_columns_##SFX(kind, x + at, l, c, c1, y + o * inner, nz + o * inner, aux + o * inner,           \
                                      gy + o * inner, g + at);                                                          \
             e += c1 - c;                                                                                               \
@@ -205,10 +215,7 @@ static void reduce_split(const dc_ctx *ctx, int kind, dc_dtype dtype, const void
     for (int pass = 0; pass < (kind == DC_RK_LSE ? 2 : 1); ++pass) {
 #pragma omp parallel for num_threads(n_threads) schedule(static)
         for (int64_t p = 0; p < pieces; ++p) {
-            if (dtype == DC_F32)
-                BY_KIND(kind, split_piece_f32(K, pass, x, len, splits, p, y, scratch));
-            else
-                BY_KIND(kind, split_piece_f64(K, pass, x, len, splits, p, y, scratch));
+            BY_DTYPE_KIND(dtype, kind, split_piece, pass, x, len, splits, p, y, scratch);
         }
 #pragma omp parallel for num_threads(row_threads) schedule(static)
         for (int64_t r = 0; r < rows; ++r) {
@@ -232,10 +239,7 @@ void dc_cpu_reduce_block(const dc_ctx *ctx, int kind, dc_dtype dtype, const void
         const int n_threads = threads_for(ctx, outer * len, outer);
 #pragma omp parallel for num_threads(n_threads) schedule(static)
         for (int64_t r = 0; r < outer; ++r) {
-            if (dtype == DC_F32)
-                BY_KIND(kind, row_piece_f32(K, x, r, len, y, nz, aux));
-            else
-                BY_KIND(kind, row_piece_f64(K, x, r, len, y, nz, aux));
+            BY_DTYPE_KIND(dtype, kind, row_piece, x, r, len, y, nz, aux);
         }
         return;
     }
@@ -245,10 +249,7 @@ void dc_cpu_reduce_block(const dc_ctx *ctx, int kind, dc_dtype dtype, const void
     for (int64_t p = 0; p < pieces; ++p) {
         const int64_t o = p / chunks, c0 = p % chunks * kColumns;
         const int64_t c1 = c0 + kColumns < inner ? c0 + kColumns : inner;
-        if (dtype == DC_F32)
-            BY_KIND(kind, block_piece_f32(K, x, o, len, inner, c0, c1, y, nz, aux));
-        else
-            BY_KIND(kind, block_piece_f64(K, x, o, len, inner, c0, c1, y, nz, aux));
+        BY_DTYPE_KIND(dtype, kind, block_piece, x, o, len, inner, c0, c1, y, nz, aux);
     }
 }
 
@@ -263,10 +264,7 @@ void dc_cpu_reduce_block_grad(const dc_ctx *ctx, int kind, dc_dtype dtype, const
 #pragma omp parallel for num_threads(n_threads) schedule(static)
     for (int64_t p = 0; p < pieces; ++p) {
         const int64_t e0 = p * kGradPiece, e1 = e0 + kGradPiece < total ? e0 + kGradPiece : total;
-        if (dtype == DC_F32)
-            BY_KIND(kind, block_grad_f32(K, x, len, inner, y, nz, aux, gy, g, e0, e1));
-        else
-            BY_KIND(kind, block_grad_f64(K, x, len, inner, y, nz, aux, gy, g, e0, e1));
+        BY_DTYPE_KIND(dtype, kind, block_grad, x, len, inner, y, nz, aux, gy, g, e0, e1);
     }
 }
 
@@ -281,7 +279,7 @@ void dc_cpu_reduce_block_grad(const dc_ctx *ctx, int kind, dc_dtype dtype, const
         for (int64_t s = 0; s < n_segments; ++s)                                                                       \
             for (int64_t c = c0; c < c1; ++c)                                                                          \
                 bins[s * width + c] = s0;                                                                              \
-        if (width == 1) { /* no loop over the columns: its set-up per row would cost more than the row */             \
+        if (width == 1) { /* no loop over the columns: its set-up per row would cost more than the row */              \
             for (int64_t i = r0; i < r1; ++i)                                                                          \
                 dc_rf_step_##SFX(kind, &bins[index[i]], v[i], i);                                                      \
             return;                                                                                                    \
@@ -316,7 +314,7 @@ enum { kIndexChunk = 512 };
  * 0..n_segments-1 (the bins then incomplete), else r1. The gradient of
  * elements e0..e1 from such an index, checked by the forward. */
 #define DEFINE_SEGMENT_INDEX_CPU(T, SFX)                                                                               \
-    DC_INLINE int64_t segment_bins_checked_##SFX(int kind, const T *v, int64_t width, const T *idx,                   \
+    DC_INLINE int64_t segment_bins_checked_##SFX(int kind, const T *v, int64_t width, const T *idx,                    \
                                                  int64_t n_segments, int64_t r0, int64_t r1, dc_rf_state_##SFX *bins)  \
     {                                                                                                                  \
         const dc_rf_state_##SFX s0 = dc_rf_init_##SFX(kind);                                                           \
@@ -324,7 +322,7 @@ enum { kIndexChunk = 512 };
             bins[k] = s0;                                                                                              \
         const double top = (double)n_segments;                                                                         \
         for (int64_t i0 = r0; i0 < r1; i0 += kIndexChunk) {                                                            \
-            const int m = r1 - i0 < kIndexChunk ? (int)(r1 - i0) : kIndexChunk;                                       \
+            const int m = r1 - i0 < kIndexChunk ? (int)(r1 - i0) : kIndexChunk;                                        \
             int64_t at[kIndexChunk];                                                                                   \
             int bad = 0;                                                                                               \
             for (int k = 0; k < m; ++k) {                                                                              \
@@ -352,7 +350,7 @@ enum { kIndexChunk = 512 };
         }                                                                                                              \
         return r1;                                                                                                     \
     }                                                                                                                  \
-    DC_INLINE void segment_grad_checked_##SFX(int kind, const T *v, int64_t width, const T *idx, const T *y,          \
+    DC_INLINE void segment_grad_checked_##SFX(int kind, const T *v, int64_t width, const T *idx, const T *y,           \
                                               const T *nz, const int64_t *aux, const T *gy, T *g, int64_t e0,          \
                                               int64_t e1)                                                              \
     {                                                                                                                  \
@@ -426,10 +424,7 @@ void dc_cpu_segment_reduce(const dc_ctx *ctx, int kind, dc_dtype dtype, const vo
 #pragma omp parallel for num_threads(n_threads) schedule(static)
     for (int64_t q = 0; q < chunks; ++q) {
         const int64_t c0 = q * kColumns, c1 = c0 + kColumns < width ? c0 + kColumns : width;
-        if (dtype == DC_F32)
-            BY_KIND(kind, segment_bins_f32(K, values, width, index, n_segments, 0, n, c0, c1, scratch));
-        else
-            BY_KIND(kind, segment_bins_f64(K, values, width, index, n_segments, 0, n, c0, c1, scratch));
+        BY_DTYPE_KIND(dtype, kind, segment_bins, values, width, index, n_segments, 0, n, c0, c1, scratch);
     }
     segment_fold(ctx, kind, dtype, 1, outputs, scratch, y, nz, aux);
 }
@@ -470,14 +465,10 @@ void dc_cpu_segment_reduce_grad(const dc_ctx *ctx, int kind, dc_dtype dtype, con
 #pragma omp parallel for num_threads(n_threads) schedule(static)
     for (int64_t p = 0; p < pieces; ++p) {
         const int64_t e0 = p * kGradPiece, e1 = e0 + kGradPiece < total ? e0 + kGradPiece : total;
-        if (!index && dtype == DC_F32)
-            BY_KIND(kind, segment_grad_checked_f32(K, values, width, stored_index, y, nz, aux, gy, g, e0, e1));
-        else if (!index)
-            BY_KIND(kind, segment_grad_checked_f64(K, values, width, stored_index, y, nz, aux, gy, g, e0, e1));
-        else if (dtype == DC_F32)
-            BY_KIND(kind, dc_rk_segment_grad_f32(K, values, width, index, y, nz, aux, gy, g, e0, e1));
+        if (!index)
+            BY_DTYPE_KIND(dtype, kind, segment_grad_checked, values, width, stored_index, y, nz, aux, gy, g, e0, e1);
         else
-            BY_KIND(kind, dc_rk_segment_grad_f64(K, values, width, index, y, nz, aux, gy, g, e0, e1));
+            BY_DTYPE_KIND(dtype, kind, dc_rk_segment_grad, values, width, index, y, nz, aux, gy, g, e0, e1);
     }
 }
 
