@@ -2,7 +2,8 @@
  * is read as an [outer, len, inner] block (axes.h) and reduced by the CPU or
  * CUDA kernels (reduce_cpu.h, reduce_cuda.h), which leave per output what
  * the adjoint needs (reduce_formulas.h) in tape memory: the adjoint is one
- * pass over the block, its gradient then added into x's. */
+ * pass over the block, written straight into x's first gradient where the
+ * block is x itself, else into a block then added into x's. */
 #include "../cuda/reduce_cuda.h"
 #include "axes.h"
 #include "backward.h"
