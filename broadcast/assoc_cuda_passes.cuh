@@ -25,7 +25,7 @@ __global__ void scan_kernel(dc_assoc_scan_launch L, int64_t items)
  * threads rounds, each a fixed combination), then each thread walks its run
  * again from the total of the runs before it. The association is fixed by
  * the piece's length alone: deterministic, though not the CPU's order. */
-enum { kScanThreads = 128 };
+enum { kScanThreads = DC_ASSOC_CUDA_BLOCK_THREADS };
 
 /* a then b in the direction of the walk: a is the earlier part */
 #define DC_ASSOC_WALK(a, b, out)                                                                   \
@@ -441,7 +441,7 @@ static int launch_reduce_adjoint(const dc_assoc_reduce_adjoint_launch *L)
     if (items == 0)
         return 0;
     const cudaStream_t stream = (cudaStream_t)L->stream;
-    if (L->phase == DC_ASSOC_RED_PIECES && by_block(L->inner, L->len) && L->chunk <= DC_ASSOC_MAX_CHUNK)
+    if (L->phase == DC_ASSOC_RED_PIECES && dc_assoc_cuda_reduce_by_block(L->inner, L->len, L->chunk))
         reduce_adjoint_block_kernel<<<grid_for(items, 1, L->max_blocks), kBlockThreads, 0, stream>>>(*L, items);
     else
         reduce_adjoint_kernel<<<grid_for(items, L->block, L->max_blocks), L->block, 0, stream>>>(*L, items);

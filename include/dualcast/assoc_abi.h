@@ -18,15 +18,28 @@
 extern "C" {
 #endif
 
-/* Bumped whenever the layout below changes; the functions of assoc.h refuse
- * an operator compiled against another version. */
-#define DC_ASSOC_ABI_VERSION 4
+/* Bumped whenever the layout below or a rule the kernels and the library
+ * share changes; the functions of assoc.h refuse an operator compiled
+ * against another version. */
+#define DC_ASSOC_ABI_VERSION 5
 
 #define DC_ASSOC_MAX_STATE 4 /* fields of one state */
 
 /* The longest piece of a reduce-adjoint launch that a CPU kernel walks in a
  * buffer of its own (scratch NULL). */
 #define DC_ASSOC_MAX_CHUNK 1024
+
+/* CUDA: the threads of a block that takes a whole piece (a scan's, or the
+ * pieces of a reduce-adjoint launch), each walking a run of its steps. */
+#define DC_ASSOC_CUDA_BLOCK_THREADS 128
+
+/* CUDA: whether the pieces of a reduce-adjoint launch (DC_ASSOC_RED_PIECES)
+ * go a block each, rows of one lane of at least two steps per thread, with
+ * no scratch (else a thread each, its r_j in the launch's scratch). */
+static inline int dc_assoc_cuda_reduce_by_block(int64_t inner, int64_t len, int64_t chunk)
+{
+    return inner == 1 && len >= 2 * DC_ASSOC_CUDA_BLOCK_THREADS && chunk <= DC_ASSOC_MAX_CHUNK;
+}
 
 /* Flags of a scan launch. */
 enum {
@@ -139,7 +152,9 @@ typedef struct dc_assoc_scan_adjoint_launch {
  *                        len) * k (scratch + item * min(chunk, len) * k,
  *                        or the CPU kernel's
  *                        own with scratch NULL and chunk <=
- *                        DC_ASSOC_MAX_CHUNK), then the l_j from
+ *                        DC_ASSOC_MAX_CHUNK; on CUDA scratch is read
+ *                        only where dc_assoc_cuda_reduce_by_block is
+ *                        false), then the l_j from
  *                        left[piece] (or neutral) walking forward, writing
  *                        gx (items: outer * n_chunks * inner, item
  *                        (o * n_chunks + c) * inner + i).

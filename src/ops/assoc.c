@@ -456,9 +456,11 @@ dc_status dc_reduce_fn_backward(dc_tape *tape, dc_node *node)
         if (node->in[f]->requires_grad &&
             (st = adjoint_destination(tape, node, f, n, &L.gx[f], &in_place[f], &L.accumulate)) != DC_OK)
             return st;
-    /* CUDA: each thread's buffer of the r_j of its piece */
+    /* CUDA, where a piece goes to one thread: each thread's buffer of the r_j
+     * of its piece */
     const int64_t piece = L.len < L.chunk ? L.len : L.chunk;
-    if (tape->ctx->cuda && !(L.scratch = dc_tape_alloc_data(tape, (size_t)(pieces * piece * k) * dc_dtype_size(dtype))))
+    if (tape->ctx->cuda && !dc_assoc_cuda_reduce_by_block(L.inner, L.len, L.chunk) &&
+        !(L.scratch = dc_tape_alloc_data(tape, (size_t)(pieces * piece * k) * dc_dtype_size(dtype))))
         return DC_ERR_MEMORY;
     L.phase = DC_ASSOC_RED_PIECES;
     if ((st = dc_assoc_run_reduce_adjoint(tape, op, dtype, &L)) != DC_OK)
