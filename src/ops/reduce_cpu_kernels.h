@@ -22,7 +22,8 @@
  * beats for a later position and a lane that has a winner). */
 DC_INLINE bool DC_RK(takes)(int kind, DC_S v, DC_S m)
 {
-    return m == m && (v != v || (kind == DC_RK_MIN ? v < m : v > m));
+    /* & and |, not && and ||: no branch, so that the lanes' loop vectorizes */
+    return (m == m) & ((v != v) | (kind == DC_RK_MIN ? v < m : v > m));
 }
 
 /* Elements l0..l1 of row (positions l0..l1) stepped into a state (log-sum-exp:
@@ -66,7 +67,8 @@ DC_INLINE DC_RF(state) DC_RK(row)(int kind, const DC_S *row, int64_t l0, int64_t
             }
             for (l = l0 + kLanes; l + kLanes <= l1; l += kLanes) {
                 const int32_t base = (int32_t)(l - l0);
-                for (int k = 0; k < kLanes; ++k) {
+                _Pragma("omp simd") for (int k = 0; k < kLanes; ++k)
+                {
                     const DC_S v = row[l + k];
                     const bool take = DC_RK(takes)(kind, v, m[k]);
                     m[k] = take ? v : m[k];
