@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "../engine/shape.h"
+#include "backward.h"
 
 dc_status dc_axes_parse(dc_ctx *ctx, const char *op, const dc_tensor *x, int n_axes, const int *axes,
                         bool keepdims, dc_axes *ax)
@@ -142,4 +143,18 @@ dc_status dc_axes_add_block_grad(dc_tape *tape, dc_tensor *x, const dc_axes *ax,
     }
     const dc_tensor *reads[1] = {&view};
     return dc_backward_kernel(tape, DC_K_COPY, NULL, x->ndim, x->shape, 1, reads, 1, &x);
+}
+
+dc_status dc_axes_grad_target(dc_tape *tape, dc_tensor *x, bool block_is_x, void **g, bool *direct, bool *add)
+{
+    dc_write_mode mode;
+    const dc_status st = dc_grad_prepare(tape, x, &mode);
+    if (st != DC_OK)
+        return st;
+    *direct = block_is_x && (mode == DC_WRITE_ASSIGN || add) && dc_tensor_is_contiguous(x->grad);
+    if (add)
+        *add = *direct && mode == DC_WRITE_ACCUMULATE;
+    const size_t bytes = (size_t)(x->numel ? x->numel : 1) * dc_dtype_size(x->dtype);
+    *g = *direct ? x->grad->data : dc_tape_alloc_data(tape, bytes);
+    return *g ? DC_OK : DC_ERR_MEMORY;
 }

@@ -44,4 +44,13 @@ const dc_tensor *dc_axes_block(dc_tape *tape, const dc_tensor *x, const dc_axes 
  * into x's gradient. */
 dc_status dc_axes_add_block_grad(dc_tape *tape, dc_tensor *x, const dc_axes *ax, const void *block_grad);
 
+/* Where a kernel writes x's gradient computed as a contiguous block of x's
+ * elements: x's gradient itself (*direct true; call dc_grad_done(x) once
+ * written) where the block lists x's elements in their own order
+ * (block_is_x), the gradient is contiguous, and it holds no value yet, or,
+ * with add not NULL, holds one (*add true: the kernel adds); else x's
+ * element count of tape memory (*direct false), added afterwards
+ * (dc_axes_add_block_grad). */
+dc_status dc_axes_grad_target(dc_tape *tape, dc_tensor *x, bool block_is_x, void **g, bool *direct, bool *add);
+
 #endif /* DC_OPS_AXES_H */

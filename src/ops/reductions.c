@@ -89,15 +89,11 @@ dc_status dc_reduce_backward(dc_tape *tape, dc_node *node)
         return DC_ERR_MEMORY;
     /* x's first gradient, where it lies as the block does, is written by the
      * kernels themselves; else a block of tape memory, added afterwards */
-    dc_write_mode mode;
-    dc_status st = dc_grad_prepare(tape, x, &mode);
+    void *g;
+    bool direct;
+    dc_status st = dc_axes_grad_target(tape, x, dc_axes_one_run(ax), &g, &direct, NULL);
     if (st != DC_OK)
         return st;
-    const bool direct = dc_axes_one_run(ax) && mode == DC_WRITE_ASSIGN && dc_tensor_is_contiguous(x->grad);
-    void *g =
-        direct ? x->grad->data : dc_tape_alloc_data(tape, (size_t)(x->numel ? x->numel : 1) * dc_dtype_size(x->dtype));
-    if (!g)
-        return DC_ERR_MEMORY;
     const void *y = node->out[0]->data;
     if (tape->ctx->cuda) {
         st = dc_cuda_reduce_block_grad(tape->ctx, kind, x->dtype, r->block->data, ax->outer, ax->len, ax->inner, y,

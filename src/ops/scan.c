@@ -591,16 +591,11 @@ dc_status dc_scan_backward(dc_tape *tape, dc_node *node)
     const dc_tensor *g = dc_grad_contiguous(tape, y);
     if (!g)
         return DC_ERR_MEMORY;
-    dc_write_mode wmode;
-    dc_status st = dc_grad_prepare(tape, x, &wmode);
+    void *gx;
+    bool direct, add = false;
+    dc_status st = dc_axes_grad_target(tape, x, dc_axes_one_run(ax), &gx, &direct, &add);
     if (st != DC_OK)
         return st;
-    const bool direct = dc_axes_one_run(ax) && dc_tensor_is_contiguous(x->grad);
-    const bool add = direct && wmode == DC_WRITE_ACCUMULATE;
-    void *gx =
-        direct ? x->grad->data : dc_tape_alloc_data(tape, (size_t)(x->numel ? x->numel : 1) * dc_dtype_size(x->dtype));
-    if (!gx)
-        return DC_ERR_MEMORY;
     if (tape->ctx->cuda) {
         const size_t bytes = dc_cuda_scan_parts_bytes(ax->outer, ax->len, ax->inner, true);
         void *parts = bytes ? dc_tape_alloc_data(tape, bytes) : NULL;

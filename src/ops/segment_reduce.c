@@ -7,6 +7,7 @@
  * (reduce_formulas.h) stays in tape memory, and the adjoint is one pass
  * over the values, each row reading its segment's. */
 #include "../cuda/reduce_cuda.h"
+#include "axes.h"
 #include "backward.h"
 #include "indices.h"
 #include "reduce_cpu.h"
@@ -138,16 +139,11 @@ dc_status dc_segment_reduce_backward(dc_tape *tape, dc_node *node)
     const void *y = node->out[0]->data;
     /* values' first gradient written in place, else a block of tape memory
      * added afterwards */
-    dc_write_mode mode;
-    dc_status st = dc_grad_prepare(tape, values, &mode);
+    void *g;
+    bool direct;
+    dc_status st = dc_axes_grad_target(tape, values, true, &g, &direct, NULL);
     if (st != DC_OK)
         return st;
-    const bool direct = mode == DC_WRITE_ASSIGN && dc_tensor_is_contiguous(values->grad);
-    void *g =
-        direct ? values->grad->data
-               : dc_tape_alloc_data(tape, (size_t)(values->numel ? values->numel : 1) * dc_dtype_size(values->dtype));
-    if (!g)
-        return DC_ERR_MEMORY;
     if (tape->ctx->cuda) {
         st = dc_cuda_segment_reduce_grad(tape->ctx, r->op, values->dtype, r->values->data, n, width, r->index, y, r->nz,
                                          r->aux, gy->data, g);
