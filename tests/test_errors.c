@@ -604,6 +604,21 @@ static void test_bad_tensor_shapes(void **state)
     dc_tensor *empty = f64_tensor(ctx, 2, s03);
     EXPECT_OP_FAILS(ctx, dc_op_reshape(tape, empty, 3, zero_huge), "dc_op_reshape", "[0, 3]");
     dc_tensor_free(empty);
+    /* Operands within the bound whose broadcast is past it: no elements, its
+     * sizes multiplying to 2^64 (the product of its contiguous strides
+     * overflowed) */
+    const int64_t wide_empty[3] = {1, 0, (int64_t)1 << 58}, tall[3] = {64, 1, 1};
+    dc_tensor *we = f64_tensor(ctx, 3, wide_empty), *tl = f64_tensor(ctx, 3, tall);
+    dc_tensor *pair[2] = {we, tl}, *pair_out[2];
+    EXPECT_OP_FAILS(ctx, dc_op_add(tape, we, tl), "dc_op_add", "[64, 0, 288230376151711744]", "too large");
+    EXPECT_OP_FAILS(ctx, dc_op_select(tape, tl, we, tl), "dc_op_select", "too large");
+    for (int policy = 0; policy < 2; ++policy)
+        EXPECT_STATUS(ctx,
+                      dc_broadcast_policy(tape, DC_BFN_REF(polar_pair), 2, pair, 2, pair_out,
+                                          (dc_partials_policy)policy),
+                      DC_ERR_SHAPE, "dc_broadcast(polar_pair)", "[64, 0, 288230376151711744]", "too large");
+    dc_tensor_free(we);
+    dc_tensor_free(tl);
 
     /* element access out of range or with the wrong buffer size */
     const int64_t s23[2] = {2, 3};

@@ -29,7 +29,10 @@ dc_status dc_broadcast_check(dc_ctx *ctx, const char *op, int n, dc_tensor *cons
                         labels[bi], sa, labels[bj], sb, axis, (long long)shapes[bi][ndims[bi] + axis],
                         (long long)shapes[bj][ndims[bj] + axis]);
     }
-    return DC_OK;
+    /* The result's shape is one a tensor can have: its strides are computed
+     * before it is allocated (a size-0 axis beside huge ones broadcasts to a
+     * shape of no elements whose strides overflow). */
+    return dc_check_shape(ctx, op, *out_ndim, out_shape);
 }
 
 dc_tensor *dc_forward_kernel(dc_tape *tape, const char *op, dc_kernel_id id, const void *arg, int n_in,

@@ -6,8 +6,9 @@
 #include "../engine/kernels.h"
 #include "../tape_internal.h"
 
-/* Broadcasts n tensors for `op`: checks for NULL, a common dtype and
- * compatible shapes, naming the operands with `labels` in messages. */
+/* Broadcasts n tensors for `op`: checks for NULL, a common dtype,
+ * compatible shapes and a result within dc_tensor_new's bound, naming the
+ * operands with `labels` in messages. */
 dc_status dc_broadcast_check(dc_ctx *ctx, const char *op, int n, dc_tensor *const *tensors,
                              const char *const *labels, int *out_ndim, int64_t *out_shape);
 

@@ -42,6 +42,14 @@ DC_BFN_DECLARE(hmlstm_cell);
 #define FZ_MAX_TAPE_BYTES ((size_t)512 << 20)
 /* ...and a tape that kept more than this after a program is made again. */
 #define FZ_KEEP_TAPE_BYTES ((size_t)64 << 20)
+/* The work one program may do, in elements times operands of its calls.
+ * A call recorded on a tape is charged three times its forward work, which
+ * pays for one backward pass; a tape's further backward passes are charged
+ * twice the work recorded on it; a gradient check its loss's evaluations.
+ * Size arithmetic goes wrong with small shapes as with large ones; the work
+ * of large ones, tenfold under the sanitizers, is what made programs time
+ * out: ten-input broadcast functions over 10^6 elements took 17 s under load. */
+#define FZ_MAX_WORK ((int64_t)1 << 23)
 
 /* Huge allocations fail instead of stopping the run: the library must turn
  * them into DC_ERR_MEMORY. Read by AddressSanitizer at start-up. The limit
@@ -77,6 +85,9 @@ typedef struct program {
     dc_tensor *persistent[FZ_MAX_PERSISTENT]; /* owned here, freed at the end */
     int n_persistent;
     int next_id;
+    int64_t work;            /* charged so far, against FZ_MAX_WORK */
+    int64_t tape_work[2];    /* forward work recorded on each tape */
+    bool backward_paid[2];   /* whether a tape's first backward pass has run */
     char args[2048]; /* the tensors picked for the current call, for the trace */
 } program;
 
@@ -495,18 +506,43 @@ static int64_t broadcast_numel(int n, dc_tensor *const *xs)
     return numel < 0 ? INT64_MAX : numel;
 }
 
-/* Whether an elementwise call would compute millions of elements: that
- * takes seconds under the sanitizers and finds nothing small shapes do not.
- * Larger results fail to allocate (see __asan_default_options) and are
- * kept: the library must report DC_ERR_MEMORY. */
-static bool too_slow(int n, dc_tensor *const *xs)
+/* Charges a call's work (elements times operands) to the program, or says
+ * the call is skipped because the program's budget (FZ_MAX_WORK) would not
+ * cover it. tape is where the call records (-1: nowhere). */
+static bool over_budget(program *p, int tape, double work, const char *call)
+{
+    const double charge = tape >= 0 ? 3 * work : work;
+    if ((double)p->work + charge > (double)FZ_MAX_WORK) {
+        if (tracing)
+            fprintf(stderr, "    skipped %s: work %.3g beyond what is left of the budget\n", call, charge);
+        return true;
+    }
+    p->work += (int64_t)charge;
+    if (tape >= 0)
+        p->tape_work[tape] += (int64_t)work;
+    return false;
+}
+
+/* Whether a backward pass of a tape is skipped: the first is paid for. */
+static bool backward_over_budget(program *p, int tape, const char *call)
+{
+    if (!p->backward_paid[tape]) {
+        p->backward_paid[tape] = true;
+        return false;
+    }
+    return over_budget(p, -1, 2.0 * (double)p->tape_work[tape], call);
+}
+
+/* Whether an elementwise call of n inputs and n_out outputs is skipped to
+ * keep the program within its budget. Results beyond 2^23 elements are
+ * always made: they fail to allocate (see __asan_default_options) before
+ * any work, and the library must report DC_ERR_MEMORY. */
+static bool too_slow(program *p, int tape, int n, dc_tensor *const *xs, int n_out, const char *call)
 {
     const int64_t numel = broadcast_numel(n, xs);
-    if (numel <= ((int64_t)1 << 20) || numel > ((int64_t)1 << 23))
+    if (numel > ((int64_t)1 << 23))
         return false;
-    if (tracing)
-        fprintf(stderr, "    skipped: %lld elements, too slow to fuzz\n", (long long)numel);
-    return true;
+    return over_budget(p, tape, (double)numel * (n + n_out), call);
 }
 
 static void op_binary(program *p, int tape)
@@ -516,7 +552,7 @@ static void op_binary(program *p, int tape)
     dc_tensor *a = pick(p), *b = pick(p);
     dc_tensor *xs[2] = {a, b};
     static const char *const names[] = {"dc_op_add", "dc_op_sub", "dc_op_mul", "dc_op_div", "dc_op_pow"};
-    if (too_slow(2, xs))
+    if (too_slow(p, tape, 2, xs, 1, names[which]))
         return;
     trace_call(p, tape, names[which], NULL);
     dc_tensor *y = NULL;
@@ -538,6 +574,8 @@ static void op_unary(program *p, int tape)
     static const char *const names[] = {"dc_op_neg",  "dc_op_exp",    "dc_op_log",          "dc_op_tanh",
                                         "dc_op_sigmoid", "dc_op_relu", "dc_op_affine", "dc_op_hard_sigmoid",
                                         "dc_op_step_st"};
+    if (too_slow(p, tape, 1, &x, 1, names[which]))
+        return;
     dc_tensor *y = NULL;
     switch (which) {
     case 0:
@@ -583,7 +621,7 @@ static void op_unary(program *p, int tape)
 static void op_select(program *p, int tape)
 {
     dc_tensor *xs[3] = {pick(p), pick(p), pick(p)};
-    if (too_slow(3, xs))
+    if (too_slow(p, tape, 3, xs, 1, "dc_op_select"))
         return;
     trace_call(p, tape, "dc_op_select", NULL);
     result(p, tape, dc_op_select(p->tapes[tape], xs[0], xs[1], xs[2]), "dc_op_select");
@@ -617,6 +655,8 @@ static void op_reduce(program *p, int tape)
     static const char *const names[] = {"dc_op_sum", "dc_op_prod", "dc_op_max", "dc_op_min", "dc_op_logsumexp"};
     const int which = (flags >> 3) % 5;
     const char *call = (flags & 1) ? "dc_op_mean" : names[which];
+    if (too_slow(p, tape, 1, &x, 0, call))
+        return;
     char text[256];
     trace_call(p, tape, call, "%s, %s", ints_text(n_axes, axes, !ap, text, sizeof text), keepdims ? "true" : "false");
     if (flags & 1)
@@ -724,7 +764,7 @@ static void op_broadcast(program *p, int tape)
     dc_tensor *out[DC_BFN_MAX_OUTPUTS + 1];
     dc_status st;
     const char *call;
-    if (n_in > 0 && too_slow(n_in, in))
+    if (n_in > 0 && too_slow(p, tape, n_in, in, n_out, fn->name))
         return;
     switch (flags & 3) {
     case 0:
@@ -770,6 +810,8 @@ static void op_backward(program *p, int tape)
     dc_tape *t = p->tapes[tape];
     dc_status st;
     const char *call;
+    if (backward_over_budget(p, tape, "a backward pass"))
+        return;
     if (flags & 1) {
         call = "dc_backward_with";
         dc_tensor *adj = pick(p);
@@ -807,6 +849,8 @@ static void op_tape(program *p, int tape)
         trace_call(p, tape, "dc_tape_reset", NULL);
         dc_tape_reset(t);
         pool_drop_tape(p, tape);
+        p->tape_work[tape] = 0;
+        p->backward_paid[tape] = false;
         break;
     case 1: {
         const bool on = fz_bit(&p->in);
@@ -1020,6 +1064,27 @@ static dc_tensor *gradcheck_loss(dc_tape *tape, dc_tensor *const *inputs, void *
     return dc_op_sum(tape, y, 0, NULL, false);
 }
 
+/* The work of a gradient check of gradcheck_loss: two evaluations of the
+ * loss for each element checked (max_per_input per input, 0 all of them,
+ * negative refused at once), and one with its backward pass. */
+static double gradcheck_work(int which, int n, dc_tensor *const *inputs, int64_t max_per_input)
+{
+    if (max_per_input < 0)
+        return 0;
+    double checked = 1;
+    for (int i = 0; i < n; ++i) {
+        const int64_t numel = dc_tensor_numel(inputs[i]);
+        checked += (double)(max_per_input == 0 || numel < max_per_input ? numel : max_per_input);
+    }
+    double loss = (double)broadcast_numel(n, inputs) * (n + 1);
+    if (which == 2) { /* a matmul: its multiply-adds, numel(a) numel(b) / k with matching shapes */
+        const int nd = dc_tensor_ndim(inputs[0]);
+        const int64_t k = nd > 0 ? dc_tensor_shape(inputs[0])[nd - 1] : 1;
+        loss = (double)dc_tensor_numel(inputs[0]) * (double)dc_tensor_numel(inputs[1]) / (double)(k > 0 ? k : 1);
+    }
+    return 2 * checked * loss;
+}
+
 /* Opcode GRADCHECK: dc_gradcheck on tensors of the pool (tape tensors and
  * float32 ones must be refused), with options that may be out of range. */
 static void op_gradcheck(program *p)
@@ -1042,6 +1107,8 @@ static void op_gradcheck(program *p)
         o.rtol = fz_double(&p->in);
     /* a few elements per input: each costs two evaluations of the loss */
     o.max_per_input = (flags & 8) ? -1 : 1 + fz_u8(&p->in) % 4;
+    if (over_budget(p, -1, gradcheck_work(which, n, inputs, o.max_per_input), "dc_gradcheck"))
+        return;
     dc_gradcheck_report report;
     trace_call(p, -1, "dc_gradcheck", "loss %d, eps %g, atol %g, rtol %g, max_per_input %lld", which, o.eps, o.atol,
                o.rtol, (long long)o.max_per_input);
@@ -1103,6 +1170,8 @@ static void run_program(program *p)
         for (int i = p->n_pool - 1; i >= 0; --i) {
             if (p->pool[i].tape != tape || !dc_tensor_requires_grad(p->pool[i].t))
                 continue;
+            if (backward_over_budget(p, tape, "the loss's backward pass"))
+                break;
             char d[256];
             snprintf(p->args, sizeof p->args, "%s", describe(p, p->pool[i].t, d, sizeof d));
             trace_call(p, tape, "dc_op_sum", "0, NULL, false");

@@ -356,6 +356,12 @@ def known():
     y = p.matmul(a, b)
     p.backward(y)
     out["matmul-backward-empty-oob"] = p
+
+    p = Program()  # a broadcast function of [1, 0, 2^58] and [64, 1, 1]: its result [64, 0, 2^58] is
+    a = p.new([1, 0, 2**58], grad=True)  # beyond the bound, and its contiguous strides were computed
+    b = p.new([64, 1, 1], grad=True)  # (and overflowed) before the output's allocation refused it
+    p.broadcast("prod_sign_2", [a, b])
+    out["bound-broadcast-fn"] = p
     return out
 
 
