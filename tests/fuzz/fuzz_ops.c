@@ -49,7 +49,7 @@ DC_BFN_DECLARE(hmlstm_cell);
  * Size arithmetic goes wrong with small shapes as with large ones; the work
  * of large ones, tenfold under the sanitizers, is what made programs time
  * out: ten-input broadcast functions over 10^6 elements took 17 s under load. */
-#define FZ_MAX_WORK ((int64_t)1 << 23)
+#define FZ_MAX_WORK ((int64_t)1 << 22)
 
 /* Huge allocations fail instead of stopping the run: the library must turn
  * them into DC_ERR_MEMORY. Read by AddressSanitizer at start-up. The limit
@@ -533,16 +533,20 @@ static bool backward_over_budget(program *p, int tape, const char *call)
     return over_budget(p, -1, 2.0 * (double)p->tape_work[tape], call);
 }
 
-/* Whether an elementwise call of n inputs and n_out outputs is skipped to
- * keep the program within its budget. Results beyond 2^23 elements are
- * always made: they fail to allocate (see __asan_default_options) before
- * any work, and the library must report DC_ERR_MEMORY. */
+/* Whether a call whose result has `result` elements is skipped to keep the
+ * program within its budget. Results beyond 2^23 elements are always made:
+ * they fail to allocate (see __asan_default_options) before any work, and
+ * the library must report DC_ERR_MEMORY. */
+static bool too_slow_for(program *p, int tape, double result, double work, const char *call)
+{
+    return result <= (double)((int64_t)1 << 23) && over_budget(p, tape, work, call);
+}
+
+/* too_slow_for an elementwise call of n inputs and n_out outputs. */
 static bool too_slow(program *p, int tape, int n, dc_tensor *const *xs, int n_out, const char *call)
 {
-    const int64_t numel = broadcast_numel(n, xs);
-    if (numel > ((int64_t)1 << 23))
-        return false;
-    return over_budget(p, tape, (double)numel * (n + n_out), call);
+    const double numel = (double)broadcast_numel(n, xs);
+    return too_slow_for(p, tape, numel, numel * (n + n_out), call);
 }
 
 static void op_binary(program *p, int tape)
@@ -665,9 +669,23 @@ static void op_reduce(program *p, int tape)
         result(p, tape, fns[which](p->tapes[tape], x, n_axes, ap, keepdims), call);
 }
 
+/* The multiply-adds of a @ b where the shapes match: numel(a) numel(b) / k. */
+static double matmul_work(const dc_tensor *a, const dc_tensor *b)
+{
+    if (!a || !b || dc_tensor_ndim(a) == 0)
+        return 0;
+    const int64_t k = dc_tensor_shape(a)[dc_tensor_ndim(a) - 1];
+    return (double)dc_tensor_numel(a) * (double)dc_tensor_numel(b) / (double)(k > 0 ? k : 1);
+}
+
 static void op_matmul(program *p, int tape)
 {
     dc_tensor *a = pick(p), *b = pick(p);
+    const int nd = a ? dc_tensor_ndim(a) : 0;
+    const double k = nd > 0 && dc_tensor_shape(a)[nd - 1] > 0 ? (double)dc_tensor_shape(a)[nd - 1] : 1;
+    const double work = matmul_work(a, b);
+    if (too_slow_for(p, tape, work / k, work, "dc_op_matmul"))
+        return;
     trace_call(p, tape, "dc_op_matmul", NULL);
     result(p, tape, dc_op_matmul(p->tapes[tape], a, b), "dc_op_matmul");
 }
@@ -727,6 +745,11 @@ static void op_concat(program *p, int tape)
     }
     const int axis = fz_int(&p->in);
     const bool null_array = n > 0 && (b & 1) && b < 8;
+    double work = 0;
+    for (int i = 0; i < n; ++i)
+        work += xs[i] ? (double)dc_tensor_numel(xs[i]) : 0;
+    if (over_budget(p, tape, work, "dc_op_concat"))
+        return;
     trace_call(p, tape, "dc_op_concat", "n %d (each pick %d times), %saxis %d", n, rep * 8 + 1,
                null_array ? "xs NULL, " : "", axis);
     result(p, tape, dc_op_concat(p->tapes[tape], n, null_array ? NULL : xs, axis), "dc_op_concat");
@@ -735,6 +758,12 @@ static void op_concat(program *p, int tape)
 static void op_embedding(program *p, int tape)
 {
     dc_tensor *table = pick(p), *ids = pick(p);
+    /* a row of the table per id */
+    const int nd = table ? dc_tensor_ndim(table) : 0;
+    const double row = nd > 0 ? (double)dc_tensor_shape(table)[nd - 1] : 1;
+    const double numel = ids ? (double)dc_tensor_numel(ids) * row : 0;
+    if (too_slow_for(p, tape, numel, numel, "dc_op_embedding"))
+        return;
     trace_call(p, tape, "dc_op_embedding", NULL);
     result(p, tape, dc_op_embedding(p->tapes[tape], table, ids), "dc_op_embedding");
 }
@@ -742,6 +771,8 @@ static void op_embedding(program *p, int tape)
 static void op_cross_entropy(program *p, int tape)
 {
     dc_tensor *logits = pick(p), *targets = pick(p);
+    if (logits && over_budget(p, tape, 2.0 * (double)dc_tensor_numel(logits), "dc_op_cross_entropy"))
+        return;
     trace_call(p, tape, "dc_op_cross_entropy", NULL);
     result(p, tape, dc_op_cross_entropy(p->tapes[tape], logits, targets), "dc_op_cross_entropy");
 }
@@ -1077,11 +1108,8 @@ static double gradcheck_work(int which, int n, dc_tensor *const *inputs, int64_t
         checked += (double)(max_per_input == 0 || numel < max_per_input ? numel : max_per_input);
     }
     double loss = (double)broadcast_numel(n, inputs) * (n + 1);
-    if (which == 2) { /* a matmul: its multiply-adds, numel(a) numel(b) / k with matching shapes */
-        const int nd = dc_tensor_ndim(inputs[0]);
-        const int64_t k = nd > 0 ? dc_tensor_shape(inputs[0])[nd - 1] : 1;
-        loss = (double)dc_tensor_numel(inputs[0]) * (double)dc_tensor_numel(inputs[1]) / (double)(k > 0 ? k : 1);
-    }
+    if (which == 2)
+        loss = matmul_work(inputs[0], inputs[1]);
     return 2 * checked * loss;
 }
 
