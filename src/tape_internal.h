@@ -58,6 +58,9 @@ typedef struct dc_node_scan {
     const struct dc_axes *axes;  /* the axis, and the block's sizes */
     dc_reduction op;
     bool exclusive;
+    /* CPU products: per piece of src/ops/scan.c, whether its inputs and
+     * outputs are all finite and not zero (NULL elsewhere) */
+    unsigned char *factors_ok;
 } dc_node_scan;
 typedef struct dc_node_reduce { /* prod, max, min, logsumexp */
     const struct dc_axes *axes; /* the reduced axes (tape memory) */

@@ -627,8 +627,9 @@ enum { PIECE = 4080 };
  * maxima and minima where nothing takes over) next to pieces that take the
  * general path: lengths around the piece size (PIECE) and lanes of eight
  * equal pieces beside a shorter one; a zero (products) or a new winner and
- * a NaN (maxima, minima) in one piece. The gradients against a reference,
- * the same bits on 1 and 2 threads. */
+ * a NaN (maxima, minima) inside a piece, or at the first position of the
+ * second (which the first piece's adjoint reads). The gradients against a
+ * reference, the same bits on 1 and 2 threads. */
 static void test_fast_pieces(void **state)
 {
     (void)state;
@@ -641,7 +642,7 @@ static void test_fast_pieces(void **state)
     assert_non_null(want);
     for (size_t l = 0; l < sizeof lens / sizeof *lens; ++l)
         for (int o = 1; o < 4; ++o)
-            for (int special = 0; special < 2; ++special)
+            for (int special = 0; special < 3; ++special)
                 for (int e = 0; e < 2; ++e)
                     for (int dt = 0; dt < 2; ++dt) {
                         const int64_t n = lens[l];
@@ -654,8 +655,12 @@ static void test_fast_pieces(void **state)
                         if (dtype == DC_F32)
                             for (int64_t i = 0; i < n; ++i)
                                 xv[i] = (float)xv[i];
-                        /* in the third piece where there is one, else the first */
-                        const int64_t at = n > 2 * PIECE + 100 ? 2 * PIECE + 100 : 100;
+                        /* in the third piece where there is one, else the first; the
+                         * second kind at the first position of the second piece, the
+                         * factor the first piece's adjoint reads beyond its end */
+                        const int64_t at = special == 2 && n > PIECE ? PIECE
+                                           : n > 2 * PIECE + 100   ? 2 * PIECE + 100
+                                                                   : 100;
                         if (special && prod) {
                             xv[at] = 0.0;
                         } else if (special) {

@@ -45,6 +45,10 @@ typedef struct cpu_plan {
     int64_t col_groups; /* groups per index of outer */
     int64_t groups;
     int64_t chunk, chunks; /* per line */
+    /* a product's per piece: whether the piece's x and y are all finite and
+     * not zero; written by a recorded forward, read by the adjoint (NULL:
+     * the adjoint tests its factors itself) */
+    unsigned char *factors_ok;
 } cpu_plan;
 
 static cpu_plan plan_cpu(int op, bool exclusive, const dc_axes *ax)
@@ -61,6 +65,7 @@ static cpu_plan plan_cpu(int op, bool exclusive, const dc_axes *ax)
                : ax->len > CPU_CHUNK && p.groups < CPU_FEW_GROUPS ? (ax->len + CPU_CHUNK - 1) / CPU_CHUNK
                                                                   : 1;
     p.chunk = p.chunks > 1 ? CPU_CHUNK : ax->len;
+    p.factors_ok = NULL;
     return p;
 }
 
@@ -251,22 +256,6 @@ DC_INLINE double adjoint_step(int mode, dc_scan_terms t, dc_scan_affine *acc)
                 bad |= (v[i * es] == (T)0) | (v[i * es] - v[i * es] != (T)0);                                          \
         return !bad;                                                                                                   \
     }                                                                                                                  \
-    /* Whether every factor of the products' adjoint over positions [b, e) of                                          \
-     * nl lines is finite and not zero: each k (x_i for i in b + 1 .. e, in                                            \
-     * the line), and where mode applies each s (y_i for i in b - 1 .. e - 1;                                          \
-     * a summary has none); x, y at the lines' starts. It reads the piece's                                            \
-     * x and y stream by stream, ahead of the recurrence that reads the                                                \
-     * lanes' side by side. */                                                                                         \
-    static bool prod_factors_ok_##SFX(int mode, const T *x, const T *y, int64_t nl, int64_t b, int64_t e, int64_t len, \
-                                      int64_t es, int64_t ls)                                                          \
-    {                                                                                                                  \
-        const int64_t xe = e < len ? e + 1 : len, yb = b > 0 ? b - 1 : 0;                                              \
-        bool ok = true;                                                                                                \
-        for (int64_t l = 0; ok && l < nl; ++l)                                                                         \
-            ok = factors_ok_##SFX(x + l * ls + b * es, xe - b, es) &&                                                  \
-                 (mode == SUMMARIZE || factors_ok_##SFX(y + l * ls + yb * es, e - yb, es));                            \
-        return ok;                                                                                                     \
-    }                                                                                                                  \
     /* Whether nothing takes over in positions [b, e) of nl lines of a                                                 \
      * maximum or minimum (b > 0); x, y at the lines' starts */                                                        \
     static bool run_quiet_##SFX(const cpu_plan *p, const T *x, const T *y, int64_t nl, int64_t b, int64_t e,           \
@@ -280,12 +269,16 @@ DC_INLINE double adjoint_step(int mode, dc_scan_terms t, dc_scan_affine *acc)
         }                                                                                                              \
         return quiet;                                                                                                  \
     }                                                                                                                  \
-    /* The variant of the adjoint for positions [b, e) of nl lines: p's op,                                            \
-     * PROD_NONZERO or QUIET */                                                                                        \
-    static int adjoint_variant_##SFX(const cpu_plan *p, int mode, const T *x, const T *y, int64_t nl, int64_t b,       \
+    /* The variant of the adjoint for positions [b, e) of nl lines, piece k:                                           \
+     * p's op, PROD_NONZERO (the piece's x and y all finite and not zero, as                                           \
+     * its recorded forward found: the variant's loop reads no factor beyond                                           \
+     * the piece, whose first and last positions take the general terms) or                                            \
+     * QUIET. The variants give the same bits: the tests choose the fastest                                            \
+     * that applies */                                                                                                 \
+    static int adjoint_variant_##SFX(const cpu_plan *p, int64_t k, const T *x, const T *y, int64_t nl, int64_t b,      \
                                      int64_t e, int64_t es, int64_t ls)                                                \
     {                                                                                                                  \
-        if (p->op == DC_REDUCE_PROD && prod_factors_ok_##SFX(mode, x, y, nl, b, e, p->len, es, ls))                    \
+        if (p->op == DC_REDUCE_PROD && p->factors_ok && p->factors_ok[k])                                              \
             return PROD_NONZERO;                                                                                       \
         if ((p->op == DC_REDUCE_MAX || p->op == DC_REDUCE_MIN) && run_quiet_##SFX(p, x, y, nl, b, e, es, ls))          \
             return QUIET;                                                                                              \
@@ -380,6 +373,9 @@ static bool as_lanes(const cpu_plan *p, int64_t k0, int nl, int64_t *ls)
             forward_run_##SFX(p->op, p->exclusive, mode, nl, x + at, y + at, q.e - q.b, 1, ls, acc);                   \
             for (int l = 0; mode == SUMMARIZE && l < nl; ++l)                                                          \
                 sums[k0 + l] = acc[l];                                                                                 \
+            for (int l = 0; mode == APPLY && p->factors_ok && l < nl; ++l)                                             \
+                p->factors_ok[k0 + l] = factors_ok_##SFX(x + at + l * ls, q.e - q.b, 1) &&                             \
+                                        factors_ok_##SFX(y + at + l * ls, q.e - q.b, 1);                               \
             return;                                                                                                    \
         }                                                                                                              \
         for (int64_t k = k0; k < k0 + nl; ++k) {                                                                       \
@@ -391,6 +387,13 @@ static bool as_lanes(const cpu_plan *p, int64_t k0, int nl, int64_t *ls)
             forward_run_##SFX(p->op, p->exclusive, mode, (int)q.lines, x + at, y + at, q.e - q.b, p->inner, 1, acc);   \
             for (int64_t j = 0; mode == SUMMARIZE && j < q.lines; ++j)                                                 \
                 sum[j] = acc[j];                                                                                       \
+            if (mode == APPLY && p->factors_ok) {                                                                      \
+                bool ok = true;                                                                                        \
+                for (int64_t j = 0; ok && j < q.lines; ++j)                                                            \
+                    ok = factors_ok_##SFX(x + at + j, q.e - q.b, p->inner) &&                                          \
+                         factors_ok_##SFX(y + at + j, q.e - q.b, p->inner);                                            \
+                p->factors_ok[k] = ok;                                                                                 \
+            }                                                                                                          \
         }                                                                                                              \
     }                                                                                                                  \
     /* SUMMARIZE: the affine maps of the adjoints of pieces k0 .. k0 + nl - 1                                          \
@@ -409,7 +412,7 @@ static bool as_lanes(const cpu_plan *p, int64_t k0, int nl, int64_t *ls)
             for (int l = 0; l < nl; ++l) {                                                                             \
                 q[l] = piece_of(p, k0 + l);                                                                            \
                 const int v =                                                                                          \
-                    adjoint_variant_##SFX(p, mode, x + q[l].offset, y + q[l].offset, 1, q[l].b, q[l].e, 1, 0);         \
+                    adjoint_variant_##SFX(p, k0 + l, x + q[l].offset, y + q[l].offset, 1, q[l].b, q[l].e, 1, 0);       \
                 variant = variant < 0 || variant == v ? v : p->op;                                                     \
             }                                                                                                          \
             if (variant == QUIET && mode != SUMMARIZE) {                                                               \
@@ -437,7 +440,7 @@ static bool as_lanes(const cpu_plan *p, int64_t k0, int nl, int64_t *ls)
         for (int64_t k = k0; k < k0 + nl; ++k) {                                                                       \
             const cpu_piece q = piece_of(p, k);                                                                        \
             const int64_t o = q.offset, at = q.offset + q.b * p->inner;                                                \
-            const int variant = adjoint_variant_##SFX(p, mode, x + o, y + o, q.lines, q.b, q.e, p->inner, 1);          \
+            const int variant = adjoint_variant_##SFX(p, k, x + o, y + o, q.lines, q.b, q.e, p->inner, 1);             \
             if (variant == QUIET && mode != SUMMARIZE) {                                                               \
                 store_zeros_##SFX(mode, gx + o, q.lines, q.b, q.e, p->inner, 1);                                       \
                 continue;                                                                                              \
@@ -553,6 +556,8 @@ dc_tensor *dc_op_scan(dc_tape *tape, dc_tensor *x, dc_reduction op, int axis, bo
     dc_tensor *y = xb ? dc_tape_alloc_tensor(tape, x->dtype, x->ndim, x->shape) : NULL;
     if (!y)
         return NULL;
+    const bool record = dc_tape_wants_node(tape, 1, &x);
+    cpu_plan p = plan_cpu((int)op, exclusive, &ax);
     if (ctx->cuda) {
         const size_t bytes = dc_cuda_scan_parts_bytes(ax.outer, ax.len, ax.inner, false);
         void *parts = bytes ? dc_tape_alloc_data(tape, bytes) : NULL;
@@ -560,11 +565,15 @@ dc_tensor *dc_op_scan(dc_tape *tape, dc_tensor *x, dc_reduction op, int axis, bo
                                               ax.inner, parts) != DC_OK)
             return NULL;
     } else {
-        const cpu_plan p = plan_cpu((int)op, exclusive, &ax);
+        /* a recorded product tests its pieces' factors while they are in
+         * the cache, for its adjoint */
+        if (record && op == DC_REDUCE_PROD && p.groups * p.chunks > 0 &&
+            !(p.factors_ok = dc_tape_alloc_meta(tape, (size_t)(p.groups * p.chunks))))
+            return NULL;
         if (scan_cpu(tape, &p, x->dtype, false, xb->data, NULL, NULL, y->data, false) != DC_OK)
             return NULL;
     }
-    if (!dc_tape_wants_node(tape, 1, &x))
+    if (!record)
         return y;
     dc_axes *kept = dc_tape_alloc_meta(tape, sizeof *kept);
     dc_node *node = kept ? dc_tape_record(tape, DC_OP_SCAN, 1, &x, 1, &y) : NULL;
@@ -575,6 +584,7 @@ dc_tensor *dc_op_scan(dc_tape *tape, dc_tensor *x, dc_reduction op, int axis, bo
     node->as.scan.axes = kept;
     node->as.scan.op = op;
     node->as.scan.exclusive = exclusive;
+    node->as.scan.factors_ok = p.factors_ok;
     return y;
 }
 
@@ -604,7 +614,8 @@ dc_status dc_scan_backward(dc_tape *tape, dc_node *node)
         st = dc_cuda_scan_adjoint(tape->ctx, x->dtype, op, exclusive, xb->data, y->data, g->data, gx, ax->outer,
                                   ax->len, ax->inner, parts, add);
     } else {
-        const cpu_plan p = plan_cpu(op, exclusive, ax);
+        cpu_plan p = plan_cpu(op, exclusive, ax);
+        p.factors_ok = node->as.scan.factors_ok;
         st = scan_cpu(tape, &p, x->dtype, true, xb->data, y->data, g->data, gx, add);
     }
     if (st != DC_OK)
