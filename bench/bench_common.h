@@ -87,8 +87,12 @@ typedef struct bench_step {
  * library's message on a failure. */
 double bench_step_once(const bench_step *s, bool gradient, dc_tensor **out);
 
-/* The median of `reps` iterations (bench_median_of). */
-double bench_step_median(const bench_step *s, bool gradient, int reps);
+/* The medians of `reps` iterations of the op alone (*primal) and of the op
+ * and its adjoint (*gradient), after two of each not timed; the two kinds
+ * alternate, so that both meet the machine in the same state (on a shared
+ * machine, timed one block after the other, their ratio moved with the
+ * load between the blocks). */
+void bench_step_medians(const bench_step *s, int reps, double *primal, double *gradient);
 
 /* Fills with uniform values in [lo, hi) from a fixed seed. */
 void bench_fill_uniform(float *x, int64_t n, float lo, float hi, uint64_t seed);

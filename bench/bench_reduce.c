@@ -2,7 +2,8 @@
  * nothing recorded) and the gradient time (the op recorded, then its
  * adjoint from an all-ones output adjoint), and their ratio, the AD
  * overhead. Each time is the median wall time of one iteration, from the
- * device at rest to the device at rest (dc_ctx_synchronize), the way
+ * device at rest to the device at rest (dc_ctx_synchronize), primal and
+ * gradient iterations alternating (bench_step_medians), the way
  * bench/peers/reduce_peers.py times PyTorch and JAX on the same inputs.
  *
  *   bench_reduce [--device cpu|cuda] [--sizes 1000000,10000000] [--reps N]
@@ -310,8 +311,8 @@ int main(int argc, char **argv)
             const bench_case *bc = &cases[c];
             const case_on k = {bc, &in};
             const bench_step step = step_of(ctx, tape, &k);
-            const double primal = bench_step_median(&step, false, reps);
-            const double gradient = bench_step_median(&step, true, reps);
+            double primal, gradient;
+            bench_step_medians(&step, reps, &primal, &gradient);
             const double primal_gbs = 4.0 * bc->primal_words * (double)n / primal / 1e9;
             const double gradient_gbs = 4.0 * bc->gradient_words * (double)n / gradient / 1e9;
             printf("| %s | %lld | %.3f | %.3f | %.2f | %.2f | %.1f | %.1f | %.0f | %.0f |\n", bc->name, (long long)n,

@@ -2,7 +2,8 @@
  * alone, nothing recorded) and the gradient time (the op recorded, then its
  * adjoint from an all-ones output adjoint), each the median wall time of one
  * iteration from the device at rest to the device at rest
- * (dc_ctx_synchronize), the way bench/peers/sparse_peers.py times SciPy,
+ * (dc_ctx_synchronize), forward and gradient iterations alternating
+ * (bench_step_medians), the way bench/peers/sparse_peers.py times SciPy,
  * PyTorch and JAX on the same inputs. float32.
  *
  *   bench_sparse [--device cpu|cuda] [--reps N] [--reps-small N]
@@ -325,8 +326,8 @@ int main(int argc, char **argv)
         const int r = cases[c].kind == K_SPMM ? reps : reps_small;
         const case_on k = {&cases[c], &in};
         const bench_step step = step_of(ctx, tape, &k);
-        const double fwd = bench_step_median(&step, false, r);
-        const double grad = bench_step_median(&step, true, r);
+        double fwd, grad;
+        bench_step_medians(&step, r, &fwd, &grad);
         printf("| %s | %lld | %lld | %.1f | %.1f | %.2f |\n", cases[c].name, (long long)m->rows, (long long)m->nnz,
                fwd * 1e6, grad * 1e6, grad / fwd);
         fflush(stdout);

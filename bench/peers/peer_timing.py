@@ -24,6 +24,27 @@ def median_time(run, sync, reps):
     return statistics.median(times)
 
 
+def median_times(runs, sync, reps):
+    """Median wall times of each of runs (callables), timed as median_time
+    does, the runs alternating: each round runs every one in turn, so that
+    all meet the machine in the same state (a primal and its gradient timed
+    one block after the other saw the load of a shared machine change
+    between the blocks)."""
+    for _ in range(2):
+        for run in runs:
+            run()
+            sync()
+    times = [[] for _ in runs]
+    for _ in range(reps):
+        for run, t in zip(runs, times):
+            sync()
+            t0 = time.perf_counter()
+            run()
+            sync()
+            t.append(time.perf_counter() - t0)
+    return [statistics.median(t) for t in times]
+
+
 def rel_diff(a, b):
     """max |a - b| / max |b| over the elements (inf when the shapes differ)."""
     a = np.asarray(a, dtype=np.float64).reshape(-1)

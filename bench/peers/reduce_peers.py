@@ -9,7 +9,8 @@ Runs bench_reduce (dualcast; its --dump writes the inputs, outputs and
 gradients), then each peer on those inputs. Every variant is timed the same
 way: the median wall time of one iteration from the device at rest to the
 device at rest (dualcast: dc_ctx_synchronize; PyTorch: torch.cuda.synchronize
-on a GPU; JAX: block_until_ready), after two warm-up iterations.
+on a GPU; JAX: block_until_ready), after two warm-up iterations, the primal
+and gradient iterations alternating (peer_timing.median_times).
 
 - primal: the op alone (PyTorch under torch.no_grad; jax.jit of the op);
 - gradient: the op and its adjoint from an all-ones output adjoint
@@ -38,7 +39,7 @@ import tempfile
 import numpy as np
 
 import results_file
-from peer_timing import median_time, rel_diff
+from peer_timing import median_times, rel_diff
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -122,8 +123,7 @@ def run_torch(case, x_np, idx_np, device, reps, a_np=None):
         return y, torch.autograd.grad(y, xg, ones)[0]
 
     ones = torch.ones_like(primal())
-    t_primal = median_time(primal, sync, reps)
-    t_grad = median_time(gradient, sync, reps)
+    t_primal, t_grad = median_times([primal, gradient], sync, reps)
     y, g = gradient()
     return t_primal, t_grad, y.detach().cpu().numpy(), g.cpu().numpy()
 
@@ -158,8 +158,7 @@ def run_jax(case, x_np, idx_np, device, reps, a_np=None):
         if "r" in state:
             jax.block_until_ready(state["r"])
 
-    t_primal = median_time(primal, sync, reps)
-    t_grad = median_time(gradient, sync, reps)
+    t_primal, t_grad = median_times([primal, gradient], sync, reps)
     y, g = grad_fn(args, ones)
     if a_np is not None:
         return t_primal, t_grad, np.asarray(y), np.asarray(g[1]), np.asarray(g[0])

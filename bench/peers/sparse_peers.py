@@ -22,7 +22,9 @@ operands, outputs and gradients), then each peer on those inputs. The cases
 
 Times: the median wall time of one iteration from the device at rest to the
 device at rest (dualcast: dc_ctx_synchronize; PyTorch: torch.cuda.synchronize
-on a GPU; JAX: block_until_ready), after two warm-up iterations.
+on a GPU; JAX: block_until_ready), after two warm-up iterations, the forward
+and gradient iterations alternating (peer_timing.median_times; SciPy has no
+gradient).
 
 - forward: the op alone (SciPy; PyTorch under torch.no_grad; jax.jit of the op);
 - gradient: the op and its adjoint from an all-ones output adjoint, with
@@ -53,7 +55,7 @@ import warnings
 import numpy as np
 
 import results_file
-from peer_timing import median_time, rel_diff
+from peer_timing import median_time, median_times, rel_diff
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -127,8 +129,7 @@ def run_torch(case, inp, device, reps, gather=False):
         y = f(ag, sg)
         return (y, *torch.autograd.grad(y, (ag, sg), ones))
 
-    t_fwd = median_time(forward, sync, reps)
-    t_grad = median_time(gradient, sync, reps)
+    t_fwd, t_grad = median_times([forward, gradient], sync, reps)
     y, ga, gs = gradient()
     return t_fwd, t_grad, y.detach().cpu().numpy(), ga.cpu().numpy(), gs.cpu().numpy()
 
@@ -169,8 +170,7 @@ def run_jax(case, inp, device, reps):
         if "r" in state:
             jax.block_until_ready(state["r"])
 
-    t_fwd = median_time(forward, sync, reps)
-    t_grad = median_time(gradient, sync, reps)
+    t_fwd, t_grad = median_times([forward, gradient], sync, reps)
     y, ga, gs = grad_fn(a, s, ones)
     return t_fwd, t_grad, np.asarray(y), np.asarray(ga), np.asarray(gs)
 
