@@ -47,7 +47,7 @@ typedef struct cpu_plan {
     int64_t chunk, chunks; /* per line */
     /* a product's per piece: whether the piece's x and y are all finite and
      * not zero; written by a recorded forward, read by the adjoint (NULL:
-     * the adjoint tests its factors itself) */
+     * every piece takes the general path) */
     unsigned char *factors_ok;
 } cpu_plan;
 
