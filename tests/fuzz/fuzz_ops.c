@@ -669,22 +669,23 @@ static void op_reduce(program *p, int tape)
         result(p, tape, fns[which](p->tapes[tape], x, n_axes, ap, keepdims), call);
 }
 
-/* The multiply-adds of a @ b where the shapes match: numel(a) numel(b) / k. */
-static double matmul_work(const dc_tensor *a, const dc_tensor *b)
+/* The multiply-adds of a @ b where the shapes match, numel(a) numel(b) / k,
+ * and in *result (if not NULL) its elements, that over k. */
+static double matmul_work(const dc_tensor *a, const dc_tensor *b, double *result)
 {
-    if (!a || !b || dc_tensor_ndim(a) == 0)
-        return 0;
-    const int64_t k = dc_tensor_shape(a)[dc_tensor_ndim(a) - 1];
-    return (double)dc_tensor_numel(a) * (double)dc_tensor_numel(b) / (double)(k > 0 ? k : 1);
+    const int64_t k = a && b && dc_tensor_ndim(a) > 0 ? dc_tensor_shape(a)[dc_tensor_ndim(a) - 1] : 0;
+    const double work = k > 0 ? (double)dc_tensor_numel(a) * (double)dc_tensor_numel(b) / (double)k : 0;
+    if (result)
+        *result = k > 0 ? work / (double)k : 0;
+    return work;
 }
 
 static void op_matmul(program *p, int tape)
 {
     dc_tensor *a = pick(p), *b = pick(p);
-    const int nd = a ? dc_tensor_ndim(a) : 0;
-    const double k = nd > 0 && dc_tensor_shape(a)[nd - 1] > 0 ? (double)dc_tensor_shape(a)[nd - 1] : 1;
-    const double work = matmul_work(a, b);
-    if (too_slow_for(p, tape, work / k, work, "dc_op_matmul"))
+    double elements;
+    const double work = matmul_work(a, b, &elements);
+    if (too_slow_for(p, tape, elements, work, "dc_op_matmul"))
         return;
     trace_call(p, tape, "dc_op_matmul", NULL);
     result(p, tape, dc_op_matmul(p->tapes[tape], a, b), "dc_op_matmul");
@@ -1109,7 +1110,7 @@ static double gradcheck_work(int which, int n, dc_tensor *const *inputs, int64_t
     }
     double loss = (double)broadcast_numel(n, inputs) * (n + 1);
     if (which == 2)
-        loss = matmul_work(inputs[0], inputs[1]);
+        loss = matmul_work(inputs[0], inputs[1], NULL);
     return 2 * checked * loss;
 }
 
