@@ -1,8 +1,11 @@
+#define _POSIX_C_SOURCE 200809L /* sysconf */
 #include "arena.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -14,9 +17,23 @@
 #define DC_UNPOISON(p, n) ((void)(p), (void)(n))
 #endif
 
+/* More than the machine's memory is refused at once: where the system
+ * overcommits, such a request would be granted and then fail page by page
+ * (or the process be killed) as an op writes it, instead of reporting
+ * DC_ERR_MEMORY. */
+static bool beyond_physical_memory(size_t bytes)
+{
+    if (bytes < ((size_t)1 << 30))
+        return false;
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 && bytes / (size_t)page > (size_t)pages;
+}
+
 void *dc_host_block_alloc(void *user, size_t bytes)
 {
     (void)user;
+    if (beyond_physical_memory(bytes))
+        return NULL;
     size_t rounded = (bytes + 63) & ~(size_t)63;
     void *p = aligned_alloc(64, rounded ? rounded : 64);
     return p;

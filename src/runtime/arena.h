@@ -45,7 +45,8 @@ void *dc_arena_alloc(dc_arena *arena, size_t bytes, size_t align);
  * eighth more, so that the memory held stays near the largest step's. */
 void dc_arena_reset(dc_arena *arena);
 
-/* Host block allocator (64-byte aligned). */
+/* Host block allocator (64-byte aligned); NULL for more than the
+ * machine's physical memory, even where the system would grant it. */
 void *dc_host_block_alloc(void *user, size_t bytes);
 void dc_host_block_free(void *user, void *block);
 

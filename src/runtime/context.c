@@ -286,7 +286,7 @@ void *dc_pool_scratch(dc_cpu_pool *pool, int thread, size_t bytes)
         return s->ptr;
     size_t cap = bytes + bytes / 2;
     cap = (cap + 63) & ~(size_t)63;
-    void *p = aligned_alloc(64, cap);
+    void *p = dc_host_block_alloc(NULL, cap);
     if (!p)
         return NULL;
     free(s->ptr);
