@@ -14,18 +14,24 @@
 #       package registry). DIR defaults to .lease, ignored by git.
 #   tools/gpu_lease.sh run [--dir DIR] [--budget SECONDS] [--logs DIR] [PART...]
 #       on the GPU machine, from the repository's root: unpacks DIR, then
-#       runs the PARTs in this order (default: all):
-#         step     bench_hmlstm_step --device cuda (the training step,
-#                  eager and replayed as a CUDA graph)
+#       runs the PARTs in the order given (default: step correct bench
+#       peers), a PART being a group or one of its steps:
+#         step     hmlstm_step: bench_hmlstm_step --device cuda (the
+#                  training step, eager and replayed as a CUDA graph)
 #         correct  the suite with DC_REQUIRE_CUDA=1, test_cuda alone, and
 #                  compute-sanitizer (memcheck with leak check, racecheck;
 #                  initcheck and synccheck over test_graph and test_reduce)
-#                  over the CUDA tests, side by side
+#                  over the CUDA tests but test_cuda, side by side
+#                  (test_cuda under compute-sanitizer outlasts a lease's
+#                  minutes; tools/gpu_check.sh runs it)
 #         bench    bench_cuda, bench_reduce and bench_sparse --device cuda,
-#                  a short hmlstm_demo --device cuda with its comparison
-#         peers    bench/peers/compare.py --device cuda (HM-LSTM step first,
-#                  then the c-update), reduce_peers.py and sparse_peers.py
-#                  --device cuda, with the machine's python3
+#                  demo (a short hmlstm_demo --device cuda with its
+#                  comparison)
+#         peers    peers_hmlstm and peers_cupdate (bench/peers/compare.py
+#                  --device cuda: the HM-LSTM step, the c-update),
+#                  reduce_peers and sparse_peers (reduce_peers.py and
+#                  sparse_peers.py --device cuda; each runs bench_reduce or
+#                  bench_sparse first), with the machine's python3
 #       Each step gets what is left of the budget (default 540 s) up to its
 #       own cap; a step that would get less than 10 s is skipped and said
 #       so. Logs go to --logs (default $OUT where set, else /tmp/lease):
@@ -111,7 +117,6 @@ step() {
         tee -a $summary
     pack_logs
 }
-want() { local p; for p in "${parts[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
 
 # ---- the machine and the binaries ------------------------------------------------
 D=/tmp/lease_deps
@@ -138,11 +143,9 @@ fi
 cat $summary
 san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 
-if want step; then
-    step hmlstm_step 60 "$B/bench/bench_hmlstm_step" --device cuda
-fi
-if want correct; then
+run_correct() {
     # side by side: the suite, then every sanitizer run, each under the same limit
+    local lim s t
     lim=$(($(left) - reserve)); [ $lim -gt 200 ] && lim=200
     s=$(date +%s)
     (cd "$B" && DC_REQUIRE_CUDA=1 timeout -k 5 $lim ctest -j6 -E 'package_consumer|test_cuda$' --output-on-failure \
@@ -156,8 +159,8 @@ if want correct; then
             "$B/tests/$test" >"$L/sanitizer_${tool}_$test.log" 2>&1
         echo "compute-sanitizer $tool $test: exit $?" >>"$L/sanitizer_${tool}_$test.log"
     }
-    for t in test_graph test_reduce test_scan test_assoc test_sparse_cuda test_cuda; do sanitize memcheck $t & done
-    for t in test_graph test_reduce test_scan test_assoc test_cuda; do sanitize racecheck $t & done
+    for t in test_graph test_reduce test_scan test_assoc test_sparse_cuda; do sanitize memcheck $t & done
+    for t in test_graph test_reduce test_scan test_assoc; do sanitize racecheck $t & done
     for t in test_graph test_reduce; do sanitize initcheck $t & sanitize synccheck $t & done
     wait
     echo "correctness, side by side: $(($(date +%s) - s)) s (limit $lim s)" >>$summary
@@ -165,20 +168,28 @@ if want correct; then
     grep -hE '^[0-9]+% tests passed|^[[:space:]]+[0-9]+ - ' $L/ctest.log >>$summary
     grep -hE '^========= (ERROR|RACECHECK|LEAK) SUMMARY' $L/sanitizer_*.log | sort | uniq -c >>$summary
     pack_logs
-fi
-if want bench; then
-    step bench_cuda 60 "$B/bench/bench_cuda" --dims 2048,4096 --reps 20
-    step bench_reduce 60 "$B/bench/bench_reduce" --device cuda
-    step bench_sparse 30 "$B/bench/bench_sparse" --device cuda
-    step demo 40 "$B/hmlstm_demo/hmlstm_demo" --device cuda --minutes 0.3 --compare 10 --checkpoint '' --sample 100
-fi
-if want peers; then
-    step peers_hmlstm 150 python3 "$here/bench/peers/compare.py" --build "$B" --device cuda --parts hmlstm --compile-limit 40
-    step reduce_peers 90 python3 "$here/bench/peers/reduce_peers.py" --build "$B" --device cuda --reps 7
-    step sparse_peers 45 python3 "$here/bench/peers/sparse_peers.py" --build "$B" --device cuda --reps 7 --reps-small 50
-    step peers_cupdate 220 python3 "$here/bench/peers/compare.py" --build "$B" --device cuda --parts cupdate --compile-limit 40
-    cp "$here/bench/RESULTS.md" "$logs/RESULTS.md"
-fi
+}
+pp=$here/bench/peers
+run_part() {
+    local p
+    case "$1" in
+    step | hmlstm_step) step hmlstm_step 60 "$B/bench/bench_hmlstm_step" --device cuda ;;
+    correct) run_correct ;;
+    bench) for p in bench_cuda bench_reduce bench_sparse demo; do run_part $p; done ;;
+    bench_cuda) step bench_cuda 60 "$B/bench/bench_cuda" --dims 2048,4096 --reps 20 ;;
+    bench_reduce) step bench_reduce 60 "$B/bench/bench_reduce" --device cuda ;;
+    bench_sparse) step bench_sparse 30 "$B/bench/bench_sparse" --device cuda ;;
+    demo) step demo 40 "$B/hmlstm_demo/hmlstm_demo" --device cuda --minutes 0.3 --compare 10 --checkpoint '' --sample 100 ;;
+    peers) for p in peers_hmlstm reduce_peers sparse_peers peers_cupdate; do run_part $p; done ;;
+    peers_hmlstm) step peers_hmlstm 150 python3 "$pp/compare.py" --build "$B" --device cuda --parts hmlstm --compile-limit 40 ;;
+    reduce_peers) step reduce_peers 180 python3 "$pp/reduce_peers.py" --build "$B" --device cuda --reps 7 ;;
+    sparse_peers) step sparse_peers 45 python3 "$pp/sparse_peers.py" --build "$B" --device cuda --reps 7 --reps-small 50 ;;
+    peers_cupdate) step peers_cupdate 220 python3 "$pp/compare.py" --build "$B" --device cuda --parts cupdate --compile-limit 40 ;;
+    *) echo "gpu_lease run: unknown part $1" | tee -a $summary ;;
+    esac
+}
+for p in "${parts[@]}"; do run_part "$p"; done
+cp "$here/bench/RESULTS.md" "$logs/RESULTS.md"
 echo "total: $(($(date +%s) - t0)) s" >>$summary
 pack_logs
 cat $summary
