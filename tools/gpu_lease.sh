@@ -32,6 +32,9 @@
 #                  reduce_peers and sparse_peers (reduce_peers.py and
 #                  sparse_peers.py --device cuda; each runs bench_reduce or
 #                  bench_sparse first), with the machine's python3
+#         profile  each kernel's time under Nsight Compute (ncu) in one
+#                  gradient step of bench_reduce's segment_sum, scan_sum
+#                  and user_reduce_linrec at 10^7
 #       Each step gets what is left of the budget (default 540 s) up to its
 #       own cap; a step that would get less than 10 s is skipped and said
 #       so. Logs go to --logs (default $OUT where set, else /tmp/lease):
@@ -142,6 +145,7 @@ fi
 } >"$summary" 2>&1
 cat $summary
 san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 
 run_correct() {
     # side by side: the suite, then every sanitizer run, each under the same limit
@@ -185,6 +189,8 @@ run_part() {
     reduce_peers) step reduce_peers 180 python3 "$pp/reduce_peers.py" --build "$B" --device cuda --reps 7 ;;
     sparse_peers) step sparse_peers 45 python3 "$pp/sparse_peers.py" --build "$B" --device cuda --reps 7 --reps-small 50 ;;
     peers_cupdate) step peers_cupdate 220 python3 "$pp/compare.py" --build "$B" --device cuda --parts cupdate --compile-limit 40 ;;
+    profile) step profile 60 "$ncu" --metrics gpu__time_duration.sum "$B/bench/bench_reduce" --device cuda \
+        --ops segment_sum,scan_sum,user_reduce_linrec --sizes 10000000 --reps 1 ;;
     *) echo "gpu_lease run: unknown part $1" | tee -a $summary ;;
     esac
 }

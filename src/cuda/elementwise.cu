@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "block_reduce.cuh"
+#include "vec16.cuh"
 
 extern "C" {
 #include "../engine/coalesce.h"
@@ -36,6 +37,7 @@ extern "C" {
 #undef DC_SFX
 
 using dc_cuda::block_reduce;
+using dc_cuda::vec16;
 using dc_cuda::kBlock;
 
 namespace {
@@ -68,17 +70,6 @@ template <> struct formulas<float> {
 };
 template <> struct formulas<double> {
     static __device__ __forceinline__ double adj_mul(double a, double b) { return dc_adj_mul_f64(a, b); }
-};
-
-/* 16 bytes of T, the widest load a thread makes at once. */
-template <typename T> struct vec16;
-template <> struct vec16<float> {
-    using type = float4;
-    static constexpr int n = 4;
-};
-template <> struct vec16<double> {
-    using type = double2;
-    static constexpr int n = 2;
 };
 
 /* The iteration after coalescing, and where each input is read. With `vec`,
@@ -366,6 +357,20 @@ template <typename T> struct partials_source {
         for (int k = 1; k < m; ++k)
             s += formulas<T>::adj_mul(g[k][i], partial[k][i]);
         return (double)s;
+    }
+};
+
+/* An affine map x * s + t of a contiguous array, formed as it is reduced
+ * (a sum or a mean): the bits of the map written out and then routed. */
+template <typename T> struct affine_source {
+    const T *x;
+    T s, t;
+    __device__ __forceinline__ double at(int64_t i) const
+    {
+        const T in[1] = {x[i]};
+        T y[1];
+        kernel_formula<T, DC_K_AFFINE>::apply(in, y, s, t);
+        return (double)y[0];
     }
 };
 
@@ -909,6 +914,18 @@ extern "C" dc_status dc_cuda_run_kernel(dc_ctx *ctx, dc_kernel_id id, const void
                 launch_rows_by_id<double>((int)id, rp, rq, grid, ctx->cuda->stream);
             return dc_cuda_launched(ctx, 1, dc_kernel_name(id));
         }
+    }
+    /* an affine map summed over axes of a contiguous input (a sum, a mean):
+     * the map applied as the route reads the input, where it would
+     * otherwise be written whole to a temporary and read back */
+    if (id == DC_K_AFFINE && arg && numel > 0 && n_in == 1 && n_out == 1 && out[0].mode != DC_WRITE_DISCARD &&
+        !dc_strides_contiguous(ndim, shape, out[0].strides) && dc_strides_contiguous(ndim, shape, in[0].strides)) {
+        const dc_affine_arg *a = (const dc_affine_arg *)arg;
+        if (dtype == DC_F32)
+            return route<float>(ctx, ndim, shape,
+                                affine_source<float>{(const float *)in[0].data, (float)a->s, (float)a->t}, &out[0]);
+        return route<double>(ctx, ndim, shape, affine_source<double>{(const double *)in[0].data, a->s, a->t},
+                             &out[0]);
     }
     output_plan plan[DC_BFN_MAX_INPUTS];
     dc_status st = plan_outputs(ctx, dtype, ndim, shape, n_out, out, plan);

@@ -11,8 +11,12 @@
  * line chained by a block per line, each chunk scanned again from its
  * carry. Every combination runs in an order fixed by the shape (no atomics),
  * and nothing waits for the host. */
+#include <stdint.h>
+#include <string.h>
+
 #include "block_reduce.cuh"
 #include "scan_cuda.h"
+#include "vec16.cuh"
 
 #include "../../broadcast/pp.h"
 #include "../../dual/scalar_math.h"
@@ -30,6 +34,7 @@
 
 using dc_cuda::grid_for;
 using dc_cuda::kBlock;
+using dc_cuda::vec16;
 
 namespace
 {
@@ -41,12 +46,12 @@ static_assert(kItems * kBlock == DC_CUDA_SCAN_ROW_CHUNK, "a row chunk is kItems 
  * APPLY: each chunk from the carry in parts. */
 enum { ONE_PASS, SUMMARIZE, APPLY };
 
-/* The scan's combination, as the block scans below take it. */
-struct forward_op {
+/* The scan's combination for op OP, as the block scans below take it,
+ * chosen when compiled. */
+template <int OP> struct forward_op {
     typedef double value;
-    int op;
-    __device__ value identity() const { return dc_scan_neutral(op); }
-    __device__ value operator()(value earlier, value later) const { return dc_scan_combine(op, earlier, later); }
+    __device__ value identity() const { return dc_scan_neutral(OP); }
+    __device__ value operator()(value earlier, value later) const { return dc_scan_combine(OP, earlier, later); }
 };
 
 /* The adjoint's: affine maps, in the adjoint's order (right to left). */
@@ -69,6 +74,41 @@ __device__ __forceinline__ dc_scan_terms terms_of(int op, bool exclusive, const 
 }
 
 __device__ __forceinline__ int64_t smaller(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* A thread's n (at most kItems) neighbouring elements from p into
+ * registers, 16 bytes at a time where they are whole and aligned: every
+ * load is issued before the first value is used. */
+template <typename T> __device__ __forceinline__ void load_items(const T *p, int64_t n, T *v)
+{
+    typedef typename vec16<T>::type VT;
+    if (n == kItems && (uintptr_t)p % 16 == 0) {
+#pragma unroll
+        for (int k = 0; k < kItems; k += vec16<T>::n) {
+            const VT w = *(const VT *)(p + k);
+            memcpy(v + k, &w, sizeof w);
+        }
+        return;
+    }
+    for (int k = 0; k < kItems; ++k)
+        v[k] = k < n ? p[k] : (T)0;
+}
+
+/* The first n of v to p, as load_items reads them. */
+template <typename T> __device__ __forceinline__ void store_items(T *p, int64_t n, const T *v)
+{
+    typedef typename vec16<T>::type VT;
+    if (n == kItems && (uintptr_t)p % 16 == 0) {
+#pragma unroll
+        for (int k = 0; k < kItems; k += vec16<T>::n) {
+            VT w;
+            memcpy(&w, v + k, sizeof w);
+            *(VT *)(p + k) = w;
+        }
+        return;
+    }
+    for (int k = 0; k < n; ++k)
+        p[k] = v[k];
+}
 
 /* Stores v, an element of the input's adjoint: assigned, or added in T (the
  * bits of a temporary added afterwards). */
@@ -101,22 +141,25 @@ __device__ typename Op::value block_exclusive_scan(Op f, typename Op::value v, i
 }
 
 /* Rows of len elements, a block per row and chunk (pieces shared out over
- * the blocks). */
-template <typename T>
-__global__ void scan_rows(int op, bool exclusive, const T *x, T *y, int64_t rows, int64_t len, int64_t chunks,
-                          double *parts, int mode)
+ * the blocks); each thread holds its elements in registers between its
+ * two walks. */
+template <typename T, int OP>
+__global__ void scan_rows(bool exclusive, const T *x, T *y, int64_t rows, int64_t len, int64_t chunks, double *parts,
+                          int mode)
 {
     __shared__ double scratch[kBlock];
-    const forward_op f = {op};
+    const forward_op<OP> f;
     for (int64_t p = blockIdx.x; p < rows * chunks; p += gridDim.x) { /* uniform over the block */
         const int64_t r = p / chunks, b = (p % chunks) * DC_CUDA_SCAN_ROW_CHUNK;
         const int64_t e = smaller(b + DC_CUDA_SCAN_ROW_CHUNK, len);
-        const int64_t i0 = smaller(b + (int64_t)threadIdx.x * kItems, e), i1 = smaller(i0 + kItems, e);
-        const T *xr = x + r * len;
-        T *yr = y + r * len;
+        const int64_t i0 = smaller(b + (int64_t)threadIdx.x * kItems, e), n = smaller(i0 + kItems, e) - i0;
+        T v[kItems];
+        load_items(x + r * len + i0, n, v);
         double acc = f.identity();
-        for (int64_t i = i0; i < i1; ++i)
-            acc = f(acc, (double)xr[i]);
+#pragma unroll
+        for (int k = 0; k < kItems; ++k)
+            if (k < n)
+                acc = f(acc, (double)v[k]);
         double total;
         const double before = block_exclusive_scan(f, acc, (int)threadIdx.x, scratch, &total);
         if (mode == SUMMARIZE) {
@@ -125,34 +168,66 @@ __global__ void scan_rows(int op, bool exclusive, const T *x, T *y, int64_t rows
             continue;
         }
         double run = f(mode == APPLY ? parts[p] : f.identity(), before);
-        for (int64_t i = i0; i < i1; ++i) {
-            const double next = f(run, (double)xr[i]);
-            yr[i] = (T)(exclusive ? run : next);
+#pragma unroll
+        for (int k = 0; k < kItems; ++k) {
+            const double next = f(run, (double)v[k]);
+            v[k] = (T)(exclusive ? run : next);
             run = next;
         }
+        store_items(y + r * len + i0, n, v);
     }
 }
 
-/* The adjoint of scan_rows: the threads chained from the right. */
-template <typename T>
-__global__ void adjoint_rows(int op, bool exclusive, const T *x, const T *y, const T *g, T *gx, int64_t rows,
-                             int64_t len, int64_t chunks, dc_scan_affine *parts, int mode, bool add)
+/* The adjoint of scan_rows: the threads chained from the right, each
+ * holding its elements of g (and of x and y where the op reads them) in
+ * registers, with the neighbours that its positions' windows reach. */
+template <typename T, int OP>
+__global__ void adjoint_rows(bool exclusive, const T *x, const T *y, const T *g, T *gx, int64_t rows, int64_t len,
+                             int64_t chunks, dc_scan_affine *parts, int mode, bool add)
 {
+    constexpr bool reads_xy = OP != DC_REDUCE_SUM;
     __shared__ dc_scan_affine scratch[kBlock];
     const adjoint_op f;
     const int rank = (int)(blockDim.x - 1 - threadIdx.x);
     for (int64_t p = blockIdx.x; p < rows * chunks; p += gridDim.x) { /* uniform over the block */
         const int64_t r = p / chunks, b = (p % chunks) * DC_CUDA_SCAN_ROW_CHUNK;
         const int64_t e = smaller(b + DC_CUDA_SCAN_ROW_CHUNK, len);
-        const int64_t i0 = smaller(b + (int64_t)threadIdx.x * kItems, e), i1 = smaller(i0 + kItems, e);
-        const T *xr = x + r * len, *yr = y + r * len, *gr = g + r * len;
-        T *gxr = gx + r * len;
-        dc_scan_affine acc = f.identity();
-        for (int64_t i = i1; i-- > i0;) {
-            const dc_scan_terms t = terms_of(op, exclusive, xr, yr, gr, i, len, 1);
-            const dc_scan_affine here = {t.c, t.k};
-            acc = f(acc, here);
+        const int64_t i0 = smaller(b + (int64_t)threadIdx.x * kItems, e), n = smaller(i0 + kItems, e) - i0;
+        const T *gr = g + r * len, *xr = x + r * len, *yr = y + r * len;
+        T gv[kItems], xv[kItems], yv[kItems];
+        load_items(gr + i0, n, gv);
+        if (reads_xy) {
+            load_items(xr + i0, n, xv);
+            load_items(yr + i0, n, yv);
         }
+        /* the neighbours beyond the thread's elements, within the row */
+        const bool more = i0 + n < len;
+        const double g_after = exclusive && more ? (double)gr[i0 + n] : 0.0;
+        const double x_after = reads_xy && more ? (double)xr[i0 + n] : 0.0;
+        const double y_after = reads_xy && more ? (double)yr[i0 + n] : 0.0;
+        const double y_before = reads_xy && i0 > 0 ? (double)yr[i0 - 1] : 0.0;
+        /* the terms of the thread's element j */
+        auto terms = [&](int j) {
+            const bool inside = j + 1 < n;
+            const int next = j + 1 < kItems ? j + 1 : j, prev = j > 0 ? j - 1 : 0;
+            dc_scan_window w;
+            w.g = (double)gv[j];
+            w.g_next = inside ? (double)gv[next] : g_after;
+            w.x = reads_xy ? (double)xv[j] : 0.0;
+            w.x_next = !reads_xy ? 0.0 : inside ? (double)xv[next] : x_after;
+            w.y_prev = !reads_xy ? 0.0 : j > 0 ? (double)yv[prev] : y_before;
+            w.y = reads_xy ? (double)yv[j] : 0.0;
+            w.y_next = !reads_xy ? 0.0 : inside ? (double)yv[next] : y_after;
+            return dc_scan_terms_of(OP, exclusive, i0 + j == 0, i0 + j + 1 == len, w);
+        };
+        dc_scan_affine acc = f.identity();
+#pragma unroll
+        for (int j = kItems - 1; j >= 0; --j)
+            if (j < n) {
+                const dc_scan_terms t = terms(j);
+                const dc_scan_affine here = {t.c, t.k};
+                acc = f(acc, here);
+            }
         dc_scan_affine total;
         const dc_scan_affine after = block_exclusive_scan(f, acc, rank, scratch, &total);
         if (mode == SUMMARIZE) {
@@ -160,23 +235,31 @@ __global__ void adjoint_rows(int op, bool exclusive, const T *x, const T *y, con
                 parts[p] = total;
             continue;
         }
+        T *gxr = gx + r * len + i0;
+        T out[kItems];
+        if (add)
+            load_items(gxr, n, out);
         double lambda = after.c + dc_scan_mul(after.m, mode == APPLY ? parts[p].c : 0.0);
-        for (int64_t i = i1; i-- > i0;) {
-            const dc_scan_terms t = terms_of(op, exclusive, xr, yr, gr, i, len, 1);
-            lambda = t.c + dc_scan_mul(t.k, lambda);
-            store_adjoint(gxr + i, dc_scan_mul(t.s, lambda), add);
-        }
+#pragma unroll
+        for (int j = kItems - 1; j >= 0; --j)
+            if (j < n) {
+                const dc_scan_terms t = terms(j);
+                lambda = t.c + dc_scan_mul(t.k, lambda);
+                const T v = (T)dc_scan_mul(t.s, lambda);
+                out[j] = add ? (T)(out[j] + v) : v;
+            }
+        store_items(gxr, n, out);
     }
 }
 
 /* Lines of len elements at stride inner, a thread per line and chunk of
  * `chunk` elements; neighbouring threads take neighbouring columns. */
-template <typename T>
-__global__ void scan_lines(int op, bool exclusive, const T *x, T *y, int64_t outer, int64_t len, int64_t inner,
-                           int64_t chunks, double *parts, int mode)
+template <typename T, int OP>
+__global__ void scan_lines(bool exclusive, const T *x, T *y, int64_t outer, int64_t len, int64_t inner, int64_t chunks,
+                           double *parts, int mode)
 {
     const int64_t chunk = chunks > 1 ? DC_CUDA_SCAN_LINE_CHUNK : len;
-    const forward_op f = {op};
+    const forward_op<OP> f;
     const int64_t items = outer * chunks * inner;
     for (int64_t it = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; it < items;
          it += (int64_t)gridDim.x * blockDim.x) {
@@ -259,70 +342,105 @@ unsigned blocks_for(const dc_ctx *ctx, int64_t n)
 
 bool by_rows(int64_t len, int64_t inner) { return inner == 1 && len > DC_CUDA_SCAN_ROW_MIN; }
 
-template <typename T>
-void forward_pass(const dc_ctx *ctx, int mode, int op, bool exclusive, const T *x, T *y, int64_t outer, int64_t len,
+template <typename T, int OP>
+void forward_pass(const dc_ctx *ctx, int mode, bool exclusive, const T *x, T *y, int64_t outer, int64_t len,
                   int64_t inner, int64_t chunks, double *parts)
 {
     cudaStream_t st = ctx->cuda->stream;
     if (by_rows(len, inner)) {
         const unsigned grid = blocks_for(ctx, outer * chunks);
-        scan_rows<T><<<grid, kBlock, 0, st>>>(op, exclusive, x, y, outer, len, chunks, parts, mode);
+        scan_rows<T, OP><<<grid, kBlock, 0, st>>>(exclusive, x, y, outer, len, chunks, parts, mode);
     } else {
         const unsigned grid = grid_for(ctx, outer * chunks * inner);
-        scan_lines<T><<<grid, kBlock, 0, st>>>(op, exclusive, x, y, outer, len, inner, chunks, parts, mode);
+        scan_lines<T, OP><<<grid, kBlock, 0, st>>>(exclusive, x, y, outer, len, inner, chunks, parts, mode);
     }
 }
 
-template <typename T>
-void adjoint_pass(const dc_ctx *ctx, int mode, int op, bool exclusive, const T *x, const T *y, const T *g, T *gx,
+template <typename T, int OP>
+void adjoint_pass(const dc_ctx *ctx, int mode, bool exclusive, const T *x, const T *y, const T *g, T *gx,
                   int64_t outer, int64_t len, int64_t inner, int64_t chunks, dc_scan_affine *parts, bool add)
 {
     cudaStream_t st = ctx->cuda->stream;
     if (by_rows(len, inner)) {
         const unsigned grid = blocks_for(ctx, outer * chunks);
-        adjoint_rows<T><<<grid, kBlock, 0, st>>>(op, exclusive, x, y, g, gx, outer, len, chunks, parts, mode, add);
+        adjoint_rows<T, OP><<<grid, kBlock, 0, st>>>(exclusive, x, y, g, gx, outer, len, chunks, parts, mode, add);
     } else {
         const unsigned grid = grid_for(ctx, outer * chunks * inner);
         /* the CPU emulation's rewrite (mirror.cmake) wants the kernel and its launch on one line */
         // clang-format off
-        adjoint_lines<T><<<grid, kBlock, 0, st>>>(op, exclusive, x, y, g, gx, outer, len, inner, chunks, parts, mode,
+        adjoint_lines<T><<<grid, kBlock, 0, st>>>(OP, exclusive, x, y, g, gx, outer, len, inner, chunks, parts, mode,
                                                    add);
         // clang-format on
     }
 }
 
-template <typename T>
-int scan_typed(const dc_ctx *ctx, int op, bool exclusive, const T *x, T *y, int64_t outer, int64_t len, int64_t inner,
+template <typename T, int OP>
+int scan_typed(const dc_ctx *ctx, bool exclusive, const T *x, T *y, int64_t outer, int64_t len, int64_t inner,
                double *parts)
 {
     const int64_t chunks = dc_cuda_scan_chunks(outer, len, inner);
     if (chunks == 1) {
-        forward_pass<T>(ctx, ONE_PASS, op, exclusive, x, y, outer, len, inner, 1, NULL);
+        forward_pass<T, OP>(ctx, ONE_PASS, exclusive, x, y, outer, len, inner, 1, NULL);
         return 1;
     }
-    const forward_op f = {op};
+    typedef forward_op<OP> fold;
+    const fold f;
     const unsigned lines = blocks_for(ctx, outer * inner);
-    forward_pass<T>(ctx, SUMMARIZE, op, exclusive, x, y, outer, len, inner, chunks, parts);
-    chain_parts<forward_op><<<lines, kBlock, 0, ctx->cuda->stream>>>(f, parts, outer * inner, chunks, false);
-    forward_pass<T>(ctx, APPLY, op, exclusive, x, y, outer, len, inner, chunks, parts);
+    forward_pass<T, OP>(ctx, SUMMARIZE, exclusive, x, y, outer, len, inner, chunks, parts);
+    chain_parts<fold><<<lines, kBlock, 0, ctx->cuda->stream>>>(f, parts, outer * inner, chunks, false);
+    forward_pass<T, OP>(ctx, APPLY, exclusive, x, y, outer, len, inner, chunks, parts);
     return 3;
 }
 
+/* scan_typed for the op, each op's kernels compiled for it. */
 template <typename T>
-int adjoint_typed(const dc_ctx *ctx, int op, bool exclusive, const T *x, const T *y, const T *g, T *gx, int64_t outer,
+int scan_by_op(const dc_ctx *ctx, int op, bool exclusive, const T *x, T *y, int64_t outer, int64_t len, int64_t inner,
+               double *parts)
+{
+    switch (op) {
+    case DC_REDUCE_SUM:
+        return scan_typed<T, DC_REDUCE_SUM>(ctx, exclusive, x, y, outer, len, inner, parts);
+    case DC_REDUCE_PROD:
+        return scan_typed<T, DC_REDUCE_PROD>(ctx, exclusive, x, y, outer, len, inner, parts);
+    case DC_REDUCE_MAX:
+        return scan_typed<T, DC_REDUCE_MAX>(ctx, exclusive, x, y, outer, len, inner, parts);
+    default:
+        return scan_typed<T, DC_REDUCE_MIN>(ctx, exclusive, x, y, outer, len, inner, parts);
+    }
+}
+
+template <typename T, int OP>
+int adjoint_typed(const dc_ctx *ctx, bool exclusive, const T *x, const T *y, const T *g, T *gx, int64_t outer,
                   int64_t len, int64_t inner, dc_scan_affine *parts, bool add)
 {
     const int64_t chunks = dc_cuda_scan_chunks(outer, len, inner);
     if (chunks == 1) {
-        adjoint_pass<T>(ctx, ONE_PASS, op, exclusive, x, y, g, gx, outer, len, inner, 1, NULL, add);
+        adjoint_pass<T, OP>(ctx, ONE_PASS, exclusive, x, y, g, gx, outer, len, inner, 1, NULL, add);
         return 1;
     }
     const adjoint_op f;
     const unsigned lines = blocks_for(ctx, outer * inner);
-    adjoint_pass<T>(ctx, SUMMARIZE, op, exclusive, x, y, g, gx, outer, len, inner, chunks, parts, add);
+    adjoint_pass<T, OP>(ctx, SUMMARIZE, exclusive, x, y, g, gx, outer, len, inner, chunks, parts, add);
     chain_parts<adjoint_op><<<lines, kBlock, 0, ctx->cuda->stream>>>(f, parts, outer * inner, chunks, true);
-    adjoint_pass<T>(ctx, APPLY, op, exclusive, x, y, g, gx, outer, len, inner, chunks, parts, add);
+    adjoint_pass<T, OP>(ctx, APPLY, exclusive, x, y, g, gx, outer, len, inner, chunks, parts, add);
     return 3;
+}
+
+/* adjoint_typed for the op, as scan_by_op. */
+template <typename T>
+int adjoint_by_op(const dc_ctx *ctx, int op, bool exclusive, const T *x, const T *y, const T *g, T *gx, int64_t outer,
+                  int64_t len, int64_t inner, dc_scan_affine *parts, bool add)
+{
+    switch (op) {
+    case DC_REDUCE_SUM:
+        return adjoint_typed<T, DC_REDUCE_SUM>(ctx, exclusive, x, y, g, gx, outer, len, inner, parts, add);
+    case DC_REDUCE_PROD:
+        return adjoint_typed<T, DC_REDUCE_PROD>(ctx, exclusive, x, y, g, gx, outer, len, inner, parts, add);
+    case DC_REDUCE_MAX:
+        return adjoint_typed<T, DC_REDUCE_MAX>(ctx, exclusive, x, y, g, gx, outer, len, inner, parts, add);
+    default:
+        return adjoint_typed<T, DC_REDUCE_MIN>(ctx, exclusive, x, y, g, gx, outer, len, inner, parts, add);
+    }
 }
 
 } // namespace
@@ -335,9 +453,9 @@ dc_status dc_cuda_scan(dc_ctx *ctx, dc_dtype dtype, int op, bool exclusive, cons
     DC_CUDA_ENTER(ctx);
     if (outer == 0 || len == 0 || inner == 0)
         return DC_OK;
-    const int launched = dtype == DC_F32 ? scan_typed<float>(ctx, op, exclusive, (const float *)x, (float *)y, outer,
+    const int launched = dtype == DC_F32 ? scan_by_op<float>(ctx, op, exclusive, (const float *)x, (float *)y, outer,
                                                              len, inner, (double *)parts)
-                                         : scan_typed<double>(ctx, op, exclusive, (const double *)x, (double *)y, outer,
+                                         : scan_by_op<double>(ctx, op, exclusive, (const double *)x, (double *)y, outer,
                                                               len, inner, (double *)parts);
     return dc_cuda_launched(ctx, launched, "scan");
 }
@@ -351,9 +469,9 @@ dc_status dc_cuda_scan_adjoint(dc_ctx *ctx, dc_dtype dtype, int op, bool exclusi
         return DC_OK;
     const int launched =
         dtype == DC_F32
-            ? adjoint_typed<float>(ctx, op, exclusive, (const float *)x, (const float *)y, (const float *)gy,
+            ? adjoint_by_op<float>(ctx, op, exclusive, (const float *)x, (const float *)y, (const float *)gy,
                                    (float *)gx, outer, len, inner, (dc_scan_affine *)parts, add)
-            : adjoint_typed<double>(ctx, op, exclusive, (const double *)x, (const double *)y, (const double *)gy,
+            : adjoint_by_op<double>(ctx, op, exclusive, (const double *)x, (const double *)y, (const double *)gy,
                                     (double *)gx, outer, len, inner, (dc_scan_affine *)parts, add);
     return dc_cuda_launched(ctx, launched, "scan adjoint");
 }

@@ -104,36 +104,69 @@ typedef struct dc_scan_terms {
     double c, k, s;
 } dc_scan_terms;
 
-#endif /* DC_OPS_SCAN_FORMULAS_COMMON */
+/* The values around position i that its terms read: the output's adjoint
+ * at i and i + 1, the element at i and i + 1, and the scan's output at
+ * i - 1, i and i + 1. Those beyond the line (before its first position,
+ * after its last) are not read. */
+typedef struct dc_scan_window {
+    double g, g_next, x, x_next, y_prev, y, y_next;
+} dc_scan_window;
 
-#define DC_SCF(name) DC_PP_CAT(DC_PP_CAT(dc_scan_, name), DC_PP_CAT(_, DC_SFX))
-
-/* The terms of position i of a line of len elements: x, y (the scan's
- * output) and g (its adjoint) read at element i * stride. */
-DC_INLINE DC_HD dc_scan_terms DC_SCF(terms)(int op, bool exclusive, const DC_S *x, const DC_S *y, const DC_S *g,
-                                            int64_t i, int64_t len, int64_t stride)
+/* The terms of a position from its window; first and last: whether it
+ * begins or ends its line. */
+DC_INLINE DC_HD dc_scan_terms dc_scan_terms_of(int op, bool exclusive, bool first, bool last, dc_scan_window w)
 {
-    const bool last = i + 1 == len;
     dc_scan_terms t;
     /* the output's adjoint at this position of the inclusive scan */
-    t.c = exclusive ? (last ? 0.0 : (double)g[(i + 1) * stride]) : (double)g[i * stride];
+    t.c = exclusive ? (last ? 0.0 : w.g_next) : w.g;
     if (op == DC_REDUCE_SUM) {
         t.k = last ? 0.0 : 1.0;
         t.s = 1.0;
         return t;
     }
-    /* the inclusive result before position i, and before i + 1 */
-    const double prev = i == 0 ? dc_scan_neutral(op) : (double)y[(exclusive ? i : i - 1) * stride];
-    const double next_a = last ? 0.0 : (double)x[(i + 1) * stride];
+    /* the inclusive result before this position, and before the next */
+    const double prev = first ? dc_scan_neutral(op) : exclusive ? w.y : w.y_prev;
+    const double next_a = last ? 0.0 : w.x_next;
     if (op == DC_REDUCE_PROD) {
         t.k = next_a;
         t.s = prev;
         return t;
     }
-    const double next_prev = last ? 0.0 : (double)y[(exclusive ? i + 1 : i) * stride];
+    const double next_prev = last ? 0.0 : exclusive ? w.y_next : w.y;
     t.k = last || dc_scan_takes_over(op, next_prev, next_a) ? 0.0 : 1.0;
-    t.s = i == 0 || dc_scan_takes_over(op, prev, (double)x[i * stride]) ? 1.0 : 0.0;
+    t.s = first || dc_scan_takes_over(op, prev, w.x) ? 1.0 : 0.0;
     return t;
+}
+
+#endif /* DC_OPS_SCAN_FORMULAS_COMMON */
+
+#define DC_SCF(name) DC_PP_CAT(DC_PP_CAT(dc_scan_, name), DC_PP_CAT(_, DC_SFX))
+
+/* The terms of position i of a line of len elements: x, y (the scan's
+ * output) and g (its adjoint) read at element i * stride, each value only
+ * where the op needs it. */
+DC_INLINE DC_HD dc_scan_terms DC_SCF(terms)(int op, bool exclusive, const DC_S *x, const DC_S *y, const DC_S *g,
+                                            int64_t i, int64_t len, int64_t stride)
+{
+    const bool first = i == 0, last = i + 1 == len;
+    dc_scan_window w = {0, 0, 0, 0, 0, 0, 0};
+    if (exclusive)
+        w.g_next = last ? 0.0 : (double)g[(i + 1) * stride];
+    else
+        w.g = (double)g[i * stride];
+    if (op != DC_REDUCE_SUM) {
+        w.x_next = last ? 0.0 : (double)x[(i + 1) * stride];
+        if (exclusive || op != DC_REDUCE_PROD) /* prod: only the inclusive's before-value */
+            w.y = (double)y[i * stride];
+        if (!exclusive && !first)
+            w.y_prev = (double)y[(i - 1) * stride];
+        if (op != DC_REDUCE_PROD) {
+            w.x = (double)x[i * stride];
+            if (exclusive && !last)
+                w.y_next = (double)y[(i + 1) * stride];
+        }
+    }
+    return dc_scan_terms_of(op, exclusive, first, last, w);
 }
 
 /* The inclusive result at position i (i >= 0) of a maximum or minimum from
