@@ -89,6 +89,7 @@ template <typename T> __device__ __forceinline__ void load_items(const T *p, int
         }
         return;
     }
+#pragma unroll
     for (int k = 0; k < kItems; ++k)
         v[k] = k < n ? p[k] : (T)0;
 }
@@ -106,8 +107,10 @@ template <typename T> __device__ __forceinline__ void store_items(T *p, int64_t 
         }
         return;
     }
-    for (int k = 0; k < n; ++k)
-        p[k] = v[k];
+#pragma unroll
+    for (int k = 0; k < kItems; ++k)
+        if (k < n)
+            p[k] = v[k];
 }
 
 /* Stores v, an element of the input's adjoint: assigned, or added in T (the
