@@ -451,7 +451,7 @@ template <typename T, class Src> __global__ void route_by_thread(route_params p,
  * chunk, then a tree in shared memory whose order the block size fixes (a
  * per-row control column summed along its row). With one chunk per kept
  * element the block writes the result; with more, its partial sum, which
- * route_chunks adds up in chunk order (a scalar summed over everything). */
+ * route_chunks_by_block adds up (a scalar summed over everything). */
 template <typename T, class Src> __global__ void route_by_block(route_params p, Src src)
 {
     __shared__ double part[kBlock];
@@ -474,6 +474,24 @@ template <typename T, class Src> __global__ void route_by_block(route_params p, 
             else
                 p.partial[item] = s;
         }
+    }
+}
+
+/* route_chunks for the chunks of route_by_block, up to one per block of
+ * the grid for each kept element: a block per kept element, each thread
+ * adding its strided share of the partial sums in order, then the tree. */
+template <typename T> __global__ void route_chunks_by_block(route_params p)
+{
+    __shared__ double part[kBlock];
+    for (int64_t k = blockIdx.x; k < p.n_kept; k += gridDim.x) { /* uniform over the block */
+        int64_t src0, dst;
+        split(k, p.n_kept_axes, p.kept_shape, p.kept_src, p.kept_dst, &src0, &dst);
+        double s = 0;
+        for (int c = threadIdx.x; c < p.n_chunks; c += blockDim.x)
+            s += p.partial[k * p.n_chunks + c];
+        s = block_reduce(s, part, false);
+        if (threadIdx.x == 0)
+            route_store<T>(p, dst, s);
     }
 }
 
@@ -601,7 +619,10 @@ dc_status route(dc_ctx *ctx, int ndim, const int64_t *shape, const Src &src, con
     }
     dc_status status = dc_cuda_launched(ctx, 1, "route kernel");
     if (status == DC_OK && p.n_chunks > 1) {
-        route_chunks<T><<<blocks_for(ctx, p.n_kept), kBlock, 0, st>>>(p);
+        if (inner_reduced) /* thousands of chunks each: a block per kept element */
+            route_chunks_by_block<T><<<(unsigned)p.n_kept, kBlock, 0, st>>>(p);
+        else /* at most 256 each */
+            route_chunks<T><<<blocks_for(ctx, p.n_kept), kBlock, 0, st>>>(p);
         status = dc_cuda_launched(ctx, 1, "route kernel");
     }
     if (p.partial)
