@@ -97,6 +97,21 @@ const int device_count = [] {
     }
     return e[0] - '0';
 }();
+/* DC_EMU_SMS: the multiprocessors each device reports, 1 to 1024 (1 unless
+ * set), so that what a backend sizes by them (grids, chunks, scratch) can
+ * take a real device's sizes: 132 for an H100 */
+const int sm_count = [] {
+    const char *e = getenv("DC_EMU_SMS");
+    if (!e)
+        return 1;
+    char *end;
+    const long n = strtol(e, &end, 10);
+    if (*e == '\0' || *end != '\0' || n < 1 || n > 1024) {
+        fprintf(stderr, "cuda emulation: DC_EMU_SMS=%s is not a count of multiprocessors from 1 to 1024\n", e);
+        exit(2);
+    }
+    return (int)n;
+}();
 bool peer_enabled[kMaxDevices][kMaxDevices]; /* [device][peer] */
 /* the host thread's current device, as in CUDA */
 thread_local int current_device = 0;
@@ -552,7 +567,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device)
     memset(prop, 0, sizeof *prop);
     snprintf(prop->name, sizeof prop->name, "CUDA emulated on the CPU");
     prop->totalGlobalMem = kDeviceBytes;
-    prop->multiProcessorCount = 1;
+    prop->multiProcessorCount = sm_count;
     prop->major = 9;
     prop->minor = 0;
     return cudaSuccess;
@@ -562,7 +577,7 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device)
 {
     if (!valid_device(device))
         return last_error = cudaErrorInvalidDevice;
-    *value = attr == cudaDevAttrMultiProcessorCount ? 1 : attr == cudaDevAttrL2CacheSize ? 4 << 20 : 0;
+    *value = attr == cudaDevAttrMultiProcessorCount ? sm_count : attr == cudaDevAttrL2CacheSize ? 4 << 20 : 0;
     return cudaSuccess;
 }
 
