@@ -32,9 +32,10 @@
 #                  reduce_peers and sparse_peers (reduce_peers.py and
 #                  sparse_peers.py --device cuda; each runs bench_reduce or
 #                  bench_sparse first), with the machine's python3
-#         profile  each kernel's time under Nsight Compute (ncu) in one
-#                  gradient step of bench_reduce's segment_sum, scan_sum
-#                  and user_reduce_linrec at 10^7
+#         profile  each kernel's time under Nsight Compute (ncu) in
+#                  bench_reduce --reps 1 (its warm-up, primal and gradient
+#                  iterations) of segment_sum, scan_sum and
+#                  user_reduce_linrec at 10^7
 #       Each step gets what is left of the budget (default 540 s) up to its
 #       own cap; a step that would get less than 10 s is skipped and said
 #       so. Logs go to --logs (default $OUT where set, else /tmp/lease):
