@@ -14,8 +14,13 @@ and gradient iterations alternating (peer_timing.median_times).
 
 - primal: the op alone (PyTorch under torch.no_grad; jax.jit of the op);
 - gradient: the op and its adjoint from an all-ones output adjoint
-  (PyTorch: the op on a leaf requiring a gradient, then torch.autograd.grad;
-  JAX: jax.jit of the output and jax.vjp's gradient together);
+  (PyTorch: the op on a leaf requiring a gradient, then torch.autograd.grad,
+  its result made contiguous; JAX: jax.jit of the output and jax.vjp's
+  gradient together). Every variant's gradient is an array with every
+  element written: torch.autograd.grad of a sum returns the adjoint
+  broadcast as a view (stride 0, no element written), which .contiguous()
+  writes out as x.grad holds it after .backward(); on a gradient already
+  dense it is a no-op;
 - overhead: gradient / primal.
 
 bench_reduce's own table (least traffic, achieved GB/s against the device's
@@ -120,7 +125,7 @@ def run_torch(case, x_np, idx_np, device, reps, a_np=None):
 
     def gradient():
         y = f(xg)
-        return y, torch.autograd.grad(y, xg, ones)[0]
+        return y, torch.autograd.grad(y, xg, ones)[0].contiguous()
 
     ones = torch.ones_like(primal())
     t_primal, t_grad = median_times([primal, gradient], sync, reps)

@@ -8,6 +8,38 @@
 #include "axes.h"
 #include "backward.h"
 #include "reduce_cpu.h"
+#include "reduce_kinds.h"
+
+/* y (ykeep: y read as the keepdims shape) the sum of x's elements times
+ * scale over the reduced axes: each element scaled as it is read (DC_K_AFFINE
+ * with the output reduced, dc_run_kernel), on any layout and device. */
+static dc_status scale_and_sum(dc_ctx *ctx, dc_tensor *x, dc_tensor *ykeep, double scale)
+{
+    const dc_affine_arg arg = {scale, 0.0};
+    dc_loop_in li;
+    dc_loop_in_tensor(&li, x, x->ndim, x->shape);
+    dc_loop_out lo;
+    dc_loop_out_tensor(&lo, ykeep, x->ndim, x->shape, DC_WRITE_ASSIGN);
+    return dc_run_kernel(ctx, DC_K_AFFINE, &arg, x->dtype, x->ndim, x->shape, 1, &li, 1, &lo);
+}
+
+/* y the sum over the reduced axes of x, contiguous and on the CPU, its
+ * [outer, len, inner] block (ax) read in place by dc_cpu_reduce_block. */
+static dc_status sum_in_place(dc_tape *tape, const dc_tensor *x, const dc_axes *ax, dc_tensor *y)
+{
+    const int64_t count = ax->outer * ax->inner;
+    const size_t outputs = (size_t)(count > 0 ? count : 1);
+    const size_t bytes = dc_cpu_reduce_scratch(ax->outer, ax->len, ax->inner);
+    /* what the reduction leaves for an adjoint the sum does not need */
+    void *nz = dc_tape_alloc_meta(tape, outputs * dc_dtype_size(x->dtype));
+    int64_t *aux = nz ? dc_tape_alloc_meta(tape, outputs * sizeof *aux) : NULL;
+    void *scratch = aux && bytes ? dc_tape_alloc_meta(tape, bytes) : NULL;
+    if (!aux || (bytes && !scratch))
+        return DC_ERR_MEMORY;
+    dc_cpu_reduce_block(tape->ctx, DC_RK_SUM, x->dtype, x->data, ax->outer, ax->len, ax->inner, y->data, nz, aux,
+                        scratch);
+    return DC_OK;
+}
 
 static dc_tensor *reduce(dc_tape *tape, const char *op, dc_tensor *x, int n_axes, const int *axes, bool keepdims,
                          bool mean)
@@ -30,13 +62,14 @@ static dc_tensor *reduce(dc_tape *tape, const char *op, dc_tensor *x, int n_axes
     dc_contiguous_strides(x->ndim, ax.kept_shape, ykeep.strides);
 
     const double scale = mean ? (count > 0 ? 1.0 / (double)count : NAN) : 1.0;
-    const dc_affine_arg arg = {scale, 0.0};
-    dc_loop_in li;
-    dc_loop_in_tensor(&li, x, x->ndim, x->shape);
-    dc_loop_out lo;
-    dc_loop_out_tensor(&lo, &ykeep, x->ndim, x->shape, DC_WRITE_ASSIGN);
-    if (dc_run_kernel(ctx, DC_K_AFFINE, &arg, x->dtype, x->ndim, x->shape, 1, &li, 1, &lo) != DC_OK)
+    if (!mean && !ctx->cuda && dc_axes_in_place(x, &ax)) {
+        /* a sum of a contiguous x on the CPU: the reductions' kernel reads x
+         * once, with no scaled copy in between (reduce_cpu.h) */
+        if (sum_in_place(tape, x, &ax, y) != DC_OK)
+            return NULL;
+    } else if (scale_and_sum(ctx, x, &ykeep, scale) != DC_OK) {
         return NULL;
+    }
     if (mean && count == 0 && dc_tensor_fill(y, NAN) != DC_OK) /* the mean of nothing */
         return NULL;
 
