@@ -623,12 +623,13 @@ static void ref_grad_winners(dc_reduction op, bool exclusive, int64_t n, const d
 /* The CPU's pieces of a long line (src/ops/scan.c's CPU_CHUNK). */
 enum { PIECE = 4080 };
 
-/* The CPU adjoint's fast pieces (products without a zero or an infinity,
- * maxima and minima where nothing takes over) next to pieces that take the
- * general path: lengths around the piece size (PIECE) and lanes of eight
- * equal pieces beside a shorter one; a zero (products) or a new winner and
- * a NaN (maxima, minima) inside a piece, or at the first position of the
- * second (which the first piece's adjoint reads). The gradients against a
+/* The CPU adjoint's fast pieces (sums, products without a zero or an
+ * infinity, maxima and minima where nothing takes over; float32 lanes in
+ * vector tiles, src/ops/scan_tiles.h) next to pieces that take the general
+ * path: lengths around the piece size (PIECE) and lanes of eight equal
+ * pieces beside a shorter one; a zero (products) or a new winner and a NaN
+ * (maxima, minima) inside a piece, or at the first position of the second
+ * (which the first piece's adjoint reads). The gradients against a
  * reference, the same bits on 1 and 2 threads. */
 static void test_fast_pieces(void **state)
 {
@@ -641,8 +642,8 @@ static void test_fast_pieces(void **state)
     assert_non_null(gv);
     assert_non_null(want);
     for (size_t l = 0; l < sizeof lens / sizeof *lens; ++l)
-        for (int o = 1; o < 4; ++o)
-            for (int special = 0; special < 3; ++special)
+        for (int o = 0; o < 4; ++o)
+            for (int special = 0; special < (o == 0 ? 1 : 3); ++special)
                 for (int e = 0; e < 2; ++e)
                     for (int dt = 0; dt < 2; ++dt) {
                         const int64_t n = lens[l];
@@ -676,7 +677,14 @@ static void test_fast_pieces(void **state)
                                  c.exclusive ? "exclusive" : "inclusive", (long long)n,
                                  special ? (prod ? " with a zero" : " with a winner and a NaN") : "");
                         assert_same_bits(g1, g2, n, what);
-                        if (prod) {
+                        if (ops[o] == DC_REDUCE_SUM) { /* integer adjoints: every sum exact */
+                            double acc = 0.0;
+                            for (int64_t i = n; i-- > 0;) {
+                                want[i] = c.exclusive ? acc : acc + gv[i];
+                                acc += gv[i];
+                            }
+                            assert_same_bits(g1, want, n, what);
+                        } else if (prod) {
                             ref_grad_recurrence(c.op, c.exclusive, n, xv, gv, want);
                             /* zeros exact, the rest to rounding */
                             assert_close(g1, want, n, 0.0, dtype == DC_F64 ? 1e-9 : 1e-4, what);
@@ -699,11 +707,15 @@ static void test_fast_pieces(void **state)
 /* x's gradient written straight into it (assigned, then added by a second
  * scan of x) and, where it is a view into a wider tensor's (a slice),
  * added through its layout: twice the reference inside the slice, zero
- * outside; on ctx (the CPU, or CUDA against the same reference). */
-static void check_write_modes(dc_ctx *ctx)
+ * outside; on ctx (the CPU, or CUDA against the same reference). float64
+ * in 5 rows (each cut in pieces on the CPU), float32 in 72 (side by side
+ * in lanes, src/ops/scan_tiles.h). */
+static void check_write_modes(dc_ctx *ctx, dc_dtype dtype)
 {
-    const int64_t full[2] = {5, 4100}, shape[2] = {5, 4096};
-    const int64_t n_full = 5 * 4100, n = 5 * 4096;
+    const int64_t rows = dtype == DC_F64 ? 5 : 72;
+    const int64_t full[2] = {rows, 4100}, shape[2] = {rows, 4096};
+    const int64_t n_full = rows * 4100, n = rows * 4096;
+    const double tol = dtype == DC_F64 ? 1e-9 : 1e-4;
     double *xv = malloc(n_full * sizeof *xv), *gv = malloc(n * sizeof *gv), *xs = malloc(n * sizeof *xs);
     double *want = malloc(n * sizeof *want);
     assert_non_null(xv);
@@ -711,17 +723,19 @@ static void check_write_modes(dc_ctx *ctx)
     assert_non_null(xs);
     assert_non_null(want);
     fill(xv, n_full, 0.999, 1.001, 41);
+    for (int64_t i = 0; i < n_full; ++i)
+        xv[i] = dtype == DC_F32 ? (double)(float)xv[i] : xv[i];
     for (int64_t i = 0; i < n; ++i)
         gv[i] = (double)(i % 3) - 1.0;
     for (int sliced = 0; sliced < 2; ++sliced)
         for (int o = 0; o < 4; ++o) {
             const int64_t cols = sliced ? 4100 : 4096;
-            for (int64_t r = 0; r < 5; ++r)
+            for (int64_t r = 0; r < rows; ++r)
                 for (int64_t j = 0; j < 4096; ++j)
                     xs[r * 4096 + j] = xv[r * cols + (sliced ? 3 : 0) + j];
-            dc_tensor *base = tensor_of(ctx, DC_F64, 2, sliced ? full : shape, xv);
+            dc_tensor *base = tensor_of(ctx, dtype, 2, sliced ? full : shape, xv);
             TEST_OK(ctx, dc_tensor_set_requires_grad(base, true));
-            dc_tensor *g = tensor_of(ctx, DC_F64, 2, shape, gv);
+            dc_tensor *g = tensor_of(ctx, dtype, 2, shape, gv);
             dc_tape *tape = dc_tape_new(ctx);
             TEST_NONNULL(ctx, tape);
             dc_tensor *x = sliced ? dc_op_slice(tape, base, 1, 3, 4096) : base;
@@ -731,7 +745,7 @@ static void check_write_modes(dc_ctx *ctx)
             TEST_NONNULL(ctx, out);
             TEST_OK(ctx, dc_backward_with(tape, out, g));
             double *got = values_of(dc_tensor_grad(base));
-            for (int64_t r = 0; r < 5; ++r) {
+            for (int64_t r = 0; r < rows; ++r) {
                 const double *xr = xs + r * 4096, *gr = gv + r * 4096;
                 double *wr = want + r * 4096;
                 if (ops[o] == DC_REDUCE_SUM) { /* the reverse cumulative sum of the adjoint */
@@ -744,13 +758,14 @@ static void check_write_modes(dc_ctx *ctx)
                     ref_grad_winners(ops[o], false, 4096, xr, gr, wr);
                 }
             }
-            char what[64];
-            snprintf(what, sizeof what, "%s of x used twice%s", dc_reduction_name(ops[o]), sliced ? ", sliced" : "");
-            for (int64_t r = 0; r < 5; ++r)
+            char what[80];
+            snprintf(what, sizeof what, "%s %s of x used twice%s", dc_dtype_name(dtype), dc_reduction_name(ops[o]),
+                     sliced ? ", sliced" : "");
+            for (int64_t r = 0; r < rows; ++r)
                 for (int64_t j = 0; j < cols; ++j) {
                     const int64_t k = j - (sliced ? 3 : 0);
                     const double w = k >= 0 && k < 4096 ? 2.0 * want[r * 4096 + k] : 0.0;
-                    assert_close(&got[r * cols + j], &w, 1, 0.0, 1e-9, what);
+                    assert_close(&got[r * cols + j], &w, 1, 0.0, tol, what);
                 }
             free(got);
             dc_tape_free(tape);
@@ -767,7 +782,8 @@ static void test_write_modes(void **state)
 {
     (void)state;
     dc_ctx *ctx = test_cpu_ctx();
-    check_write_modes(ctx);
+    check_write_modes(ctx, DC_F64);
+    check_write_modes(ctx, DC_F32);
     dc_ctx_free(ctx);
 }
 
@@ -906,7 +922,8 @@ static void test_cuda_write_modes(void **state)
 {
     (void)state;
     NEED_GPU();
-    check_write_modes(gpu);
+    check_write_modes(gpu, DC_F64);
+    check_write_modes(gpu, DC_F32);
 }
 
 /* Products with zeros and maxima with NaN on CUDA, across chunks: the same

@@ -103,6 +103,12 @@ enum { PROD_NONZERO = DC_REDUCE_MIN + 1, QUIET };
 enum { LANES = 8 };
 _Static_assert((int)LANES <= (int)CPU_WIDTH, "a piece's carries hold the lanes' too");
 
+#include "scan_tiles.h"
+
+/* Whether lanes of T go through scan_tiles.h: float32, nl LANES side by
+ * side (es 1). */
+#define TILED(T, nl, es) (DC_SCAN_TILES && sizeof(T) == sizeof(float) && (nl) == LANES && (es) == 1)
+
 /* One step of the adjoint's recurrence at a position of terms t: SUMMARIZE
  * composes the position into the map acc of the positions after it; APPLY
  * (and APPLY_ADD) carries the adjoint acc->c and returns the input's
@@ -137,7 +143,10 @@ DC_INLINE double adjoint_step(int mode, dc_scan_terms t, dc_scan_affine *acc)
     DC_INLINE void forward_lines_##SFX(int op, bool exclusive, int mode, int nl, const T *x, T *y, int64_t n,          \
                                        int64_t es, int64_t ls, double *acc)                                            \
     {                                                                                                                  \
-        for (int64_t i = 0; i < n; ++i) {                                                                              \
+        int64_t i = 0;                                                                                                 \
+        if (TILED(T, nl, es) && (op == DC_REDUCE_SUM || op == DC_REDUCE_PROD))                                         \
+            i = tiles_forward_f32(op == DC_REDUCE_PROD, exclusive, mode, (const float *)x, (float *)y, n, ls, acc);    \
+        for (; i < n; ++i) {                                                                                           \
             for (int l = 0; l < nl; ++l) {                                                                             \
                 const int64_t at = l * ls + i * es;                                                                    \
                 const double v = (double)x[at];                                                                        \
@@ -160,7 +169,21 @@ DC_INLINE double adjoint_step(int mode, dc_scan_terms t, dc_scan_affine *acc)
     DC_INLINE void adjoint_lines_##SFX(int op, bool exclusive, int mode, int nl, const T *x, const T *y, const T *g,   \
                                        T *gx, int64_t n, int64_t es, int64_t ls, dc_scan_affine *acc)                  \
     {                                                                                                                  \
-        for (int64_t i = n - 1; i-- > 1;) {                                                                            \
+        int64_t top = n - 1;                                                                                           \
+        if (TILED(T, nl, es) && (op == DC_REDUCE_SUM || op == PROD_NONZERO)) {                                         \
+            double c[LANES], m[LANES];                                                                                 \
+            for (int l = 0; l < LANES; ++l) {                                                                          \
+                c[l] = acc[l].c;                                                                                       \
+                m[l] = acc[l].m;                                                                                       \
+            }                                                                                                          \
+            top = tiles_adjoint_f32(op == PROD_NONZERO, exclusive, mode, (const float *)x, (const float *)y,           \
+                                    (const float *)g, (float *)gx, n, ls, c, m);                                       \
+            for (int l = 0; l < LANES; ++l) {                                                                          \
+                acc[l].c = c[l];                                                                                       \
+                acc[l].m = m[l];                                                                                       \
+            }                                                                                                          \
+        }                                                                                                              \
+        for (int64_t i = top; i-- > 1;) {                                                                              \
             for (int l = 0; l < nl; ++l) {                                                                             \
                 const int64_t at = l * ls + i * es;                                                                    \
                 dc_scan_terms t;                                                                                       \

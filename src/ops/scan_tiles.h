@@ -1,0 +1,196 @@
+/* The CPU scans' side-by-side lanes (scan.c) in vector registers: eight
+ * float32 lanes, rows of one tensor at distance ls, read and written eight
+ * positions at a time as 8 x 8 tiles, transposed in registers so that one
+ * vector holds one position of every lane. Each lane's recurrence then runs
+ * in double, lane by lane, exactly as scan.c's scalar loops run it: the same
+ * operations in the same order, so the same bits (the build contracts no
+ * multiply and add into one, -ffp-contract=off). Only the sum and the
+ * products' nonzero variant take them; the rest of a run, and every run
+ * where the compiler targets no AVX, goes through scan.c's loops.
+ *
+ * Included by scan.c after its enums (SUMMARIZE, APPLY, APPLY_ADD,
+ * PROD_NONZERO, LANES). */
+#ifndef DC_OPS_SCAN_TILES_H
+#define DC_OPS_SCAN_TILES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#if defined(__AVX__)
+#include <immintrin.h>
+
+enum { TILE = 8 };
+_Static_assert((int)TILE == (int)LANES, "a tile holds every lane");
+
+/* Rows of r become its columns. */
+static inline void tile_transpose(__m256 r[TILE])
+{
+    const __m256 a0 = _mm256_unpacklo_ps(r[0], r[1]), a1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 a2 = _mm256_unpacklo_ps(r[2], r[3]), a3 = _mm256_unpackhi_ps(r[2], r[3]);
+    const __m256 a4 = _mm256_unpacklo_ps(r[4], r[5]), a5 = _mm256_unpackhi_ps(r[4], r[5]);
+    const __m256 a6 = _mm256_unpacklo_ps(r[6], r[7]), a7 = _mm256_unpackhi_ps(r[6], r[7]);
+    const __m256 b0 = _mm256_shuffle_ps(a0, a2, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m256 b1 = _mm256_shuffle_ps(a0, a2, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m256 b2 = _mm256_shuffle_ps(a1, a3, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m256 b3 = _mm256_shuffle_ps(a1, a3, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m256 b4 = _mm256_shuffle_ps(a4, a6, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m256 b5 = _mm256_shuffle_ps(a4, a6, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m256 b6 = _mm256_shuffle_ps(a5, a7, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m256 b7 = _mm256_shuffle_ps(a5, a7, _MM_SHUFFLE(3, 2, 3, 2));
+    r[0] = _mm256_permute2f128_ps(b0, b4, 0x20);
+    r[1] = _mm256_permute2f128_ps(b1, b5, 0x20);
+    r[2] = _mm256_permute2f128_ps(b2, b6, 0x20);
+    r[3] = _mm256_permute2f128_ps(b3, b7, 0x20);
+    r[4] = _mm256_permute2f128_ps(b0, b4, 0x31);
+    r[5] = _mm256_permute2f128_ps(b1, b5, 0x31);
+    r[6] = _mm256_permute2f128_ps(b2, b6, 0x31);
+    r[7] = _mm256_permute2f128_ps(b3, b7, 0x31);
+}
+
+/* t[j]: position j of lanes 0..7, lane l's positions starting at p + l * ls. */
+static inline void tile_load(__m256 t[TILE], const float *p, int64_t ls)
+{
+    for (int l = 0; l < TILE; ++l)
+        t[l] = _mm256_loadu_ps(p + l * ls);
+    tile_transpose(t);
+}
+
+/* The inverse of tile_load (t is transposed in place). */
+static inline void tile_store(float *p, int64_t ls, __m256 t[TILE])
+{
+    tile_transpose(t);
+    for (int l = 0; l < TILE; ++l)
+        _mm256_storeu_ps(p + l * ls, t[l]);
+}
+
+/* A position's lanes in double: lanes 0..3 in lo, 4..7 in hi. */
+typedef struct tile_wide {
+    __m256d lo, hi;
+} tile_wide;
+
+static inline tile_wide tile_widen(__m256 v)
+{
+    const tile_wide w = {_mm256_cvtps_pd(_mm256_castps256_ps128(v)), _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))};
+    return w;
+}
+
+static inline __m256 tile_narrow(tile_wide w)
+{
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm256_cvtpd_ps(w.lo)), _mm256_cvtpd_ps(w.hi), 1);
+}
+
+static inline tile_wide tile_add(tile_wide a, tile_wide b)
+{
+    const tile_wide w = {_mm256_add_pd(a.lo, b.lo), _mm256_add_pd(a.hi, b.hi)};
+    return w;
+}
+
+static inline tile_wide tile_mul(tile_wide a, tile_wide b)
+{
+    const tile_wide w = {_mm256_mul_pd(a.lo, b.lo), _mm256_mul_pd(a.hi, b.hi)};
+    return w;
+}
+
+static inline tile_wide tile_wide_load(const double *v)
+{
+    const tile_wide w = {_mm256_loadu_pd(v), _mm256_loadu_pd(v + 4)};
+    return w;
+}
+
+static inline void tile_wide_store(double *v, tile_wide w)
+{
+    _mm256_storeu_pd(v, w.lo);
+    _mm256_storeu_pd(v + 4, w.hi);
+}
+
+/* The forward of a sum (mul false) or a product over positions [0, n) of
+ * eight lanes, as forward_lines steps them from the carries acc: in whole
+ * tiles, as far as they go. Returns the positions done (acc then the
+ * carries after them). */
+static inline int64_t tiles_forward_f32(bool mul, bool exclusive, int mode, const float *x, float *y, int64_t n,
+                                        int64_t ls, double *acc)
+{
+    tile_wide a = tile_wide_load(acc);
+    int64_t i = 0;
+    for (; i + TILE <= n; i += TILE) {
+        __m256 t[TILE];
+        tile_load(t, x + i, ls);
+        for (int j = 0; j < TILE; ++j) {
+            const tile_wide v = tile_widen(t[j]);
+            if (mode == APPLY && exclusive)
+                t[j] = tile_narrow(a);
+            a = mul ? tile_mul(a, v) : tile_add(a, v);
+            if (mode == APPLY && !exclusive)
+                t[j] = tile_narrow(a);
+        }
+        if (mode == APPLY)
+            tile_store(y + i, ls, t);
+    }
+    tile_wide_store(acc, a);
+    return i;
+}
+
+/* The adjoint of a sum (prod false) or of a product's nonzero variant over
+ * positions top - 1 down to 1 of eight lanes, as adjoint_lines steps them
+ * from the carries c (and, summarizing a product, the summaries m), with
+ * top n - 1: in whole tiles, as far as they go. Returns the position below
+ * the last done (the caller steps the rest, from it down to 1). */
+static inline int64_t tiles_adjoint_f32(bool prod, bool exclusive, int mode, const float *x, const float *y,
+                                        const float *g, float *gx, int64_t n, int64_t ls, double *c, double *m)
+{
+    const tile_wide zero = {_mm256_setzero_pd(), _mm256_setzero_pd()};
+    tile_wide cc = tile_wide_load(c), mm = tile_wide_load(m);
+    int64_t top = n - 1;
+    for (; top - TILE >= 1; top -= TILE) {
+        const int64_t i0 = top - TILE;
+        __m256 tg[TILE], tx[TILE], ty[TILE], out[TILE];
+        tile_load(tg, g + i0 + (exclusive ? 1 : 0), ls);
+        if (prod)
+            tile_load(tx, x + i0 + 1, ls);
+        if (prod && mode != SUMMARIZE)
+            tile_load(ty, y + i0 - (exclusive ? 0 : 1), ls);
+        if (mode == APPLY_ADD)
+            tile_load(out, gx + i0, ls);
+        for (int j = TILE; j-- > 0;) {
+            const tile_wide gj = tile_widen(tg[j]);
+            if (prod) {
+                const tile_wide k = tile_widen(tx[j]);
+                cc = tile_add(gj, tile_mul(k, cc));
+                if (mode == SUMMARIZE)
+                    mm = tile_mul(k, mm);
+            } else {
+                cc = tile_add(gj, cc);
+            }
+            if (mode == SUMMARIZE)
+                continue;
+            const tile_wide v = tile_add(prod ? tile_mul(tile_widen(ty[j]), cc) : cc, zero);
+            out[j] = mode == APPLY_ADD ? _mm256_add_ps(out[j], tile_narrow(v)) : tile_narrow(v);
+        }
+        if (mode != SUMMARIZE)
+            tile_store(gx + i0, ls, out);
+    }
+    tile_wide_store(c, cc);
+    tile_wide_store(m, mm);
+    return top;
+}
+
+#define DC_SCAN_TILES 1
+#else
+/* No tiles: every position is left to scan.c's loops. */
+static inline int64_t tiles_forward_f32(bool mul, bool exclusive, int mode, const float *x, float *y, int64_t n,
+                                        int64_t ls, double *acc)
+{
+    (void)mul, (void)exclusive, (void)mode, (void)x, (void)y, (void)n, (void)ls, (void)acc;
+    return 0;
+}
+
+static inline int64_t tiles_adjoint_f32(bool prod, bool exclusive, int mode, const float *x, const float *y,
+                                        const float *g, float *gx, int64_t n, int64_t ls, double *c, double *m)
+{
+    (void)prod, (void)exclusive, (void)mode, (void)x, (void)y, (void)g, (void)gx, (void)ls, (void)c, (void)m;
+    return n - 1;
+}
+#define DC_SCAN_TILES 0
+#endif
+
+#endif /* DC_OPS_SCAN_TILES_H */
