@@ -611,19 +611,64 @@ DC_INLINE DC_HD int DC_BFN_ID(dc_assoc_reduce_group_fits)(const dc_assoc_reduce_
     return L->inner == 1 && L->chunk <= DC_ASSOC_MAX_CHUNK && DC_BFN_ID(dc_assoc_group_whole)(L->len, L->chunk, p0);
 }
 
+/* Steps of a tile of the group's inputs and outputs (dc_assoc_stage). */
+enum { DC_BFN_ID(dc_assoc_tile) = 8 };
+
+/* to[j * G + g] = x[first[g] + s0 + j] for the count steps j of a tile and
+ * the group's pieces g (G of them): where the instance moves float32 tiles
+ * in registers (DC_ASSOC_TILES, assoc_tiles.h) a whole tile of eight pieces
+ * goes that way, else number by number. */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_stage)(const dc_real *x, const int64_t *first, int64_t s0, int count,
+                                               dc_real *to)
+{
+    enum { G = DC_ASSOC_RED_GROUP };
+#if defined(DC_ASSOC_TILES)
+    if (sizeof(dc_real) == sizeof(float) && G == 8 && count == DC_BFN_ID(dc_assoc_tile)) {
+        dc_assoc_tile_gather_f32((const float *)x, first, s0, (float *)to);
+        return;
+    }
+#endif
+    for (int j = 0; j < count; ++j)
+        DC_UNROLL for (int g = 0; g < G; ++g)
+            to[j * G + g] = x[first[g] + s0 + j];
+}
+
+/* The inverse of dc_assoc_stage, into x (add: added to what it holds). */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_unstage)(dc_real *x, const int64_t *first, int64_t s0, int count, int add,
+                                                 const dc_real *from)
+{
+    enum { G = DC_ASSOC_RED_GROUP };
+#if defined(DC_ASSOC_TILES)
+    if (sizeof(dc_real) == sizeof(float) && G == 8 && count == DC_BFN_ID(dc_assoc_tile)) {
+        dc_assoc_tile_scatter_f32((float *)x, first, s0, add, (const float *)from);
+        return;
+    }
+#endif
+    for (int j = 0; j < count; ++j)
+        DC_UNROLL for (int g = 0; g < G; ++g)
+        {
+            dc_real *to = x + first[g] + s0 + j;
+            *to = add ? *to + from[j * G + g] : from[j * G + g];
+        }
+}
+
 /* Pieces [p0, p0 + DC_ASSOC_RED_GROUP) of a launch that suits them, walked
  * together step by step so that their chains of operations overlap (buf:
  * chunk * DC_ASSOC_RED_BUF numbers, the r_j as [chunk][k][group]); each
  * piece does what dc_assoc_reduce_piece does, in the same order, to the
- * same bits. */
+ * same bits. The inputs are read, and the gradients written, a tile of
+ * steps at a time (dc_assoc_stage), tiles starting at multiples of
+ * dc_assoc_tile steps. */
 DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_reduce_group)(const dc_assoc_reduce_adjoint_launch *L, int64_t p0,
                                                       dc_real *buf)
 {
-    enum { K = DC_ASSOC_K, G = DC_ASSOC_RED_GROUP };
+    enum { K = DC_ASSOC_K, G = DC_ASSOC_RED_GROUP, T = DC_BFN_ID(dc_assoc_tile) };
     const int64_t chunk = L->chunk, n_chunks = (L->len + chunk - 1) / chunk;
     /* the pieces' states and adjoints by field, then piece */
     int64_t first[G];
-    dc_real c[K][G], ybar[K][G], v[K][G];
+    dc_real c[K][G], ybar[K][G];
+    /* a tile of the inputs and of the gradients, by field, step, piece */
+    dc_real xs[K][T * G], vs[K][T * G];
     DC_UNROLL for (int g = 0; g < G; ++g)
     {
         const int64_t p = p0 + g, o = p / n_chunks;
@@ -640,12 +685,18 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_reduce_group)(const dc_assoc_reduce_adjo
                 buf[(s * K + f) * G + g] = c[f][g];
         if (s == 0)
             break;
+        const int64_t s0 = s - s % T;
+        if (s == chunk - 1 || s % T == T - 1) {
+            DC_UNROLL for (int f = 0; f < K; ++f)
+                DC_BFN_ID(dc_assoc_stage)((const dc_real *)L->x[f], first, s0,
+                                          (int)(chunk - s0 < (int64_t)T ? chunk - s0 : (int64_t)T), xs[f]);
+        }
         DC_ASSOC_IVDEP for (int g = 0; g < G; ++g)
         {
             dc_real a[K], r[K], out[K];
             DC_UNROLL for (int f = 0; f < K; ++f)
             {
-                a[f] = ((const dc_real *)L->x[f])[first[g] + s];
+                a[f] = xs[f][(s - s0) * G + g];
                 r[f] = c[f][g];
             }
             DC_ASSOC_PRIMAL_BODY(a, r, out);
@@ -656,37 +707,36 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_reduce_group)(const dc_assoc_reduce_adjo
     DC_UNROLL for (int f = 0; f < K; ++f)
         DC_UNROLL for (int g = 0; g < G; ++g)
             c[f][g] = L->left[0] ? ((const dc_real *)L->left[f])[p0 + g] : DC_ASSOC_NEUTRAL(f);
-    for (int64_t s = 0; s < chunk; ++s) {
-        DC_ASSOC_IVDEP for (int g = 0; g < G; ++g)
-        {
-            dc_var la[2 * K], tr[2 * K], u[K];
-            dc_real yb[K];
-            DC_UNROLL for (int f = 0; f < K; ++f)
+    for (int64_t s0 = 0; s0 < chunk; s0 += T) {
+        const int count = (int)(chunk - s0 < (int64_t)T ? chunk - s0 : (int64_t)T);
+        DC_UNROLL for (int f = 0; f < K; ++f)
+            DC_BFN_ID(dc_assoc_stage)((const dc_real *)L->x[f], first, s0, count, xs[f]);
+        for (int j = 0; j < count; ++j) {
+            DC_ASSOC_IVDEP for (int g = 0; g < G; ++g)
             {
-                la[f] = DC_BFN_CONST(c[f][g]);
-                la[K + f] = DC_BFN_SEED(((const dc_real *)L->x[f])[first[g] + s], K + f);
-                tr[K + f] = DC_BFN_CONST(buf[(s * K + f) * G + g]);
-                yb[f] = ybar[f][g];
-            }
-            DC_ASSOC_BODY(la, la + K, tr);
-            DC_ASSOC_BODY(tr, tr + K, u);
-            DC_UNROLL for (int f = 0; f < K; ++f)
-            {
-                c[f][g] = tr[f].v;
-                DC_ASSOC_VJP_TERM(yb, u, K + f, v[f][g])
+                dc_var la[2 * K], tr[2 * K], u[K];
+                dc_real yb[K];
+                DC_UNROLL for (int f = 0; f < K; ++f)
+                {
+                    la[f] = DC_BFN_CONST(c[f][g]);
+                    la[K + f] = DC_BFN_SEED(xs[f][j * G + g], K + f);
+                    tr[K + f] = DC_BFN_CONST(buf[((s0 + j) * K + f) * G + g]);
+                    yb[f] = ybar[f][g];
+                }
+                DC_ASSOC_BODY(la, la + K, tr);
+                DC_ASSOC_BODY(tr, tr + K, u);
+                DC_UNROLL for (int f = 0; f < K; ++f)
+                {
+                    c[f][g] = tr[f].v;
+                    DC_ASSOC_VJP_TERM(yb, u, K + f, vs[f][j * G + g])
+                }
             }
         }
         DC_UNROLL for (int f = 0; f < K; ++f)
         {
-            dc_real *gx = (dc_real *)L->gx[f];
-            if (!gx)
-                continue;
-            const int add = (L->accumulate >> f) & 1u;
-            DC_ASSOC_IVDEP for (int g = 0; g < G; ++g)
-            {
-                dc_real *to = gx + first[g] + s;
-                *to = add ? *to + v[f][g] : v[f][g];
-            }
+            if (L->gx[f])
+                DC_BFN_ID(dc_assoc_unstage)((dc_real *)L->gx[f], first, s0, count, (L->accumulate >> f) & 1u,
+                                            vs[f]);
         }
     }
 }

@@ -16,6 +16,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../../dual/hd.h"
+
 #if defined(__AVX__)
 #include <immintrin.h>
 
@@ -107,7 +109,7 @@ static inline void tile_wide_store(double *v, tile_wide w)
  * eight lanes, as forward_lines steps them from the carries acc: in whole
  * tiles, as far as they go. Returns the positions done (acc then the
  * carries after them). */
-static inline int64_t tiles_forward_f32(bool mul, bool exclusive, int mode, const float *x, float *y, int64_t n,
+DC_INLINE int64_t tiles_forward_f32(bool mul, bool exclusive, int mode, const float *x, float *y, int64_t n,
                                         int64_t ls, double *acc)
 {
     tile_wide a = tile_wide_load(acc);
@@ -135,7 +137,7 @@ static inline int64_t tiles_forward_f32(bool mul, bool exclusive, int mode, cons
  * from the carries c (and, summarizing a product, the summaries m), with
  * top n - 1: in whole tiles, as far as they go. Returns the position below
  * the last done (the caller steps the rest, from it down to 1). */
-static inline int64_t tiles_adjoint_f32(bool prod, bool exclusive, int mode, const float *x, const float *y,
+DC_INLINE int64_t tiles_adjoint_f32(bool prod, bool exclusive, int mode, const float *x, const float *y,
                                         const float *g, float *gx, int64_t n, int64_t ls, double *c, double *m)
 {
     const tile_wide zero = {_mm256_setzero_pd(), _mm256_setzero_pd()};
@@ -177,14 +179,14 @@ static inline int64_t tiles_adjoint_f32(bool prod, bool exclusive, int mode, con
 #define DC_SCAN_TILES 1
 #else
 /* No tiles: every position is left to scan.c's loops. */
-static inline int64_t tiles_forward_f32(bool mul, bool exclusive, int mode, const float *x, float *y, int64_t n,
+DC_INLINE int64_t tiles_forward_f32(bool mul, bool exclusive, int mode, const float *x, float *y, int64_t n,
                                         int64_t ls, double *acc)
 {
     (void)mul, (void)exclusive, (void)mode, (void)x, (void)y, (void)n, (void)ls, (void)acc;
     return 0;
 }
 
-static inline int64_t tiles_adjoint_f32(bool prod, bool exclusive, int mode, const float *x, const float *y,
+DC_INLINE int64_t tiles_adjoint_f32(bool prod, bool exclusive, int mode, const float *x, const float *y,
                                         const float *g, float *gx, int64_t n, int64_t ls, double *c, double *m)
 {
     (void)prod, (void)exclusive, (void)mode, (void)x, (void)y, (void)g, (void)gx, (void)ls, (void)c, (void)m;
