@@ -574,6 +574,56 @@ static void test_reduce_gradients_at_piece_edges(void **state)
     dc_ctx_free(ctx);
 }
 
+/* The reduction's adjoint added in place to an earlier gradient on a row of
+ * nine pieces (the CPU walks eight together, float32 ones as tiles of
+ * steps, broadcast/assoc_tiles.h), in float32 and float64: the inputs
+ * reduced twice get exactly twice the gradient of one reduction. */
+static void test_reduce_adjoint_added_in_place(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    int n_cases;
+    const op_case *linrec = &cases(&n_cases)[1];
+    const int64_t n = 9 * DC_ASSOC_CHUNK;
+    double *v = case_values(linrec, n);
+    for (int dt = 0; dt < 2; ++dt) {
+        const dc_dtype dtype = dt ? DC_F32 : DC_F64;
+        const size_t es = dc_dtype_size(dtype);
+        dc_tensor *x[2];
+        make_fields(ctx, dtype, 2, 1, &n, v, n, x);
+        for (int f = 0; f < 2; ++f)
+            TEST_OK(ctx, dc_tensor_set_requires_grad(x[f], true));
+        unsigned char *once = malloc(2 * (size_t)n * es), *twice = malloc(2 * (size_t)n * es);
+        assert_non_null(once);
+        assert_non_null(twice);
+        run_spec s = {.op = linrec->op, .kind = RUN_REDUCE, .n_axes = 0};
+        for (int times = 1; times <= 2; ++times) {
+            dc_tape *tape = dc_tape_new(ctx);
+            for (int f = 0; f < 2; ++f)
+                dc_tensor_zero_grad(x[f]);
+            dc_tensor *loss = times == 1 ? loss_of(tape, &s, x) : twice_fn(tape, x, &s);
+            TEST_NONNULL(ctx, loss);
+            TEST_OK(ctx, dc_backward(tape, loss));
+            for (int f = 0; f < 2; ++f)
+                TEST_OK(ctx, dc_tensor_to_host(dc_tensor_grad(x[f]), (times == 1 ? once : twice) + f * n * es,
+                                               (size_t)n * es));
+            dc_tape_free(tape);
+        }
+        for (int64_t i = 0; i < 2 * n; ++i) {
+            const double a = dt ? ((const float *)once)[i] : ((const double *)once)[i];
+            const double b = dt ? ((const float *)twice)[i] : ((const double *)twice)[i];
+            if (b != 2 * a)
+                fail_msg("%s reduced twice: gradient %lld is %.9g, not twice %.9g", dc_dtype_name(dtype),
+                         (long long)i, b, a);
+        }
+        free(once);
+        free(twice);
+        free_fields(2, x);
+    }
+    free(v);
+    dc_ctx_free(ctx);
+}
+
 static void test_scan_gradients(void **state)
 {
     (void)state;
@@ -1032,6 +1082,7 @@ int main(void)
         cmocka_unit_test(test_empty_and_size_one),
         cmocka_unit_test(test_reduce_gradients),
         cmocka_unit_test(test_reduce_gradients_at_piece_edges),
+        cmocka_unit_test(test_reduce_adjoint_added_in_place),
         cmocka_unit_test(test_scan_gradients),
         cmocka_unit_test(test_segment_gradients),
         cmocka_unit_test(test_threads_give_identical_bits),
