@@ -19,7 +19,7 @@
 
 #include "../dual/scalar_math.h"
 #include "assoc_macros.h"
-#include "assoc_tiles.h"
+#include "tiles8.h"
 #include <dualcast/assoc_abi.h>
 
 #if DC_BFN_BITS == 32

@@ -616,15 +616,15 @@ enum { DC_BFN_ID(dc_assoc_tile) = 8 };
 
 /* to[j * G + g] = x[first[g] + s0 + j] for the count steps j of a tile and
  * the group's pieces g (G of them): where the instance moves float32 tiles
- * in registers (DC_ASSOC_TILES, assoc_tiles.h) a whole tile of eight pieces
+ * in registers (DC_TILES8, tiles8.h) a whole tile of eight pieces
  * goes that way, else number by number. */
 DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_stage)(const dc_real *x, const int64_t *first, int64_t s0, int count,
                                                dc_real *to)
 {
     enum { G = DC_ASSOC_RED_GROUP };
-#if defined(DC_ASSOC_TILES)
+#if defined(DC_TILES8)
     if (sizeof(dc_real) == sizeof(float) && G == 8 && count == DC_BFN_ID(dc_assoc_tile)) {
-        dc_assoc_tile_gather_f32((const float *)x, first, s0, (float *)to);
+        dc_tile8_gather_f32((const float *)x, first, s0, (float *)to);
         return;
     }
 #endif
@@ -638,9 +638,9 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_unstage)(dc_real *x, const int64_t *firs
                                                  const dc_real *from)
 {
     enum { G = DC_ASSOC_RED_GROUP };
-#if defined(DC_ASSOC_TILES)
+#if defined(DC_TILES8)
     if (sizeof(dc_real) == sizeof(float) && G == 8 && count == DC_BFN_ID(dc_assoc_tile)) {
-        dc_assoc_tile_scatter_f32((float *)x, first, s0, add, (const float *)from);
+        dc_tile8_scatter_f32((float *)x, first, s0, add, (const float *)from);
         return;
     }
 #endif

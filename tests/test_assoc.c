@@ -574,9 +574,30 @@ static void test_reduce_gradients_at_piece_edges(void **state)
     dc_ctx_free(ctx);
 }
 
+/* The gradients of both fields x[0], x[1] (n elements of es bytes each) of
+ * run s's loss taken once into once and of the inputs run twice (twice_fn,
+ * the second adjoint added in place to the first) into twice, field after
+ * field. */
+static void grads_once_and_twice(dc_ctx *ctx, const run_spec *s, dc_tensor **x, int64_t n, size_t es, void *once,
+                                 void *twice)
+{
+    for (int times = 1; times <= 2; ++times) {
+        dc_tape *tape = dc_tape_new(ctx);
+        for (int f = 0; f < 2; ++f)
+            dc_tensor_zero_grad(x[f]);
+        dc_tensor *loss = times == 1 ? loss_of(tape, s, x) : twice_fn(tape, x, (void *)s);
+        TEST_NONNULL(ctx, loss);
+        TEST_OK(ctx, dc_backward(tape, loss));
+        for (int f = 0; f < 2; ++f)
+            TEST_OK(ctx, dc_tensor_to_host(dc_tensor_grad(x[f]), (char *)(times == 1 ? once : twice) + f * n * es,
+                                           (size_t)n * es));
+        dc_tape_free(tape);
+    }
+}
+
 /* The reduction's adjoint added in place to an earlier gradient on a row of
  * nine pieces (the CPU walks eight together, float32 ones as tiles of
- * steps, broadcast/assoc_tiles.h), in float32 and float64: the inputs
+ * steps, broadcast/tiles8.h), in float32 and float64: the inputs
  * reduced twice get exactly twice the gradient of one reduction. */
 static void test_reduce_adjoint_added_in_place(void **state)
 {
@@ -596,19 +617,8 @@ static void test_reduce_adjoint_added_in_place(void **state)
         unsigned char *once = malloc(2 * (size_t)n * es), *twice = malloc(2 * (size_t)n * es);
         assert_non_null(once);
         assert_non_null(twice);
-        run_spec s = {.op = linrec->op, .kind = RUN_REDUCE, .n_axes = 0};
-        for (int times = 1; times <= 2; ++times) {
-            dc_tape *tape = dc_tape_new(ctx);
-            for (int f = 0; f < 2; ++f)
-                dc_tensor_zero_grad(x[f]);
-            dc_tensor *loss = times == 1 ? loss_of(tape, &s, x) : twice_fn(tape, x, &s);
-            TEST_NONNULL(ctx, loss);
-            TEST_OK(ctx, dc_backward(tape, loss));
-            for (int f = 0; f < 2; ++f)
-                TEST_OK(ctx, dc_tensor_to_host(dc_tensor_grad(x[f]), (times == 1 ? once : twice) + f * n * es,
-                                               (size_t)n * es));
-            dc_tape_free(tape);
-        }
+        const run_spec s = {.op = linrec->op, .kind = RUN_REDUCE, .n_axes = 0};
+        grads_once_and_twice(ctx, &s, x, n, es, once, twice);
         for (int64_t i = 0; i < 2 * n; ++i) {
             const double a = dt ? ((const float *)once)[i] : ((const double *)once)[i];
             const double b = dt ? ((const float *)twice)[i] : ((const double *)twice)[i];
@@ -656,19 +666,8 @@ static void test_scan_gradients(void **state)
         TEST_OK(ctx, dc_tensor_set_requires_grad(x[f], true));
     double *once = malloc((size_t)(2 * n) * sizeof *once), *twice = malloc((size_t)(2 * n) * sizeof *twice);
     for (int ex = 0; ex < 2; ++ex) {
-        run_spec s = {.op = linrec->op, .kind = RUN_SCAN, .axes = {0}, .flag = ex};
-        for (int times = 1; times <= 2; ++times) {
-            dc_tape *tape = dc_tape_new(ctx);
-            for (int f = 0; f < 2; ++f)
-                dc_tensor_zero_grad(x[f]);
-            dc_tensor *loss = times == 1 ? loss_of(tape, &s, x) : twice_fn(tape, x, &s);
-            TEST_NONNULL(ctx, loss);
-            TEST_OK(ctx, dc_backward(tape, loss));
-            for (int f = 0; f < 2; ++f)
-                TEST_OK(ctx, dc_tensor_to_host(dc_tensor_grad(x[f]), (times == 1 ? once : twice) + f * n,
-                                               (size_t)n * sizeof(double)));
-            dc_tape_free(tape);
-        }
+        const run_spec s = {.op = linrec->op, .kind = RUN_SCAN, .axes = {0}, .flag = ex};
+        grads_once_and_twice(ctx, &s, x, n, sizeof(double), once, twice);
         for (int64_t i = 0; i < 2 * n; ++i)
             if (twice[i] != 2 * once[i])
                 fail_msg("scanned twice, exclusive %d: gradient %lld is %.17g, not twice %.17g", ex, (long long)i,

@@ -6,7 +6,8 @@
  * operations in the same order, so the same bits (the build contracts no
  * multiply and add into one, -ffp-contract=off). Only the sum and the
  * products' nonzero variant take them; the rest of a run, and every run
- * where the compiler targets no AVX, goes through scan.c's loops.
+ * where the compiler targets no AVX (broadcast/tiles8.h), goes through
+ * scan.c's loops.
  *
  * Included by scan.c after its enums (SUMMARIZE, APPLY, APPLY_ADD,
  * PROD_NONZERO, LANES). */
@@ -18,49 +19,25 @@
 
 #include "../../dual/hd.h"
 
-#if defined(__AVX__)
-#include <immintrin.h>
+#include "../../broadcast/tiles8.h"
+
+#if defined(DC_TILES8)
 
 enum { TILE = 8 };
 _Static_assert((int)TILE == (int)LANES, "a tile holds every lane");
-
-/* Rows of r become its columns. */
-static inline void tile_transpose(__m256 r[TILE])
-{
-    const __m256 a0 = _mm256_unpacklo_ps(r[0], r[1]), a1 = _mm256_unpackhi_ps(r[0], r[1]);
-    const __m256 a2 = _mm256_unpacklo_ps(r[2], r[3]), a3 = _mm256_unpackhi_ps(r[2], r[3]);
-    const __m256 a4 = _mm256_unpacklo_ps(r[4], r[5]), a5 = _mm256_unpackhi_ps(r[4], r[5]);
-    const __m256 a6 = _mm256_unpacklo_ps(r[6], r[7]), a7 = _mm256_unpackhi_ps(r[6], r[7]);
-    const __m256 b0 = _mm256_shuffle_ps(a0, a2, _MM_SHUFFLE(1, 0, 1, 0));
-    const __m256 b1 = _mm256_shuffle_ps(a0, a2, _MM_SHUFFLE(3, 2, 3, 2));
-    const __m256 b2 = _mm256_shuffle_ps(a1, a3, _MM_SHUFFLE(1, 0, 1, 0));
-    const __m256 b3 = _mm256_shuffle_ps(a1, a3, _MM_SHUFFLE(3, 2, 3, 2));
-    const __m256 b4 = _mm256_shuffle_ps(a4, a6, _MM_SHUFFLE(1, 0, 1, 0));
-    const __m256 b5 = _mm256_shuffle_ps(a4, a6, _MM_SHUFFLE(3, 2, 3, 2));
-    const __m256 b6 = _mm256_shuffle_ps(a5, a7, _MM_SHUFFLE(1, 0, 1, 0));
-    const __m256 b7 = _mm256_shuffle_ps(a5, a7, _MM_SHUFFLE(3, 2, 3, 2));
-    r[0] = _mm256_permute2f128_ps(b0, b4, 0x20);
-    r[1] = _mm256_permute2f128_ps(b1, b5, 0x20);
-    r[2] = _mm256_permute2f128_ps(b2, b6, 0x20);
-    r[3] = _mm256_permute2f128_ps(b3, b7, 0x20);
-    r[4] = _mm256_permute2f128_ps(b0, b4, 0x31);
-    r[5] = _mm256_permute2f128_ps(b1, b5, 0x31);
-    r[6] = _mm256_permute2f128_ps(b2, b6, 0x31);
-    r[7] = _mm256_permute2f128_ps(b3, b7, 0x31);
-}
 
 /* t[j]: position j of lanes 0..7, lane l's positions starting at p + l * ls. */
 static inline void tile_load(__m256 t[TILE], const float *p, int64_t ls)
 {
     for (int l = 0; l < TILE; ++l)
         t[l] = _mm256_loadu_ps(p + l * ls);
-    tile_transpose(t);
+    dc_tile8_transpose(t);
 }
 
 /* The inverse of tile_load (t is transposed in place). */
 static inline void tile_store(float *p, int64_t ls, __m256 t[TILE])
 {
-    tile_transpose(t);
+    dc_tile8_transpose(t);
     for (int l = 0; l < TILE; ++l)
         _mm256_storeu_ps(p + l * ls, t[l]);
 }

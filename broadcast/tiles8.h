@@ -1,24 +1,24 @@
-/* Eight float32 pieces side by side, moved eight steps at a time through
- * vector registers: the CPU reduce-adjoint's group of pieces
- * (assoc_kernels.h, dc_assoc_reduce_group) reads each field of its input,
- * and writes each of its gradient, as 8 x 8 tiles transposed in registers,
- * into and out of a local array laid out [step][piece], so that its loops
- * over the pieces read and write neighbouring numbers. Only moves: the
- * numbers are the same, so are the results.
+/* Eight float32 runs side by side, moved eight elements at a time through
+ * vector registers as 8 x 8 tiles transposed there: a run's eight elements
+ * become one element of every run, and back. The CPU reduce-adjoint's group
+ * of pieces (assoc_kernels.h, dc_assoc_reduce_group) reads each field of
+ * its input, and writes each of its gradient, this way, into and out of a
+ * local array laid out [step][piece], so that its loops over the pieces
+ * read and write neighbouring numbers; the CPU scans' lanes alike
+ * (src/ops/scan_tiles.h). Only moves: the numbers are the same.
  *
- * Included by assoc_cpu_instance.h; defines DC_ASSOC_TILES where the
- * compiler targets AVX. */
-#ifndef DC_BROADCAST_ASSOC_TILES_H
-#define DC_BROADCAST_ASSOC_TILES_H
+ * Defines DC_TILES8 where the compiler targets AVX, and nothing else. */
+#ifndef DC_BROADCAST_TILES8_H
+#define DC_BROADCAST_TILES8_H
 
 #if defined(__AVX__)
 #include <immintrin.h>
 #include <stdint.h>
 
-#define DC_ASSOC_TILES 1
+#define DC_TILES8 1
 
 /* Rows of r become its columns. */
-static inline void dc_assoc_tile_transpose(__m256 r[8])
+static inline void dc_tile8_transpose(__m256 r[8])
 {
     const __m256 a0 = _mm256_unpacklo_ps(r[0], r[1]), a1 = _mm256_unpackhi_ps(r[0], r[1]);
     const __m256 a2 = _mm256_unpacklo_ps(r[2], r[3]), a3 = _mm256_unpackhi_ps(r[2], r[3]);
@@ -43,24 +43,24 @@ static inline void dc_assoc_tile_transpose(__m256 r[8])
 }
 
 /* to[j * 8 + g] = x[first[g] + s0 + j] for steps j and pieces g < 8. */
-static inline void dc_assoc_tile_gather_f32(const float *x, const int64_t *first, int64_t s0, float *to)
+static inline void dc_tile8_gather_f32(const float *x, const int64_t *first, int64_t s0, float *to)
 {
     __m256 r[8];
     for (int g = 0; g < 8; ++g)
         r[g] = _mm256_loadu_ps(x + first[g] + s0);
-    dc_assoc_tile_transpose(r);
+    dc_tile8_transpose(r);
     for (int j = 0; j < 8; ++j)
         _mm256_storeu_ps(to + j * 8, r[j]);
 }
 
 /* x[first[g] + s0 + j] = from[j * 8 + g] (add: added to what it holds, in
  * float32) for steps j and pieces g < 8. */
-static inline void dc_assoc_tile_scatter_f32(float *x, const int64_t *first, int64_t s0, int add, const float *from)
+static inline void dc_tile8_scatter_f32(float *x, const int64_t *first, int64_t s0, int add, const float *from)
 {
     __m256 r[8];
     for (int j = 0; j < 8; ++j)
         r[j] = _mm256_loadu_ps(from + j * 8);
-    dc_assoc_tile_transpose(r);
+    dc_tile8_transpose(r);
     for (int g = 0; g < 8; ++g) {
         float *to = x + first[g] + s0;
         _mm256_storeu_ps(to, add ? _mm256_add_ps(_mm256_loadu_ps(to), r[g]) : r[g]);
@@ -68,4 +68,4 @@ static inline void dc_assoc_tile_scatter_f32(float *x, const int64_t *first, int
 }
 #endif /* __AVX__ */
 
-#endif /* DC_BROADCAST_ASSOC_TILES_H */
+#endif /* DC_BROADCAST_TILES8_H */
