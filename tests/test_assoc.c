@@ -623,8 +623,8 @@ static void test_reduce_adjoint_added_in_place(void **state)
             const double a = dt ? ((const float *)once)[i] : ((const double *)once)[i];
             const double b = dt ? ((const float *)twice)[i] : ((const double *)twice)[i];
             if (b != 2 * a)
-                fail_msg("%s reduced twice: gradient %lld is %.9g, not twice %.9g", dc_dtype_name(dtype),
-                         (long long)i, b, a);
+                fail_msg("%s reduced twice: gradient %lld is %.9g, not twice %.9g", dc_dtype_name(dtype), (long long)i,
+                         b, a);
         }
         free(once);
         free(twice);

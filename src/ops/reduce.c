@@ -11,8 +11,8 @@
 #include "reduce_kinds.h"
 
 /* y (ykeep: y read as the keepdims shape) the sum of x's elements times
- * scale over the reduced axes: each element scaled as it is read (DC_K_AFFINE
- * with the output reduced, dc_run_kernel), on any layout and device. */
+ * scale over the reduced axes: DC_K_AFFINE with its output reduced
+ * (dc_run_kernel), on any layout and device. */
 static dc_status scale_and_sum(dc_ctx *ctx, dc_tensor *x, dc_tensor *ykeep, double scale)
 {
     const dc_affine_arg arg = {scale, 0.0};

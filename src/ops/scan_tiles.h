@@ -86,8 +86,8 @@ static inline void tile_wide_store(double *v, tile_wide w)
  * eight lanes, as forward_lines steps them from the carries acc: in whole
  * tiles, as far as they go. Returns the positions done (acc then the
  * carries after them). */
-DC_INLINE int64_t tiles_forward_f32(bool mul, bool exclusive, int mode, const float *x, float *y, int64_t n,
-                                        int64_t ls, double *acc)
+DC_INLINE int64_t tiles_forward_f32(bool mul, bool exclusive, int mode, const float *x, float *y, int64_t n, int64_t ls,
+                                    double *acc)
 {
     tile_wide a = tile_wide_load(acc);
     int64_t i = 0;
@@ -114,8 +114,8 @@ DC_INLINE int64_t tiles_forward_f32(bool mul, bool exclusive, int mode, const fl
  * from the carries c (and, summarizing a product, the summaries m), with
  * top n - 1: in whole tiles, as far as they go. Returns the position below
  * the last done (the caller steps the rest, from it down to 1). */
-DC_INLINE int64_t tiles_adjoint_f32(bool prod, bool exclusive, int mode, const float *x, const float *y,
-                                        const float *g, float *gx, int64_t n, int64_t ls, double *c, double *m)
+DC_INLINE int64_t tiles_adjoint_f32(bool prod, bool exclusive, int mode, const float *x, const float *y, const float *g,
+                                    float *gx, int64_t n, int64_t ls, double *c, double *m)
 {
     const tile_wide zero = {_mm256_setzero_pd(), _mm256_setzero_pd()};
     tile_wide cc = tile_wide_load(c), mm = tile_wide_load(m);
@@ -156,15 +156,15 @@ DC_INLINE int64_t tiles_adjoint_f32(bool prod, bool exclusive, int mode, const f
 #define DC_SCAN_TILES 1
 #else
 /* No tiles: every position is left to scan.c's loops. */
-DC_INLINE int64_t tiles_forward_f32(bool mul, bool exclusive, int mode, const float *x, float *y, int64_t n,
-                                        int64_t ls, double *acc)
+DC_INLINE int64_t tiles_forward_f32(bool mul, bool exclusive, int mode, const float *x, float *y, int64_t n, int64_t ls,
+                                    double *acc)
 {
     (void)mul, (void)exclusive, (void)mode, (void)x, (void)y, (void)n, (void)ls, (void)acc;
     return 0;
 }
 
-DC_INLINE int64_t tiles_adjoint_f32(bool prod, bool exclusive, int mode, const float *x, const float *y,
-                                        const float *g, float *gx, int64_t n, int64_t ls, double *c, double *m)
+DC_INLINE int64_t tiles_adjoint_f32(bool prod, bool exclusive, int mode, const float *x, const float *y, const float *g,
+                                    float *gx, int64_t n, int64_t ls, double *c, double *m)
 {
     (void)prod, (void)exclusive, (void)mode, (void)x, (void)y, (void)g, (void)gx, (void)ls, (void)c, (void)m;
     return n - 1;
