@@ -104,17 +104,23 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_piece)(const dc_assoc_scan_launch *
 
 /* Whether pieces [p0, p0 + DC_ASSOC_GROUP) of a launch suit
  * dc_assoc_scan_group: one lane, rows not segments, and every piece a
- * whole chunk long. With y written too: the pieces' streams lie a chunk of
- * 1008 elements apart, not 1024, and share no cache sets (at 1024 the
- * grouped writes were slower than one piece at a time; at 1008 the linear
- * recurrence's primal scan of 10^6 float32 took 0.74 ms, against 1.08 a
- * piece at a time, on the 2-core Xeon of bench/RESULTS.md). */
+ * whole chunk long (a group may span rows: none of its pieces may be a
+ * row's short last one). With y written too: the pieces' streams lie a
+ * chunk of 1008 elements apart, not 1024, and share no cache sets (at 1024
+ * the grouped writes were slower than one piece at a time; at 1008 the
+ * linear recurrence's primal scan of 10^6 float32 took 0.74 ms, against
+ * 1.08 a piece at a time, on the 2-core Xeon of bench/RESULTS.md). */
 DC_INLINE DC_HD int DC_BFN_ID(dc_assoc_scan_group_fits)(const dc_assoc_scan_launch *L, int64_t p0)
 {
     if (L->inner != 1 || L->seg_start || L->len <= 0)
         return 0;
+    if (L->len % L->chunk == 0)
+        return 1;
     const int64_t n_chunks = (L->len + L->chunk - 1) / L->chunk;
-    return (p0 + DC_ASSOC_GROUP - 1) % n_chunks < n_chunks - 1 || L->len % L->chunk == 0;
+    for (int g = 0; g < DC_ASSOC_GROUP; ++g)
+        if ((p0 + g) % n_chunks == n_chunks - 1)
+            return 0;
+    return 1;
 }
 
 /* Pieces [p0, p0 + DC_ASSOC_GROUP) of a launch that suits them

@@ -290,7 +290,9 @@ static void test_user_sum_matches_builtin(void **state)
 
 /* Every operator: reductions over several axis sets, scans both ways along
  * each axis, against the sequential references, in float64 and float32;
- * rows longer than one piece (DC_ASSOC_CHUNK) among them. */
+ * rows longer than one piece (DC_ASSOC_CHUNK) among them, and rows of one
+ * lane, three pieces each, the last short: the CPU walks eight pieces
+ * together, across rows, none of them short. */
 static void test_operators_match_references(void **state)
 {
     (void)state;
@@ -301,8 +303,8 @@ static void test_operators_match_references(void **state)
     for (int ci = 0; ci < n_cases; ++ci) {
         const op_case *c = &cs[ci];
         const int k = c->op->n_state;
-        const int64_t shapes[3][3] = {{3, 7, 4}, {1, 2500, 2}, {5, 1, 3}};
-        for (int si = 0; si < 3; ++si)
+        const int64_t shapes[4][3] = {{3, 7, 4}, {1, 2500, 2}, {5, 1, 3}, {3, 2 * DC_ASSOC_CHUNK + 5, 1}};
+        for (int si = 0; si < 4; ++si)
             for (int t = 0; t < 2; ++t) {
                 const dc_dtype dtype = t ? DC_F32 : DC_F64;
                 const double tol = t ? 2e-4 : 1e-11;
