@@ -112,6 +112,10 @@ void DC_ASSOC_KERNEL(_reduce_adjoint)(const dc_assoc_reduce_adjoint_launch *laun
             ++item;
         }
     }
+#if defined(DC_TILES8)
+    if (launch->streaming)
+        dc_tile8_stream_fence();
+#endif
 }
 
 #if defined(DC_ASSOC_DESCRIPTOR)

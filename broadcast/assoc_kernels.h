@@ -617,8 +617,10 @@ DC_INLINE DC_HD int DC_BFN_ID(dc_assoc_reduce_group_fits)(const dc_assoc_reduce_
     return L->inner == 1 && L->chunk <= DC_ASSOC_MAX_CHUNK && DC_BFN_ID(dc_assoc_group_whole)(L->len, L->chunk, p0);
 }
 
-/* Steps of a tile of the group's inputs and outputs (dc_assoc_stage). */
-enum { DC_BFN_ID(dc_assoc_tile) = 8 };
+/* Steps of a tile of the group's inputs and outputs (dc_assoc_stage): two
+ * of tiles8.h's 8 x 8 tiles, so that a piece's sixteen float32 numbers, a
+ * cache line, are written together. */
+enum { DC_BFN_ID(dc_assoc_tile) = 16 };
 
 /* to[j * G + g] = x[first[g] + s0 + j] for the count steps j of a tile and
  * the group's pieces g (G of them): where the instance moves float32 tiles
@@ -631,6 +633,7 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_stage)(const dc_real *x, const int64_t *
 #if defined(DC_TILES8)
     if (sizeof(dc_real) == sizeof(float) && G == 8 && count == DC_BFN_ID(dc_assoc_tile)) {
         dc_tile8_gather_f32((const float *)x, first, s0, (float *)to);
+        dc_tile8_gather_f32((const float *)x, first, s0 + 8, (float *)to + 64);
         return;
     }
 #endif
@@ -639,16 +642,21 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_stage)(const dc_real *x, const int64_t *
             to[j * G + g] = x[first[g] + s0 + j];
 }
 
-/* The inverse of dc_assoc_stage, into x (add: added to what it holds). */
+/* The inverse of dc_assoc_stage, into x (add: added to what it holds; else
+ * stream: a whole tile of float32 goes out in streaming stores,
+ * tiles8.h's DC_TILE8_STREAM). */
 DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_unstage)(dc_real *x, const int64_t *first, int64_t s0, int count, int add,
-                                                 const dc_real *from)
+                                                 int stream, const dc_real *from)
 {
     enum { G = DC_ASSOC_RED_GROUP };
 #if defined(DC_TILES8)
     if (sizeof(dc_real) == sizeof(float) && G == 8 && count == DC_BFN_ID(dc_assoc_tile)) {
-        dc_tile8_scatter_f32((float *)x, first, s0, add, (const float *)from);
+        dc_tile8_scatter2_f32((float *)x, first, s0,
+                              add ? DC_TILE8_ADD : stream ? DC_TILE8_STREAM : DC_TILE8_ASSIGN, (const float *)from);
         return;
     }
+#else
+    (void)stream;
 #endif
     for (int j = 0; j < count; ++j)
         DC_UNROLL for (int g = 0; g < G; ++g)
@@ -742,7 +750,7 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_reduce_group)(const dc_assoc_reduce_adjo
         {
             if (L->gx[f])
                 DC_BFN_ID(dc_assoc_unstage)((dc_real *)L->gx[f], first, s0, count, (L->accumulate >> f) & 1u,
-                                            vs[f]);
+                                            L->streaming, vs[f]);
         }
     }
 }

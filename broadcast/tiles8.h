@@ -53,19 +53,47 @@ static inline void dc_tile8_gather_f32(const float *x, const int64_t *first, int
         _mm256_storeu_ps(to + j * 8, r[j]);
 }
 
-/* x[first[g] + s0 + j] = from[j * 8 + g] (add: added to what it holds, in
- * float32) for steps j and pieces g < 8. */
-static inline void dc_tile8_scatter_f32(float *x, const int64_t *first, int64_t s0, int add, const float *from)
+/* How dc_tile8_scatter2_f32 writes: assigned, added in float32 to what the
+ * destination holds, or assigned with streaming stores, which write whole
+ * cache lines to memory without first reading them into the cache (a run
+ * not on a 64-byte boundary is assigned as usual). Streaming pays where
+ * what is written is too large for the cache to keep until it is read:
+ * it moves two thirds of the bytes an assignment does. A kernel that
+ * streams ends with dc_tile8_stream_fence. */
+typedef enum dc_tile8_store { DC_TILE8_ASSIGN, DC_TILE8_ADD, DC_TILE8_STREAM } dc_tile8_store;
+
+/* x[first[g] + s0 + j] = from[j * 8 + g] for sixteen steps j (two tiles)
+ * and pieces g < 8, written as `how` says: each piece's sixteen numbers,
+ * one 64-byte run, go out together, so that streaming stores fill whole
+ * lines. */
+static inline void dc_tile8_scatter2_f32(float *x, const int64_t *first, int64_t s0, dc_tile8_store how,
+                                         const float *from)
 {
-    __m256 r[8];
-    for (int j = 0; j < 8; ++j)
-        r[j] = _mm256_loadu_ps(from + j * 8);
-    dc_tile8_transpose(r);
+    __m256 lo[8], hi[8];
+    for (int j = 0; j < 8; ++j) {
+        lo[j] = _mm256_loadu_ps(from + j * 8);
+        hi[j] = _mm256_loadu_ps(from + 64 + j * 8);
+    }
+    dc_tile8_transpose(lo);
+    dc_tile8_transpose(hi);
     for (int g = 0; g < 8; ++g) {
         float *to = x + first[g] + s0;
-        _mm256_storeu_ps(to, add ? _mm256_add_ps(_mm256_loadu_ps(to), r[g]) : r[g]);
+        if (how == DC_TILE8_STREAM && ((uintptr_t)to & 63) == 0) {
+            _mm256_stream_ps(to, lo[g]);
+            _mm256_stream_ps(to + 8, hi[g]);
+        } else if (how == DC_TILE8_ADD) {
+            _mm256_storeu_ps(to, _mm256_add_ps(_mm256_loadu_ps(to), lo[g]));
+            _mm256_storeu_ps(to + 8, _mm256_add_ps(_mm256_loadu_ps(to + 8), hi[g]));
+        } else {
+            _mm256_storeu_ps(to, lo[g]);
+            _mm256_storeu_ps(to + 8, hi[g]);
+        }
     }
 }
+
+/* Orders a kernel's streaming stores before whatever follows it (the
+ * threads' join), as ordinary stores are. */
+static inline void dc_tile8_stream_fence(void) { _mm_sfence(); }
 #endif /* __AVX__ */
 
 #endif /* DC_BROADCAST_TILES8_H */

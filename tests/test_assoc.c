@@ -783,7 +783,8 @@ static unsigned char *lane_bits(dc_ctx *ctx, const op_case *c, run_kind kind, bo
                                 int64_t n, int64_t width, size_t *size)
 {
     const int k = c->op->n_state;
-    double *wide = malloc((size_t)(k * n * width) * sizeof *wide);
+    double *wide = calloc((size_t)(k * n * width), sizeof *wide);
+    assert_non_null(wide);
     for (int f = 0; f < k; ++f)
         for (int64_t i = 0; i < n * width; ++i)
             wide[f * n * width + i] = v[f * n + i / width];
@@ -845,6 +846,72 @@ static void test_grouped_pieces_match_lanes(void **state)
             }
         free(v);
     }
+    dc_ctx_free(ctx);
+}
+
+/* Gradients (float32) of the reduction along axis 1 of `rows` rows of n
+ * steps (v: k fields of rows * n values), into grads (k * rows * n). */
+static void rows_reduced_grads(dc_ctx *ctx, const op_case *c, const double *v, int64_t rows, int64_t n, float *grads)
+{
+    const int k = c->op->n_state;
+    const int64_t shape[2] = {rows, n};
+    dc_tensor *x[4];
+    make_fields(ctx, DC_F32, k, 2, shape, v, rows * n, x);
+    for (int f = 0; f < k; ++f)
+        TEST_OK(ctx, dc_tensor_set_requires_grad(x[f], true));
+    dc_tape *tape = dc_tape_new(ctx);
+    const run_spec s = {.op = c->op, .kind = RUN_REDUCE, .n_axes = 1, .axes = {1}};
+    dc_tensor *loss = loss_of(tape, &s, x);
+    TEST_NONNULL(ctx, loss);
+    TEST_OK(ctx, dc_backward(tape, loss));
+    for (int f = 0; f < k; ++f)
+        TEST_OK(ctx, dc_tensor_to_host(dc_tensor_grad(x[f]), grads + f * rows * n, (size_t)(rows * n) * sizeof(float)));
+    dc_tape_free(tape);
+    free_fields(k, x);
+}
+
+/* Gradients of 4 MiB or more (src/ops/assoc.c's STREAM_MIN_BYTES), which
+ * the CPU's groups of pieces write with streaming stores where a piece
+ * starts on a 64-byte boundary (broadcast/tiles8.h): a row of them gets the
+ * bits of the same row walked piece by piece (two lanes, no groups); of two
+ * such rows of an odd length, whose second starts off the boundary and is
+ * written as usual, each gets the bits of its row alone. */
+static void test_streamed_gradients_match_pieces(void **state)
+{
+    (void)state;
+    int n_cases;
+    const op_case *linrec = &cases(&n_cases)[1];
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t n = 521 * DC_ASSOC_CHUNK + 5; /* 2 fields * n * 4 bytes >= 4 MiB */
+    assert_true(2 * n * (int64_t)sizeof(float) >= 4 << 20);
+    double *v = case_values(linrec, 2 * n);
+    size_t s1, s2;
+    unsigned char *b1 = lane_bits(ctx, linrec, RUN_REDUCE, false, v, n, 1, &s1);
+    unsigned char *b2 = lane_bits(ctx, linrec, RUN_REDUCE, false, v, n, 2, &s2);
+    assert_int_equal(s1, s2);
+    if (memcmp(b1, b2, s1) != 0)
+        fail_msg("a streamed row and its pieces one by one differ");
+    free(b1);
+    free(b2);
+    /* fields of two rows: v[f * 2n + r * n + i], row r alone: one[f * n + i] */
+    float *both = malloc(4 * (size_t)n * sizeof *both), *alone = malloc(2 * (size_t)n * sizeof *alone);
+    double *one = malloc(2 * (size_t)n * sizeof *one);
+    assert_true(both && alone && one);
+    rows_reduced_grads(ctx, linrec, v, 2, n, both);
+    for (int64_t r = 0; r < 2; ++r) {
+        for (int f = 0; f < 2; ++f)
+            memcpy(one + f * n, v + f * 2 * n + r * n, (size_t)n * sizeof *one);
+        rows_reduced_grads(ctx, linrec, one, 1, n, alone);
+        for (int f = 0; f < 2; ++f)
+            for (int64_t i = 0; i < n; ++i)
+                if (memcmp(both + f * 2 * n + r * n + i, alone + f * n + i, sizeof(float)) != 0)
+                    fail_msg("field %d of row %lld of two differs from the row alone at step %lld: %.9g, not %.9g", f,
+                             (long long)r, (long long)i, both[f * 2 * n + r * n + i], alone[f * n + i]);
+    }
+    free(both);
+    free(alone);
+    free(one);
+    free(v);
     dc_ctx_free(ctx);
 }
 
@@ -1088,6 +1155,7 @@ int main(void)
         cmocka_unit_test(test_segment_gradients),
         cmocka_unit_test(test_threads_give_identical_bits),
         cmocka_unit_test(test_grouped_pieces_match_lanes),
+        cmocka_unit_test(test_streamed_gradients_match_pieces),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_cuda_matches_cpu),
         cmocka_unit_test(test_cuda_block_adjoints_at_piece_edges),

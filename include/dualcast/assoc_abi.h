@@ -21,7 +21,7 @@ extern "C" {
 /* Bumped whenever the layout below or a rule the kernels and the library
  * share changes; the functions of assoc.h refuse an operator compiled
  * against another version. */
-#define DC_ASSOC_ABI_VERSION 5
+#define DC_ASSOC_ABI_VERSION 6
 
 #define DC_ASSOC_MAX_STATE 4 /* fields of one state */
 
@@ -159,7 +159,10 @@ typedef struct dc_assoc_scan_adjoint_launch {
  *                        gx (items: outer * n_chunks * inner, item
  *                        (o * n_chunks + c) * inner + i).
  * g[f] ([outer, inner]) NULL: field f's adjoint is zero. gx[f] NULL: not
- * wanted; bit f of `accumulate` set: gx[f] is added to, else assigned. */
+ * wanted; bit f of `accumulate` set: gx[f] is added to, else assigned.
+ * streaming nonzero: a CPU kernel may assign the gx[f] with streaming
+ * stores, which bypass the cache (the library asks for it where the
+ * gradients are too large for the cache to keep); CUDA ignores it. */
 enum { DC_ASSOC_RED_CARRIES = 0, DC_ASSOC_RED_PIECES = 1 };
 
 typedef struct dc_assoc_reduce_adjoint_launch {
@@ -167,6 +170,7 @@ typedef struct dc_assoc_reduce_adjoint_launch {
     int32_t phase;
     uint32_t accumulate;
     int32_t block, max_blocks;
+    int32_t streaming;
     const void *x[DC_ASSOC_MAX_STATE];
     const void *totals[DC_ASSOC_MAX_STATE];
     void *left[DC_ASSOC_MAX_STATE];
