@@ -391,9 +391,98 @@ DC_INLINE DC_HD int DC_BFN_ID(dc_assoc_adjoint_group_fits)(const dc_assoc_scan_a
     return L->inner == 1 && L->chunk >= 2 && DC_BFN_ID(dc_assoc_group_whole)(L->len, L->chunk, p0);
 }
 
-/* Step s of each piece of a group (dc_assoc_adjoint_group): at element
- * first[g] + s, step j0[g] + s of its row. Where `edge` is 0, s is neither
- * a row's first step nor its last. */
+/* Steps of a tile of the group's inputs and outputs (dc_assoc_stage): two
+ * of tiles8.h's 8 x 8 tiles, so that a piece's sixteen float32 numbers, a
+ * cache line, are written together. */
+enum { DC_BFN_ID(dc_assoc_tile) = 16 };
+
+/* to[j * G + g] = x[first[g] + s0 + j] for the count steps j of a tile and
+ * the group's pieces g (G of them): where the instance moves float32 tiles
+ * in registers (DC_TILES8, tiles8.h) a whole tile of eight pieces
+ * goes that way, else number by number. */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_stage)(const dc_real *x, const int64_t *first, int64_t s0, int count,
+                                               dc_real *to)
+{
+    enum { G = DC_ASSOC_RED_GROUP };
+#if defined(DC_TILES8)
+    if (sizeof(dc_real) == sizeof(float) && G == 8 && count == DC_BFN_ID(dc_assoc_tile)) {
+        dc_tile8_gather_f32((const float *)x, first, s0, (float *)to);
+        dc_tile8_gather_f32((const float *)x, first, s0 + 8, (float *)to + 64);
+        return;
+    }
+#endif
+    for (int j = 0; j < count; ++j)
+        DC_UNROLL for (int g = 0; g < G; ++g)
+            to[j * G + g] = x[first[g] + s0 + j];
+}
+
+/* The inverse of dc_assoc_stage, into x (add: added to what it holds; else
+ * stream: a whole tile of float32 goes out in streaming stores,
+ * tiles8.h's DC_TILE8_STREAM). */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_unstage)(dc_real *x, const int64_t *first, int64_t s0, int count, int add,
+                                                 int stream, const dc_real *from)
+{
+    enum { G = DC_ASSOC_RED_GROUP };
+#if defined(DC_TILES8)
+    if (sizeof(dc_real) == sizeof(float) && G == 8 && count == DC_BFN_ID(dc_assoc_tile)) {
+        dc_tile8_scatter2_f32((float *)x, first, s0,
+                              add ? DC_TILE8_ADD : stream ? DC_TILE8_STREAM : DC_TILE8_ASSIGN, (const float *)from);
+        return;
+    }
+#else
+    (void)stream;
+#endif
+    for (int j = 0; j < count; ++j)
+        DC_UNROLL for (int g = 0; g < G; ++g)
+        {
+            dc_real *to = x + first[g] + s0 + j;
+            *to = add ? *to + from[j * G + g] : from[j * G + g];
+        }
+}
+
+/* Step j of piece g of a group (dc_assoc_adjoint_group), from gj, the
+ * adjoint given at the step (fields with none: 0), p, the state before it,
+ * and a, its element: the maps phase composes the step into the piece's map
+ * M; else the adjoint carried in carry goes one step back and t gets the
+ * element's adjoint. */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_adjoint_group_core)(const dc_real *gj, const dc_real *p, const dc_real *a,
+                                                            int maps_phase, int g,
+                                                            dc_real (*carry)[DC_ASSOC_RED_GROUP],
+                                                            dc_real (*M)[DC_ASSOC_RED_GROUP], dc_real *t)
+{
+    enum { K = DC_ASSOC_K };
+    dc_real lambda[K];
+    dc_var lr[2 * K], o[K];
+    DC_UNROLL for (int f = 0; f < K; ++f)
+    {
+        lambda[f] = gj[f] + (maps_phase ? M[K * K + f][g] : carry[f][g]);
+        lr[f] = DC_BFN_SEED(p[f], f);
+        lr[K + f] = DC_BFN_SEED(a[f], K + f);
+    }
+    DC_ASSOC_BODY(lr, lr + K, o);
+    if (maps_phase) {
+        DC_UNROLL for (int f = 0; f < K; ++f)
+            DC_ASSOC_VJP_TERM(lambda, o, f, M[K * K + f][g])
+        DC_UNROLL for (int q = 0; q < K; ++q)
+        {
+            dc_real col[K];
+            DC_UNROLL for (int f = 0; f < K; ++f)
+                col[f] = M[q * K + f][g];
+            DC_UNROLL for (int f = 0; f < K; ++f)
+                DC_ASSOC_VJP_TERM(col, o, f, M[q * K + f][g])
+        }
+    } else {
+        DC_UNROLL for (int f = 0; f < K; ++f)
+        {
+            DC_ASSOC_VJP_TERM(lambda, o, f, carry[f][g])
+            DC_ASSOC_VJP_TERM(lambda, o, K + f, t[f])
+        }
+    }
+}
+
+/* Step s of each piece of a group (dc_assoc_adjoint_group), read from and
+ * written to memory: at element first[g] + s, step j0[g] + s of its row.
+ * Where `edge` is 0, s is neither a row's first step nor its last. */
 DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_adjoint_group_step)(const dc_assoc_scan_adjoint_launch *L,
                                                             const int64_t *first, const int64_t *j0, int64_t s,
                                                             int edge, int maps_phase,
@@ -405,47 +494,96 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_adjoint_group_step)(const dc_assoc_scan_
     DC_ASSOC_IVDEP for (int g = 0; g < G; ++g)
     {
         const int64_t at = first[g] + s, j = j0[g] + s;
-        dc_real lambda[K];
-        dc_var lr[2 * K], o[K];
+        dc_real gj[K], p[K], a[K], t[K];
         DC_UNROLL for (int f = 0; f < K; ++f)
         {
             const dc_real *gf = (const dc_real *)L->g[f];
-            dc_real gj = (dc_real)0;
+            gj[f] = (dc_real)0;
             if (gf && !L->exclusive)
-                gj = gf[at];
+                gj[f] = gf[at];
             else if (gf && (!edge || j + 1 < len))
-                gj = gf[at + 1];
-            lambda[f] = gj + (maps_phase ? M[K * K + f][g] : carry[f][g]);
+                gj[f] = gf[at + 1];
             const dc_real *y = (const dc_real *)L->y[f];
-            const dc_real p = L->exclusive ? y[at] : !edge || j > 0 ? y[at - 1] : DC_ASSOC_NEUTRAL(f);
-            lr[f] = DC_BFN_SEED(p, f);
-            lr[K + f] = DC_BFN_SEED(((const dc_real *)L->x[f])[at], K + f);
+            p[f] = L->exclusive ? y[at] : !edge || j > 0 ? y[at - 1] : DC_ASSOC_NEUTRAL(f);
+            a[f] = ((const dc_real *)L->x[f])[at];
         }
-        DC_ASSOC_BODY(lr, lr + K, o);
-        if (maps_phase) {
-            DC_UNROLL for (int f = 0; f < K; ++f)
-                DC_ASSOC_VJP_TERM(lambda, o, f, M[K * K + f][g])
-            DC_UNROLL for (int q = 0; q < K; ++q)
-            {
-                dc_real col[K];
-                DC_UNROLL for (int f = 0; f < K; ++f)
-                    col[f] = M[q * K + f][g];
-                DC_UNROLL for (int f = 0; f < K; ++f)
-                    DC_ASSOC_VJP_TERM(col, o, f, M[q * K + f][g])
-            }
-        } else {
+        DC_BFN_ID(dc_assoc_adjoint_group_core)(gj, p, a, maps_phase, g, carry, M, t);
+        if (!maps_phase)
             DC_UNROLL for (int f = 0; f < K; ++f)
             {
-                DC_ASSOC_VJP_TERM(lambda, o, f, carry[f][g])
                 dc_real *gx = (dc_real *)L->gx[f];
-                if (gx) {
-                    dc_real t;
-                    DC_ASSOC_VJP_TERM(lambda, o, K + f, t)
-                    gx[at] = (L->accumulate >> f) & 1u ? gx[at] + t : t;
-                }
+                if (gx)
+                    gx[at] = (L->accumulate >> f) & 1u ? gx[at] + t[f] : t[f];
             }
+    }
+}
+
+/* Steps s0 + T - 1 down to s0 of each piece of a group (T =
+ * dc_assoc_tile), none of them a row's first step or its last, through
+ * tiles of its inputs and of its gradients (dc_assoc_stage): as
+ * dc_assoc_adjoint_group_step steps them, to the same bits. */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_adjoint_group_tile)(const dc_assoc_scan_adjoint_launch *L,
+                                                            const int64_t *first, int64_t s0, int maps_phase,
+                                                            dc_real (*carry)[DC_ASSOC_RED_GROUP],
+                                                            dc_real (*M)[DC_ASSOC_RED_GROUP])
+{
+    enum { K = DC_ASSOC_K, G = DC_ASSOC_RED_GROUP, T = DC_BFN_ID(dc_assoc_tile) };
+    /* the tiles by field, step, piece: x, the states before, the adjoints
+     * given, the gradients */
+    dc_real xs[K][T * G], ys[K][T * G], gs[K][T * G], vs[K][T * G];
+    DC_UNROLL for (int f = 0; f < K; ++f)
+    {
+        DC_BFN_ID(dc_assoc_stage)((const dc_real *)L->x[f], first, s0, T, xs[f]);
+        DC_BFN_ID(dc_assoc_stage)((const dc_real *)L->y[f], first, L->exclusive ? s0 : s0 - 1, T, ys[f]);
+        if (L->g[f])
+            DC_BFN_ID(dc_assoc_stage)((const dc_real *)L->g[f], first, L->exclusive ? s0 + 1 : s0, T, gs[f]);
+    }
+    for (int j = T; j-- > 0;) {
+        DC_ASSOC_IVDEP for (int g = 0; g < G; ++g)
+        {
+            dc_real gj[K], p[K], a[K], t[K];
+            DC_UNROLL for (int f = 0; f < K; ++f)
+            {
+                gj[f] = L->g[f] ? gs[f][j * G + g] : (dc_real)0;
+                p[f] = ys[f][j * G + g];
+                a[f] = xs[f][j * G + g];
+            }
+            DC_BFN_ID(dc_assoc_adjoint_group_core)(gj, p, a, maps_phase, g, carry, M, t);
+            if (!maps_phase)
+                DC_UNROLL for (int f = 0; f < K; ++f)
+                    vs[f][j * G + g] = t[f];
         }
     }
+    if (!maps_phase)
+        DC_UNROLL for (int f = 0; f < K; ++f)
+        {
+            if (L->gx[f])
+                DC_BFN_ID(dc_assoc_unstage)((dc_real *)L->gx[f], first, s0, T, (L->accumulate >> f) & 1u, 0, vs[f]);
+        }
+}
+
+/* The steps of a group's pieces (dc_assoc_adjoint_group), the last first:
+ * from the second to the last but one through tiles where these start at
+ * multiples of dc_assoc_tile steps (s0 from the highest down to T), the
+ * rest one by one. */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_adjoint_group_walk)(const dc_assoc_scan_adjoint_launch *L,
+                                                            const int64_t *first, const int64_t *j0, int maps_phase,
+                                                            dc_real (*carry)[DC_ASSOC_RED_GROUP],
+                                                            dc_real (*M)[DC_ASSOC_RED_GROUP])
+{
+    enum { T = DC_BFN_ID(dc_assoc_tile) };
+    const int64_t chunk = L->chunk, top = chunk - 1 >= 2 * T ? (chunk - 1 - T) / T * T : 0;
+    DC_BFN_ID(dc_assoc_adjoint_group_step)(L, first, j0, chunk - 1, 1, maps_phase, carry, M);
+    int64_t s = chunk - 2;
+    for (; s > 0 && (top == 0 || s >= top + T); --s)
+        DC_BFN_ID(dc_assoc_adjoint_group_step)(L, first, j0, s, 0, maps_phase, carry, M);
+    for (int64_t s0 = top; s0 >= T; s0 -= T)
+        DC_BFN_ID(dc_assoc_adjoint_group_tile)(L, first, s0, maps_phase, carry, M);
+    if (top)
+        s = T - 1;
+    for (; s > 0; --s)
+        DC_BFN_ID(dc_assoc_adjoint_group_step)(L, first, j0, s, 0, maps_phase, carry, M);
+    DC_BFN_ID(dc_assoc_adjoint_group_step)(L, first, j0, 0, 1, maps_phase, carry, M);
 }
 
 /* Pieces [p0, p0 + DC_ASSOC_RED_GROUP) of a scan-adjoint launch in phase
@@ -475,14 +613,10 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_adjoint_group)(const dc_assoc_scan_adjoi
             carry[f][g] = maps_phase ? (dc_real)0 : ((const dc_real *)L->carry)[p * K + f];
         }
     }
-    DC_BFN_ID(dc_assoc_adjoint_group_step)(L, first, j0, chunk - 1, 1, maps_phase, carry, M);
     if (maps_phase)
-        for (int64_t s = chunk - 2; s > 0; --s)
-            DC_BFN_ID(dc_assoc_adjoint_group_step)(L, first, j0, s, 0, 1, carry, M);
+        DC_BFN_ID(dc_assoc_adjoint_group_walk)(L, first, j0, 1, carry, M);
     else
-        for (int64_t s = chunk - 2; s > 0; --s)
-            DC_BFN_ID(dc_assoc_adjoint_group_step)(L, first, j0, s, 0, 0, carry, M);
-    DC_BFN_ID(dc_assoc_adjoint_group_step)(L, first, j0, 0, 1, maps_phase, carry, M);
+        DC_BFN_ID(dc_assoc_adjoint_group_walk)(L, first, j0, 0, carry, M);
     if (maps_phase)
         DC_UNROLL for (int g = 0; g < G; ++g)
             DC_UNROLL for (int e = 0; e < MAP; ++e)
@@ -615,55 +749,6 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_reduce_piece)(const dc_assoc_reduce_adjo
 DC_INLINE DC_HD int DC_BFN_ID(dc_assoc_reduce_group_fits)(const dc_assoc_reduce_adjoint_launch *L, int64_t p0)
 {
     return L->inner == 1 && L->chunk <= DC_ASSOC_MAX_CHUNK && DC_BFN_ID(dc_assoc_group_whole)(L->len, L->chunk, p0);
-}
-
-/* Steps of a tile of the group's inputs and outputs (dc_assoc_stage): two
- * of tiles8.h's 8 x 8 tiles, so that a piece's sixteen float32 numbers, a
- * cache line, are written together. */
-enum { DC_BFN_ID(dc_assoc_tile) = 16 };
-
-/* to[j * G + g] = x[first[g] + s0 + j] for the count steps j of a tile and
- * the group's pieces g (G of them): where the instance moves float32 tiles
- * in registers (DC_TILES8, tiles8.h) a whole tile of eight pieces
- * goes that way, else number by number. */
-DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_stage)(const dc_real *x, const int64_t *first, int64_t s0, int count,
-                                               dc_real *to)
-{
-    enum { G = DC_ASSOC_RED_GROUP };
-#if defined(DC_TILES8)
-    if (sizeof(dc_real) == sizeof(float) && G == 8 && count == DC_BFN_ID(dc_assoc_tile)) {
-        dc_tile8_gather_f32((const float *)x, first, s0, (float *)to);
-        dc_tile8_gather_f32((const float *)x, first, s0 + 8, (float *)to + 64);
-        return;
-    }
-#endif
-    for (int j = 0; j < count; ++j)
-        DC_UNROLL for (int g = 0; g < G; ++g)
-            to[j * G + g] = x[first[g] + s0 + j];
-}
-
-/* The inverse of dc_assoc_stage, into x (add: added to what it holds; else
- * stream: a whole tile of float32 goes out in streaming stores,
- * tiles8.h's DC_TILE8_STREAM). */
-DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_unstage)(dc_real *x, const int64_t *first, int64_t s0, int count, int add,
-                                                 int stream, const dc_real *from)
-{
-    enum { G = DC_ASSOC_RED_GROUP };
-#if defined(DC_TILES8)
-    if (sizeof(dc_real) == sizeof(float) && G == 8 && count == DC_BFN_ID(dc_assoc_tile)) {
-        dc_tile8_scatter2_f32((float *)x, first, s0,
-                              add ? DC_TILE8_ADD : stream ? DC_TILE8_STREAM : DC_TILE8_ASSIGN, (const float *)from);
-        return;
-    }
-#else
-    (void)stream;
-#endif
-    for (int j = 0; j < count; ++j)
-        DC_UNROLL for (int g = 0; g < G; ++g)
-        {
-            dc_real *to = x + first[g] + s0 + j;
-            *to = add ? *to + from[j * G + g] : from[j * G + g];
-        }
 }
 
 /* Pieces [p0, p0 + DC_ASSOC_RED_GROUP) of a launch that suits them, walked

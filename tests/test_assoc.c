@@ -776,13 +776,14 @@ static void test_threads_give_identical_bits(void **state)
     dc_ctx_free(two);
 }
 
-/* Outputs and gradients (float32) of a row of n steps repeated in `width`
+/* Outputs and gradients (in dtype) of a row of n steps repeated in `width`
  * lanes ([n, width], reduced or scanned along axis 0), lane 0's only, as
  * raw bytes (malloc'd). */
 static unsigned char *lane_bits(dc_ctx *ctx, const op_case *c, run_kind kind, bool exclusive, const double *v,
-                                int64_t n, int64_t width, size_t *size)
+                                int64_t n, int64_t width, dc_dtype dtype, size_t *size)
 {
     const int k = c->op->n_state;
+    const size_t es = dc_dtype_size(dtype);
     double *wide = calloc((size_t)(k * n * width), sizeof *wide);
     assert_non_null(wide);
     for (int f = 0; f < k; ++f)
@@ -790,7 +791,7 @@ static unsigned char *lane_bits(dc_ctx *ctx, const op_case *c, run_kind kind, bo
             wide[f * n * width + i] = v[f * n + i / width];
     const int64_t shape[2] = {n, width};
     dc_tensor *x[4];
-    make_fields(ctx, DC_F32, k, 2, shape, wide, n * width, x);
+    make_fields(ctx, dtype, k, 2, shape, wide, n * width, x);
     free(wide);
     for (int f = 0; f < k; ++f)
         TEST_OK(ctx, dc_tensor_set_requires_grad(x[f], true));
@@ -802,26 +803,28 @@ static unsigned char *lane_bits(dc_ctx *ctx, const op_case *c, run_kind kind, bo
     dc_tensor *loss = loss_of(tape, &s, x);
     TEST_NONNULL(ctx, loss);
     TEST_OK(ctx, dc_backward(tape, loss));
-    *size = (size_t)(k * (m + n)) * sizeof(float);
-    float *bits = malloc(*size), *at = bits;
-    float *h = malloc((size_t)(n * width) * sizeof *h);
+    *size = (size_t)(k * (m + n)) * es;
+    unsigned char *bits = malloc(*size), *at = bits;
+    unsigned char *h = malloc((size_t)(n * width) * es);
+    assert_true(bits && h);
     for (int f = 0; f < k; ++f) {
-        TEST_OK(ctx, dc_tensor_to_host(out[f], h, (size_t)(m * width) * sizeof(float)));
-        for (int64_t i = 0; i < m; ++i)
-            *at++ = h[i * width];
-        TEST_OK(ctx, dc_tensor_to_host(dc_tensor_grad(x[f]), h, (size_t)(n * width) * sizeof(float)));
-        for (int64_t i = 0; i < n; ++i)
-            *at++ = h[i * width];
+        TEST_OK(ctx, dc_tensor_to_host(out[f], h, (size_t)(m * width) * es));
+        for (int64_t i = 0; i < m; ++i, at += es)
+            memcpy(at, h + (size_t)(i * width) * es, es);
+        TEST_OK(ctx, dc_tensor_to_host(dc_tensor_grad(x[f]), h, (size_t)(n * width) * es));
+        for (int64_t i = 0; i < n; ++i, at += es)
+            memcpy(at, h + (size_t)(i * width) * es, es);
     }
     free(h);
     dc_tape_free(tape);
     free_fields(k, x);
-    return (unsigned char *)bits;
+    return bits;
 }
 
 /* A row of one lane is walked in runs of whole pieces together (the CPU
- * kernels' groups), a row of two lanes piece by piece: the same bits. The
- * row has 20 pieces, the last one short: two runs, then single pieces. */
+ * kernels' groups, float32 ones through tiles8.h's tiles), a row of two
+ * lanes piece by piece: the same bits, in float32 and float64. The row has
+ * 20 pieces, the last one short: two runs, then single pieces. */
 static void test_grouped_pieces_match_lanes(void **state)
 {
     (void)state;
@@ -834,16 +837,19 @@ static void test_grouped_pieces_match_lanes(void **state)
             continue;
         double *v = case_values(&cs[ci], n);
         for (int kind = RUN_REDUCE; kind <= RUN_SCAN; ++kind)
-            for (int ex = 0; ex < 1 + (kind == RUN_SCAN); ++ex) {
-                size_t s1, s2;
-                unsigned char *b1 = lane_bits(ctx, &cs[ci], kind, ex, v, n, 1, &s1);
-                unsigned char *b2 = lane_bits(ctx, &cs[ci], kind, ex, v, n, 2, &s2);
-                assert_int_equal(s1, s2);
-                if (memcmp(b1, b2, s1) != 0)
-                    fail_msg("%s, kind %d, exclusive %d: one lane and two lanes differ", cs[ci].op->name, kind, ex);
-                free(b1);
-                free(b2);
-            }
+            for (int ex = 0; ex < 1 + (kind == RUN_SCAN); ++ex)
+                for (int dt = 0; dt < 2; ++dt) {
+                    const dc_dtype dtype = dt ? DC_F64 : DC_F32;
+                    size_t s1, s2;
+                    unsigned char *b1 = lane_bits(ctx, &cs[ci], kind, ex, v, n, 1, dtype, &s1);
+                    unsigned char *b2 = lane_bits(ctx, &cs[ci], kind, ex, v, n, 2, dtype, &s2);
+                    assert_int_equal(s1, s2);
+                    if (memcmp(b1, b2, s1) != 0)
+                        fail_msg("%s, kind %d, exclusive %d, %s: one lane and two lanes differ", cs[ci].op->name, kind,
+                                 ex, dc_dtype_name(dtype));
+                    free(b1);
+                    free(b2);
+                }
         free(v);
     }
     dc_ctx_free(ctx);
@@ -886,8 +892,8 @@ static void test_streamed_gradients_match_pieces(void **state)
     assert_true(2 * n * (int64_t)sizeof(float) >= 4 << 20);
     double *v = case_values(linrec, 2 * n);
     size_t s1, s2;
-    unsigned char *b1 = lane_bits(ctx, linrec, RUN_REDUCE, false, v, n, 1, &s1);
-    unsigned char *b2 = lane_bits(ctx, linrec, RUN_REDUCE, false, v, n, 2, &s2);
+    unsigned char *b1 = lane_bits(ctx, linrec, RUN_REDUCE, false, v, n, 1, DC_F32, &s1);
+    unsigned char *b2 = lane_bits(ctx, linrec, RUN_REDUCE, false, v, n, 2, DC_F32, &s2);
     assert_int_equal(s1, s2);
     if (memcmp(b1, b2, s1) != 0)
         fail_msg("a streamed row and its pieces one by one differ");
