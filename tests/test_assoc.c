@@ -876,37 +876,44 @@ static void rows_reduced_grads(dc_ctx *ctx, const op_case *c, const double *v, i
     free_fields(k, x);
 }
 
-/* Gradients of 4 MiB or more (src/ops/assoc.c's STREAM_MIN_BYTES), which
- * the CPU's groups of pieces write with streaming stores where a piece
- * starts on a 64-byte boundary (broadcast/tiles8.h): a row of them gets the
- * bits of the same row walked piece by piece (two lanes, no groups); of two
- * such rows of an odd length, whose second starts off the boundary and is
- * written as usual, each gets the bits of its row alone. */
+/* Gradients of DC_STREAM_MIN_BYTES (8 MiB) or more, which the CPU's groups
+ * of pieces write with streaming stores where a piece starts on a 64-byte
+ * boundary (broadcast/tiles8.h): a row of them gets the bits of the same
+ * row walked piece by piece (two lanes, no groups); of two such rows of an
+ * odd length, whose second starts off the boundary and is written as
+ * usual, each gets the bits of its row alone. */
 static void test_streamed_gradients_match_pieces(void **state)
 {
     (void)state;
     int n_cases;
     const op_case *linrec = &cases(&n_cases)[1];
     dc_ctx *ctx = test_cpu_ctx();
-    const int64_t n = 521 * DC_ASSOC_CHUNK + 5; /* 2 fields * n * 4 bytes >= 4 MiB */
-    assert_true(2 * n * (int64_t)sizeof(float) >= 4 << 20);
-    double *v = case_values(linrec, 2 * n);
-    size_t s1, s2;
-    unsigned char *b1 = lane_bits(ctx, linrec, RUN_REDUCE, false, v, n, 1, DC_F32, &s1);
-    unsigned char *b2 = lane_bits(ctx, linrec, RUN_REDUCE, false, v, n, 2, DC_F32, &s2);
-    assert_int_equal(s1, s2);
-    if (memcmp(b1, b2, s1) != 0)
-        fail_msg("a streamed row and its pieces one by one differ");
-    free(b1);
-    free(b2);
-    /* fields of two rows: v[f * 2n + r * n + i], row r alone: one[f * n + i] */
+    const int64_t n = 1041 * DC_ASSOC_CHUNK + 5; /* 2 fields * n * 4 bytes >= 8 MiB */
+    assert_true(2 * n * (int64_t)sizeof(float) >= 8 << 20);
+    /* two rows, fields v[f * 2n + r * n + i]: a = 1, so that no gradient
+     * vanishes down a row (a_j's is the sum of the b before it, b_j's 1) */
+    double *v = malloc(4 * (size_t)n * sizeof *v), *one = malloc(2 * (size_t)n * sizeof *one);
     float *both = malloc(4 * (size_t)n * sizeof *both), *alone = malloc(2 * (size_t)n * sizeof *alone);
-    double *one = malloc(2 * (size_t)n * sizeof *one);
-    assert_true(both && alone && one);
+    assert_true(v && one && both && alone);
+    for (int64_t i = 0; i < 2 * n; ++i) {
+        v[i] = 1.0;
+        v[2 * n + i] = 2.0 * uniform() - 1.0;
+    }
     rows_reduced_grads(ctx, linrec, v, 2, n, both);
     for (int64_t r = 0; r < 2; ++r) {
+        /* row r alone: one[f * n + i] */
         for (int f = 0; f < 2; ++f)
             memcpy(one + f * n, v + f * 2 * n + r * n, (size_t)n * sizeof *one);
+        if (r == 0) {
+            size_t s1, s2;
+            unsigned char *b1 = lane_bits(ctx, linrec, RUN_REDUCE, false, one, n, 1, DC_F32, &s1);
+            unsigned char *b2 = lane_bits(ctx, linrec, RUN_REDUCE, false, one, n, 2, DC_F32, &s2);
+            assert_int_equal(s1, s2);
+            if (memcmp(b1, b2, s1) != 0)
+                fail_msg("a streamed row and its pieces one by one differ");
+            free(b1);
+            free(b2);
+        }
         rows_reduced_grads(ctx, linrec, one, 1, n, alone);
         for (int f = 0; f < 2; ++f)
             for (int64_t i = 0; i < n; ++i)

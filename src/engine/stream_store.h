@@ -10,6 +10,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* The least bytes an op writes with streaming stores. Past the caches, a
+ * store costs no read of the line it replaces, and an output that large
+ * would not stay in a core's cache for the next op anyway; smaller ones
+ * stay in the cache, where the next op reads them sooner (on the 2-core
+ * Xeon of bench/RESULTS.md plain stores filled gradients faster up to
+ * about this size). */
+#define DC_STREAM_MIN_BYTES ((size_t)8 << 20)
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #define DC_STREAM_STORES true

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../engine/stream_store.h"
 #include "assoc_run.h"
 #include "axes.h"
 #include "backward.h"
@@ -402,15 +403,6 @@ static dc_status adjoint_destination(dc_tape *tape, dc_node *node, int f, int64_
     return dc_assoc_alloc_fields(tape, 1, n, node->in[f]->dtype, gx) ? DC_OK : DC_ERR_MEMORY;
 }
 
-/* The least bytes of gradients (all fields together) that a CPU
- * reduce-adjoint launch assigns with streaming stores (the launch's
- * `streaming`): smaller ones the cache may keep for their next use. The
- * linear recurrence's reduction (bench_reduce, on the 2-core Xeon of
- * bench/RESULTS.md), gradient and forward: of 2 x 10^7 float32 with the
- * gradients streamed, 11.0 ms against 13.7-14.0 assigned as usual; of 2 x
- * 10^6 (8 MB of gradients), 0.82-0.90 ms against 0.94. */
-enum { STREAM_MIN_BYTES = 4 << 20 };
-
 dc_status dc_reduce_fn_backward(dc_tape *tape, dc_node *node)
 {
     const dc_assoc *op = node->as.assoc.op;
@@ -474,7 +466,10 @@ dc_status dc_reduce_fn_backward(dc_tape *tape, dc_node *node)
     size_t grad_bytes = 0;
     for (int f = 0; f < k; ++f)
         grad_bytes += L.gx[f] ? (size_t)n * dc_dtype_size(dtype) : 0;
-    L.streaming = !tape->ctx->cuda && grad_bytes >= STREAM_MIN_BYTES;
+    /* large gradients streamed past the caches (stream_store.h): the linear
+     * recurrence's reduction (bench_reduce), gradient and forward, of 2 x
+     * 10^7 float32 took 11.0 ms with them against 13.7-14.0 without */
+    L.streaming = !tape->ctx->cuda && grad_bytes >= DC_STREAM_MIN_BYTES;
     L.phase = DC_ASSOC_RED_PIECES;
     if ((st = dc_assoc_run_reduce_adjoint(tape, op, dtype, &L)) != DC_OK)
         return st;

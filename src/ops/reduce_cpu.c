@@ -495,17 +495,9 @@ void dc_cpu_add_winners_grad(dc_dtype dtype, int64_t outer, int64_t inner, int64
         add_winners_f64(outer, inner, o_stride, aux, gy, g);
 }
 
-/* Gradients of at least this many bytes are written with non-temporal
- * stores: past the caches, a store then costs no read of the line it
- * replaces, and a gradient that large would not stay in a core's cache for
- * the next op anyway. Smaller ones stay in the cache, where the next op
- * reads them sooner (on the 2-core Xeon of bench/RESULTS.md, with 4 MiB of
- * L2 per core, plain stores were faster up to about this size). */
-static const size_t kStreamBytes = (size_t)8 << 20;
-
 void dc_cpu_fill(const dc_ctx *ctx, dc_dtype dtype, void *g, int64_t n, double value)
 {
-    const bool stream = DC_STREAM_STORES && (size_t)n * dc_dtype_size(dtype) >= kStreamBytes;
+    const bool stream = DC_STREAM_STORES && (size_t)n * dc_dtype_size(dtype) >= DC_STREAM_MIN_BYTES;
     const int64_t pieces = (n + kGradPiece - 1) / kGradPiece;
     const int n_threads = threads_for(ctx, n, pieces);
 #pragma omp parallel for num_threads(n_threads) schedule(static)

@@ -20,11 +20,10 @@
  * the cache before use (mm_rows_): the rows are read at random. */
 #define MM_AHEAD 16
 
-/* A product's output (A X, assigned) of at least this many bytes is
+/* A product's output (A X, assigned) of DC_STREAM_MIN_BYTES or more is
  * written with non-temporal stores: past the caches, so that it neither
  * reads the lines it replaces nor pushes the rows of x, read at random,
  * out of the shared cache. */
-#define MM_STREAM_BYTES ((size_t)8 << 20)
 #define STREAM_COPY_float dc_stream_copy_f32
 #define STREAM_COPY_double dc_stream_copy_f64
 
@@ -126,7 +125,7 @@ DEFINE_MV_BACK_SERIAL(double, int64_t)
     static void mm_rows_##T(dc_csr_side s, const T *vals, int64_t vs, const T *x, int64_t xr, int64_t n, T *out, \
                             int64_t orow, bool add, int threads)                                   \
     {                                                                                              \
-        const bool stream = !add && (size_t)s.out_rows * (size_t)n * sizeof(T) >= MM_STREAM_BYTES; \
+        const bool stream = !add && (size_t)s.out_rows * (size_t)n * sizeof(T) >= DC_STREAM_MIN_BYTES; \
         _Pragma("omp parallel num_threads(threads)")                                               \
         {                                                                                          \
         _Pragma("omp for schedule(static)")                                                        \
