@@ -192,6 +192,14 @@ static dc_tensor *build_axes(dc_tape *tape, dc_tensor *x, const void *arg)
     return reduce_fns[a->op](tape, in, a->n_axes, a->axes, a->keepdims);
 }
 
+/* The sum (op 0) or the mean (op 1) over a's axes. */
+static dc_tensor *build_sums(dc_tape *tape, dc_tensor *x, const void *arg)
+{
+    const axes_arg *a = arg;
+    dc_tensor *in = a->transpose ? dc_op_transpose(tape, x, dc_tensor_ndim(x) - 2, dc_tensor_ndim(x) - 1) : x;
+    return (a->op ? dc_op_mean : dc_op_sum)(tape, in, a->n_axes, a->axes, a->keepdims);
+}
+
 typedef struct loss_arg {
     build_fn build;
     const void *arg;
@@ -1124,6 +1132,21 @@ static void test_same_bits_on_one_and_two_threads(void **state)
             dc_tensor_free(frees[i]);
     }
     free(pindex);
+    /* sums and means over two axes that are not one run, and along the
+     * middle axis of a transposed view, in float64 */
+    const int64_t cube[3] = {5, 3001, 4};
+    for (int op = 0; op < 2; ++op)
+        for (int tr = 0; tr < 2; ++tr) {
+            dc_tensor *x1 = make(one, DC_F64, 3, cube, v), *x2 = make(two, DC_F64, 3, cube, v);
+            axes_arg a = {op, tr ? 1 : 2, {tr ? 1 : 0, 2}, false, tr};
+            run_result r1 = run(one, x1, build_sums, &a, true), r2 = run(two, x2, build_sums, &a, true);
+            assert_same_bits(r1.y, r2.y, r1.ny, op ? "mean" : "sum");
+            assert_same_bits(r1.gx, r2.gx, r1.nx, op ? "mean" : "sum");
+            free_result(&r1);
+            free_result(&r2);
+            dc_tensor_free(x1);
+            dc_tensor_free(x2);
+        }
     free(v);
     free(index);
     dc_ctx_free(one);

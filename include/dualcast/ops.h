@@ -66,7 +66,9 @@ dc_tensor *dc_op_select(dc_tape *tape, dc_tensor *cond, dc_tensor *a, dc_tensor 
 /* Sum / mean over `axes` (n_axes of them; negative axes count from the end),
  * or over every axis when n_axes is 0. keepdims keeps reduced axes as size 1.
  * An axis out of range or given twice fails with DC_ERR_ARG. Over no
- * elements (a reduced axis of size 0) the sum is 0 and the mean NaN. */
+ * elements (a reduced axis of size 0) the sum is 0 and the mean NaN. On the
+ * CPU both accumulate in double, in pieces of a fixed size: the same bits
+ * whatever the number of threads (a mean is the sum times 1/count). */
 dc_tensor *dc_op_sum(dc_tape *tape, dc_tensor *x, int n_axes, const int *axes, bool keepdims);
 dc_tensor *dc_op_mean(dc_tape *tape, dc_tensor *x, int n_axes, const int *axes, bool keepdims);
 

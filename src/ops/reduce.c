@@ -23,22 +23,34 @@ static dc_status scale_and_sum(dc_ctx *ctx, dc_tensor *x, dc_tensor *ykeep, doub
     return dc_run_kernel(ctx, DC_K_AFFINE, &arg, x->dtype, x->ndim, x->shape, 1, &li, 1, &lo);
 }
 
-/* y the sum over the reduced axes of x, contiguous and on the CPU, its
- * [outer, len, inner] block (ax) read in place by dc_cpu_reduce_block. */
-static dc_status sum_in_place(dc_tape *tape, const dc_tensor *x, const dc_axes *ax, dc_tensor *y)
+/* y the sum over the reduced axes of x on the CPU: its [outer, len, inner]
+ * block (ax; dc_axes_block) read by dc_cpu_reduce_block. */
+static dc_status sum_block(dc_tape *tape, const dc_tensor *x, const dc_axes *ax, dc_tensor *y)
 {
     const int64_t count = ax->outer * ax->inner;
     const size_t outputs = (size_t)(count > 0 ? count : 1);
     const size_t bytes = dc_cpu_reduce_scratch(ax->outer, ax->len, ax->inner);
+    const dc_tensor *xb = dc_axes_block(tape, x, ax);
     /* what the reduction leaves for an adjoint the sum does not need */
-    void *nz = dc_tape_alloc_meta(tape, outputs * dc_dtype_size(x->dtype));
+    void *nz = xb ? dc_tape_alloc_meta(tape, outputs * dc_dtype_size(x->dtype)) : NULL;
     int64_t *aux = nz ? dc_tape_alloc_meta(tape, outputs * sizeof *aux) : NULL;
     void *scratch = aux && bytes ? dc_tape_alloc_meta(tape, bytes) : NULL;
     if (!aux || (bytes && !scratch))
         return DC_ERR_MEMORY;
-    dc_cpu_reduce_block(tape->ctx, DC_RK_SUM, x->dtype, x->data, ax->outer, ax->len, ax->inner, y->data, nz, aux,
+    dc_cpu_reduce_block(tape->ctx, DC_RK_SUM, x->dtype, xb->data, ax->outer, ax->len, ax->inner, y->data, nz, aux,
                         scratch);
     return DC_OK;
+}
+
+/* y *= scale, y on the CPU, rounded once to its dtype. */
+static void scale_outputs(dc_tensor *y, double scale)
+{
+    for (int64_t i = 0; i < y->numel; ++i) {
+        if (y->dtype == DC_F32)
+            ((float *)y->data)[i] = (float)((double)((float *)y->data)[i] * scale);
+        else
+            ((double *)y->data)[i] *= scale;
+    }
 }
 
 static dc_tensor *reduce(dc_tape *tape, const char *op, dc_tensor *x, int n_axes, const int *axes, bool keepdims,
@@ -62,11 +74,16 @@ static dc_tensor *reduce(dc_tape *tape, const char *op, dc_tensor *x, int n_axes
     dc_contiguous_strides(x->ndim, ax.kept_shape, ykeep.strides);
 
     const double scale = mean ? (count > 0 ? 1.0 / (double)count : NAN) : 1.0;
-    if (!mean && !ctx->cuda && dc_axes_in_place(x, &ax)) {
-        /* a sum of a contiguous x on the CPU: the reductions' kernel reads x
-         * once, with no scaled copy in between (reduce_cpu.h) */
-        if (sum_in_place(tape, x, &ax, y) != DC_OK)
+    if (!ctx->cuda) {
+        /* on the CPU the reductions' kernel, which reads x once where it lies
+         * as the block (else a copy laid out so) and sums in pieces of a
+         * fixed size: the same bits on any number of threads (reduce.h), as
+         * the loop engine's per-thread sums are not; a mean is the sum
+         * times the scale */
+        if (sum_block(tape, x, &ax, y) != DC_OK)
             return NULL;
+        if (mean && count > 0)
+            scale_outputs(y, scale);
     } else if (scale_and_sum(ctx, x, &ykeep, scale) != DC_OK) {
         return NULL;
     }
