@@ -12,7 +12,7 @@
 
 /* y (ykeep: y read as the keepdims shape) the sum of x's elements times
  * scale over the reduced axes: DC_K_AFFINE with its output reduced
- * (dc_run_kernel), on any layout and device. */
+ * (dc_run_kernel), on any layout; the CUDA path (the CPU's is sum_block). */
 static dc_status scale_and_sum(dc_ctx *ctx, dc_tensor *x, dc_tensor *ykeep, double scale)
 {
     const dc_affine_arg arg = {scale, 0.0};
