@@ -613,6 +613,70 @@ static void test_long_rows(void **state)
     dc_ctx_free(ctx);
 }
 
+/* Columns few and long enough to be cut (reduce_kinds.h: fewer than 256
+ * outputs, longer than 2048), two output rows of three columns: against a plain reference, a
+ * maximum's tie across cuts won by the first, a zero in one product's
+ * column; dc_op_sum and dc_op_mean too, which read no nz or aux. */
+static void test_long_columns(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    enum { kOuter = 2, kLen = 4500, kInner = 3, kN = kOuter * kLen * kInner };
+    const int64_t shape[3] = {kOuter, kLen, kInner};
+    double *v = series(kN, -3, 3, 52), *pv = series(kN, 0.9999, 1.0001, 53);
+    v[100 * kInner + 1] = v[(kLen - 5) * kInner + 1] = 3.5; /* output (0, 1): a tie, cuts apart */
+    v[(kLen + 3000) * kInner + 2] = -3.5;                   /* output (1, 2): the minimum */
+    pv[(kLen + 2500) * kInner] = 0;                         /* output (1, 0): one zero */
+    for (int op = 0; op < N_REDUCE + 2; ++op) {
+        const bool sums = op >= N_REDUCE; /* dc_op_sum, then dc_op_mean */
+        const double *x = op == R_PROD ? pv : v;
+        dc_tensor *t = make(ctx, DC_F64, 3, shape, x);
+        axes_arg a = {sums ? op - N_REDUCE : op, 1, {1}, false, false};
+        run_result r = run(ctx, t, sums ? build_sums : build_axes, &a, false);
+        const char *what = sums ? (op == N_REDUCE ? "sum" : "mean") : reduce_names[op];
+        for (int o = 0; o < kOuter; ++o)
+            for (int c = 0; c < kInner; ++c) {
+                const double *e = x + o * kLen * kInner + c;
+                double want = op == R_PROD ? 1 : op == R_MIN ? INFINITY : sums ? 0 : -INFINITY, nz = 1;
+                int64_t win = -1, zeros = 0;
+                for (int64_t l = 0; l < kLen; ++l) {
+                    const double el = e[l * kInner];
+                    if (sums) {
+                        want += el;
+                    } else if (op == R_PROD) {
+                        want *= el;
+                        el == 0 ? (void)++zeros : (void)(nz *= el);
+                    } else if (win < 0 || (op == R_MIN ? el < want : el > want)) {
+                        want = el;
+                        win = l;
+                    }
+                }
+                if (op == R_LSE) {
+                    double sum = 0;
+                    for (int64_t l = 0; l < kLen; ++l)
+                        sum += exp(e[l * kInner] - want);
+                    want += log(sum);
+                }
+                if (op == N_REDUCE + 1)
+                    want /= kLen;
+                assert_close(&r.y[o * kInner + c], &want, 1, 1e-12, op == R_MAX || op == R_MIN ? 0 : 1e-12, what);
+                for (int64_t l = 0; l < kLen; ++l) {
+                    const double el = e[l * kInner];
+                    const double g = sums         ? (op == N_REDUCE ? 1.0 : 1.0 / kLen)
+                                     : op == R_PROD ? (zeros ? (el == 0 ? nz : 0) : nz / el)
+                                     : op == R_LSE  ? exp(el - want)
+                                                    : (l == win ? 1 : 0);
+                    assert_close(&r.gx[(o * kLen + l) * kInner + c], &g, 1, 1e-15, 1e-11, what);
+                }
+            }
+        free_result(&r);
+        dc_tensor_free(t);
+    }
+    free(v);
+    free(pv);
+    dc_ctx_free(ctx);
+}
+
 /* dc_op_reduce is the op it names; DC_REDUCE_SUM is dc_op_sum. */
 static void test_reduce_dispatch(void **state)
 {
@@ -1082,17 +1146,18 @@ static void test_same_bits_on_one_and_two_threads(void **state)
 {
     (void)state;
     dc_ctx *one = test_cpu_ctx_threads(1, 1), *two = test_cpu_ctx_threads(2, 1);
-    const int64_t rows[2] = {64, 1000}, cols[2] = {1000, 70}, longs[2] = {3, 40000}, seg[2] = {1000, 100},
-                  ishape[1] = {1000}, pieces[1] = {100003};
+    /* tall: columns cut in three (reduce_kinds.h) */
+    const int64_t rows[2] = {64, 1000}, cols[2] = {1000, 70}, longs[2] = {3, 40000}, tall[2] = {4100, 29},
+                  seg[2] = {1000, 100}, ishape[1] = {1000}, pieces[1] = {100003};
     double *v = series(120000, 0.9999, 1.0001, 11);
     double *index = series(1000, 0, 37, 12);
     for (int i = 0; i < 1000; ++i)
         index[i] = floor(index[i]);
     for (int op = 0; op < N_REDUCE; ++op)
-        for (int shape = 0; shape < 3; ++shape) {
-            const int64_t *s = shape == 0 ? rows : shape == 1 ? cols : longs;
+        for (int shape = 0; shape < 4; ++shape) {
+            const int64_t *s = shape == 0 ? rows : shape == 1 ? cols : shape == 2 ? longs : tall;
             dc_tensor *x1 = make(one, DC_F32, 2, s, v), *x2 = make(two, DC_F32, 2, s, v);
-            axes_arg a = {op, 1, {shape == 1 ? 0 : 1}, false, false};
+            axes_arg a = {op, 1, {shape == 1 || shape == 3 ? 0 : 1}, false, false};
             run_result r1 = run(one, x1, build_axes, &a, true), r2 = run(two, x2, build_axes, &a, true);
             assert_same_bits(r1.y, r2.y, r1.ny, reduce_names[op]);
             assert_same_bits(r1.gx, r2.gx, r1.nx, reduce_names[op]);
@@ -1201,7 +1266,9 @@ static void test_cuda_reductions_match_cpu(void **state)
         bool transpose;
     } cases[] = {{2, {2, 40000}, 1, {1}, false}, {2, {3, 1000}, 1, {1}, false},     {3, {7, 300, 5}, 1, {1}, false},
                  {1, {2049}, 0, {0}, false},     {3, {5, 6, 70}, 2, {0, 2}, false}, {2, {37, 3}, 1, {0}, false},
-                 {2, {9, 300}, 1, {0}, true},    {2, {4, 1}, 1, {1}, false},        {2, {4, 0}, 1, {1}, false}};
+                 {2, {9, 300}, 1, {0}, true},    {2, {4, 1}, 1, {1}, false},        {2, {4, 0}, 1, {1}, false},
+                 /* columns cut (reduce_kinds.h): three cuts; two, and two chunks of columns on the CPU */
+                 {2, {4100, 3}, 1, {0}, false},  {3, {2, 2049, 65}, 1, {1}, false}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
         int64_t n = 1;
         for (int d = 0; d < cases[c].ndim; ++d)
@@ -1606,6 +1673,7 @@ int main(void)
         cmocka_unit_test(test_empty_and_size_one_axes),
         cmocka_unit_test(test_float32_matches_float64),
         cmocka_unit_test(test_long_rows),
+        cmocka_unit_test(test_long_columns),
         cmocka_unit_test(test_reduce_dispatch),
         cmocka_unit_test(test_bad_axes),
         cmocka_unit_test(test_segment_values_and_gradients),

@@ -4,7 +4,9 @@
  * piece of kPiece elements of a row (each thread steps through a strided
  * share, then a tree of fixed shape combines the threads' states:
  * deterministic, the maximum's winner chosen by position), the pieces'
- * states then combined by a block per row the same way; a thread per
+ * states then combined by a block per row the same way; few long columns
+ * (dc_rk_column_cuts, reduce_kinds.h) a thread per cut of a column, the
+ * cuts' states then combined in order by a thread per column; a thread per
  * output walking len in order otherwise. Segment reductions: a thread per
  * segment, piece of rows and column, walking the segment's rows of the
  * piece in ascending order, then a thread per segment and column combining
@@ -246,6 +248,59 @@ __global__ void reduce_columns(int kind, const T *x, int64_t outer, int64_t len,
     }
 }
 
+/* A thread per (cut, output) of an [outer, len, inner] block whose columns
+ * are cut (dc_rk_column_cuts, reduce_kinds.h; neighbouring threads read
+ * neighbouring columns): the cut's state from the neutral one into
+ * part[cut * outputs + output], on pass 0 the kind's, on pass 1
+ * log-sum-exp's sum of terms for the output's maximum (y, from pass 0), as
+ * the CPU's cut_piece walks it. */
+template <typename T>
+__global__ void reduce_column_cuts(int kind, int pass, const T *x, int64_t outer, int64_t len, int64_t inner,
+                                   int64_t cuts, const T *y, typename rf<T>::state *part)
+{
+    typedef typename rf<T>::state state;
+    const int64_t outputs = outer * inner;
+    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < cuts * outputs;
+         t += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t cut = t / outputs, i = t - cut * outputs;
+        const int64_t l0 = cut * DC_RK_COLUMN_CUT, l1 = l0 + DC_RK_COLUMN_CUT < len ? l0 + DC_RK_COLUMN_CUT : len;
+        const T *col = x + i / inner * len * inner + i % inner;
+        state st = rf<T>::init(pass ? DC_RK_SUM : kind);
+        if (pass == 0) {
+            for (int64_t l = l0; l < l1; ++l)
+                rf<T>::step(kind, &st, col[l * inner], l);
+        } else {
+            const T m = y[i];
+            for (int64_t l = l0; l < l1; ++l)
+                st.acc += rf<T>::lse_sums(m) ? (typename rf<T>::wide)rf<T>::lse_term(col[l * inner], m) : 0.0;
+        }
+        part[t] = st;
+    }
+}
+
+/* A thread per output of a block whose columns are cut: its cuts' states
+ * combined in order; pass 0 its result, pass 1 log-sum-exp finished from
+ * its maximum (y). */
+template <typename T>
+__global__ void combine_column_cuts(int kind, int pass, int64_t outputs, int64_t cuts,
+                                    const typename rf<T>::state *part, T *y, T *nz, int64_t *aux)
+{
+    typedef typename rf<T>::state state;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < outputs;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        state st = part[i];
+        for (int64_t k = 1; k < cuts; ++k)
+            st = rf<T>::combine(pass ? DC_RK_SUM : kind, st, part[k * outputs + i]);
+        if (pass == 0) {
+            y[i] = st.acc;
+            nz[i] = st.nz;
+            aux[i] = st.aux;
+        } else {
+            y[i] = rf<T>::lse_finish(y[i], (T)st.acc);
+        }
+    }
+}
+
 /* A thread per element: its output and position along len by one
  * division where inner is 1 (rows), two otherwise. */
 template <typename T>
@@ -361,6 +416,18 @@ int launch_block(dc_ctx *ctx, int kind, const void *x, int64_t outer, int64_t le
         }
         return 2 * passes;
     }
+    const int64_t cuts = dc_rk_column_cuts(outer, len, inner);
+    if (cuts > 1) {
+        typename rf<T>::state *part = (typename rf<T>::state *)scratch;
+        const int passes = kind == DC_RK_LSE ? 2 : 1; /* log-sum-exp: the maximum, then the sum of the terms */
+        for (int pass = 0; pass < passes; ++pass) {
+            reduce_column_cuts<T><<<grid_for(ctx, cuts * outer * inner), kBlock, 0, st>>>(
+                kind, pass, (const T *)x, outer, len, inner, cuts, (const T *)y, part);
+            combine_column_cuts<T><<<grid_for(ctx, outer * inner), kBlock, 0, st>>>(kind, pass, outer * inner, cuts,
+                                                                                    part, (T *)y, (T *)nz, aux);
+        }
+        return 2 * passes;
+    }
     if (inner == 1 && len > kShortRow)
         reduce_rows<T><<<blocks_for(ctx, outer), kBlock, 0, st>>>(kind, (const T *)x, outer, len, (T *)y, (T *)nz, aux);
     else
@@ -397,8 +464,9 @@ extern "C" {
 
 size_t dc_cuda_reduce_scratch(int64_t outer, int64_t len, int64_t inner)
 {
-    const int64_t splits = splits_of(len, inner);
-    return splits > 1 ? (size_t)(outer * splits) * sizeof(rf<double>::state) : 0;
+    const int64_t splits = splits_of(len, inner), cuts = dc_rk_column_cuts(outer, len, inner);
+    const int64_t states = splits > 1 ? outer * splits : cuts > 1 ? outer * inner * cuts : 0;
+    return (size_t)states * sizeof(rf<double>::state);
 }
 
 dc_status dc_cuda_reduce_block(dc_ctx *ctx, int kind, dc_dtype dtype, const void *x, int64_t outer, int64_t len,

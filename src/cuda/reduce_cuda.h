@@ -13,7 +13,8 @@ extern "C" {
 #include "cuda_backend.h"
 
 /* The bytes of device scratch memory dc_cuda_reduce_block needs for the
- * block [outer, len, inner] (0: none): the states of its rows' pieces. */
+ * block [outer, len, inner] (0: none): the states of its rows' pieces or
+ * of its columns' cuts. */
 size_t dc_cuda_reduce_scratch(int64_t outer, int64_t len, int64_t inner);
 
 /* The block [outer, len, inner] reduced along len (y, nz, aux: [outer,
@@ -21,9 +22,11 @@ size_t dc_cuda_reduce_scratch(int64_t outer, int64_t len, int64_t inner);
  * per row, a fixed-order tree over its threads; rows of more than 16384
  * elements in pieces of 16384, a block each, the pieces' states then
  * combined by a fixed-order tree per row (the product's and log-sum-exp's
- * last bits may differ from the CPU's); otherwise a thread per output
- * walking len in order (the CPU's order). scratch: dc_cuda_reduce_scratch
- * bytes of device memory. */
+ * last bits may differ from the CPU's); few long columns
+ * (dc_rk_column_cuts, src/ops/reduce_kinds.h) in cuts, a thread per cut,
+ * the cuts' states then combined in order (the CPU's cuts and order); otherwise
+ * a thread per output walking len in order (the CPU's order). scratch:
+ * dc_cuda_reduce_scratch bytes of device memory. */
 dc_status dc_cuda_reduce_block(dc_ctx *ctx, int kind, dc_dtype dtype, const void *x, int64_t outer, int64_t len,
                                int64_t inner, void *y, void *nz, int64_t *aux, void *scratch);
 

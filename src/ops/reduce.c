@@ -27,17 +27,13 @@ static dc_status scale_and_sum(dc_ctx *ctx, dc_tensor *x, dc_tensor *ykeep, doub
  * block (ax; dc_axes_block) read by dc_cpu_reduce_block. */
 static dc_status sum_block(dc_tape *tape, const dc_tensor *x, const dc_axes *ax, dc_tensor *y)
 {
-    const int64_t count = ax->outer * ax->inner;
-    const size_t outputs = (size_t)(count > 0 ? count : 1);
     const size_t bytes = dc_cpu_reduce_scratch(ax->outer, ax->len, ax->inner);
     const dc_tensor *xb = dc_axes_block(tape, x, ax);
-    /* what the reduction leaves for an adjoint the sum does not need */
-    void *nz = xb ? dc_tape_alloc_meta(tape, outputs * dc_dtype_size(x->dtype)) : NULL;
-    int64_t *aux = nz ? dc_tape_alloc_meta(tape, outputs * sizeof *aux) : NULL;
-    void *scratch = aux && bytes ? dc_tape_alloc_meta(tape, bytes) : NULL;
-    if (!aux || (bytes && !scratch))
+    void *scratch = xb && bytes ? dc_tape_alloc_meta(tape, bytes) : NULL;
+    if (!xb || (bytes && !scratch))
         return DC_ERR_MEMORY;
-    dc_cpu_reduce_block(tape->ctx, DC_RK_SUM, x->dtype, xb->data, ax->outer, ax->len, ax->inner, y->data, nz, aux,
+    /* no nz or aux: a sum's adjoint reads neither */
+    dc_cpu_reduce_block(tape->ctx, DC_RK_SUM, x->dtype, xb->data, ax->outer, ax->len, ax->inner, y->data, NULL, NULL,
                         scratch);
     return DC_OK;
 }

@@ -1,14 +1,15 @@
 /* The reductions' CPU kernels (reduce_cpu.h). Work is split in pieces of a
  * fixed size: an output row and up to kColumns of its columns for the
- * block reductions, pieces of kSegmentRows rows with their own bins for
- * segment reductions of few outputs (else up to kColumns columns of every
- * segment), whole rows (inner 1) one or kSplit elements at a time. Columns
- * and segments walk each output in ascending element order,
- * rows in interleaved lanes (reduce_cpu_kernels.h). Rows longer than kSplit
- * (a whole tensor reduced, a long row) are cut into pieces of kSplit
- * elements whose states are then combined in order. Either way the bits
- * never depend on the thread count. The element loops are compiled once per
- * kind (BY_KIND). */
+ * block reductions (of few long columns, reduce_kinds.h, a cut of them),
+ * kColumns short rows, pieces of kSegmentRows rows with
+ * their own bins for segment reductions of few outputs (else up to kColumns
+ * columns of every segment), whole rows (inner 1) one or kSplit elements at
+ * a time. Columns, short rows and segments walk each output in ascending
+ * element order, rows in interleaved lanes (reduce_cpu_kernels.h). Rows
+ * longer than kSplit (a whole tensor reduced, a long row) and cut columns
+ * are reduced in pieces whose states are then combined in order. Either
+ * way the bits never depend on the thread count. The element loops are
+ * compiled once per kind (BY_KIND). */
 #include "reduce_cpu.h"
 #include "reduce_kinds.h"
 
@@ -94,18 +95,74 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
 }
 
 #define DEFINE_REDUCE_CPU(T, SFX)                                                                                      \
-    /* output row o, columns c0..c1 of the block */                                                                    \
+    /* Output i's result and what its adjoint reads (nz, aux: NULL where                                               \
+     * nothing reads them, as for a sum) */                                                                            \
+    DC_INLINE void store_##SFX(T *y, T *nz, int64_t *aux, int64_t i, dc_rf_state_##SFX st)                             \
+    {                                                                                                                  \
+        y[i] = st.acc;                                                                                                 \
+        if (nz)                                                                                                        \
+            nz[i] = st.nz;                                                                                             \
+        if (aux)                                                                                                       \
+            aux[i] = st.aux;                                                                                           \
+    }                                                                                                                  \
+    /* The states of columns c0..c1 of output row o over positions [l0, l1)                                            \
+     * into st, each from the neutral state: on pass 0 the kind's, on pass 1                                           \
+     * log-sum-exp's sum of terms for the columns' maxima m. A sum's and a                                             \
+     * pass 1's states are kept as their accumulators alone, so that the                                               \
+     * loop over the columns vectorizes */                                                                             \
+    DC_INLINE void columns_walk_##SFX(int kind, int pass, const T *x, int64_t o, int64_t len, int64_t inner,           \
+                                      int64_t c0, int64_t c1, int64_t l0, int64_t l1, const T *m,                      \
+                                      dc_rf_state_##SFX *st)                                                           \
+    {                                                                                                                  \
+        const int64_t w = c1 - c0;                                                                                     \
+        const T *row = x + o * len * inner + c0;                                                                       \
+        for (int64_t c = 0; c < w; ++c)                                                                                \
+            st[c] = dc_rf_init_##SFX(pass ? DC_RK_SUM : kind);                                                         \
+        if (pass == 0 && kind != DC_RK_SUM) {                                                                          \
+            /* stepped in a local copy, which the compiler may keep in                                                 \
+             * registers: st may be the scratch */                                                                     \
+            dc_rf_state_##SFX here[kColumns];                                                                          \
+            for (int64_t c = 0; c < w; ++c)                                                                            \
+                here[c] = st[c];                                                                                       \
+            for (int64_t l = l0; l < l1; ++l)                                                                          \
+                for (int64_t c = 0; c < w; ++c)                                                                        \
+                    dc_rf_step_##SFX(kind, &here[c], row[l * inner + c], l);                                           \
+            for (int64_t c = 0; c < w; ++c)                                                                            \
+                st[c] = here[c];                                                                                       \
+            return;                                                                                                    \
+        }                                                                                                              \
+        dc_rf_wide_##SFX acc[kColumns];                                                                                \
+        for (int64_t c = 0; c < w; ++c)                                                                                \
+            acc[c] = st[c].acc;                                                                                        \
+        /* two loops, not one testing pass: a test inside is compiled as                                               \
+         * both branches computed and one kept */                                                                      \
+        if (pass)                                                                                                      \
+            for (int64_t l = l0; l < l1; ++l)                                                                          \
+                for (int64_t c = 0; c < w; ++c) {                                                                      \
+                    /* terms of maxima that need none add +0.0 to a sum                                                \
+                     * that starts at +0.0 and never goes below it */                                                  \
+                    const T v = row[l * inner + c];                                                                    \
+                    acc[c] += dc_rf_lse_sums_##SFX(m[c]) ? (dc_rf_wide_##SFX)dc_rf_lse_term_##SFX(v, m[c]) : 0.0;      \
+                }                                                                                                      \
+        else                                                                                                           \
+            for (int64_t l = l0; l < l1; ++l)                                                                          \
+                for (int64_t c = 0; c < w; ++c) {                                                                      \
+                    dc_rf_state_##SFX s = st[c];                                                                       \
+                    s.acc = acc[c];                                                                                    \
+                    dc_rf_step_##SFX(DC_RK_SUM, &s, row[l * inner + c], l);                                            \
+                    acc[c] = s.acc;                                                                                    \
+                }                                                                                                      \
+        for (int64_t c = 0; c < w; ++c)                                                                                \
+            st[c].acc = acc[c];                                                                                        \
+    }                                                                                                                  \
+    /* output row o, columns c0..c1 of the block, walked whole */                                                      \
     DC_INLINE void block_piece_##SFX(int kind, const T *x, int64_t o, int64_t len, int64_t inner, int64_t c0,          \
                                      int64_t c1, T *y, T *nz, int64_t *aux)                                            \
     {                                                                                                                  \
         dc_rf_state_##SFX st[kColumns];                                                                                \
         const int64_t w = c1 - c0;                                                                                     \
-        for (int64_t c = 0; c < w; ++c)                                                                                \
-            st[c] = dc_rf_init_##SFX(kind);                                                                            \
+        columns_walk_##SFX(kind, 0, x, o, len, inner, c0, c1, 0, len, NULL, st);                                       \
         const T *row = x + o * len * inner + c0;                                                                       \
-        for (int64_t l = 0; l < len; ++l)                                                                              \
-            for (int64_t c = 0; c < w; ++c)                                                                            \
-                dc_rf_step_##SFX(kind, &st[c], row[l * inner + c], l);                                                 \
         if (kind == DC_RK_LSE) {                                                                                       \
             for (int64_t c = 0; c < w; ++c) {                                                                          \
                 const T m = st[c].acc;                                                                                 \
@@ -115,11 +172,53 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
                 st[c].acc = dc_rf_lse_finish_##SFX(m, sum);                                                            \
             }                                                                                                          \
         }                                                                                                              \
-        for (int64_t c = 0; c < w; ++c) {                                                                              \
-            const int64_t out = o * inner + c0 + c;                                                                    \
-            y[out] = st[c].acc;                                                                                        \
-            nz[out] = st[c].nz;                                                                                        \
-            aux[out] = st[c].aux;                                                                                      \
+        for (int64_t c = 0; c < w; ++c)                                                                                \
+            store_##SFX(y, nz, aux, o * inner + c0 + c, st[c]);                                                        \
+    }                                                                                                                  \
+    /* piece p of a block whose columns are cut (dc_rk_column_cuts), pieces                                            \
+     * numbered by output row, then chunk of kColumns columns, then cut: its                                           \
+     * columns' states over the cut into part[cut * outputs + output] (pass                                            \
+     * 1: log-sum-exp's sums of terms, the outputs' maxima in y) */                                                    \
+    DC_INLINE void cut_piece_##SFX(int kind, int pass, const T *x, int64_t len, int64_t inner, int64_t cuts,           \
+                                   int64_t outputs, int64_t p, const T *y, dc_rf_state_##SFX *part)                    \
+    {                                                                                                                  \
+        const int64_t chunks = (inner + kColumns - 1) / kColumns, cut = p % cuts, q = p / cuts;                        \
+        const int64_t o = q / chunks, c0 = q % chunks * kColumns, c1 = c0 + kColumns < inner ? c0 + kColumns : inner;  \
+        const int64_t l0 = cut * DC_RK_COLUMN_CUT, l1 = l0 + DC_RK_COLUMN_CUT < len ? l0 + DC_RK_COLUMN_CUT : len;     \
+        columns_walk_##SFX(kind, pass, x, o, len, inner, c0, c1, l0, l1, y + o * inner + c0,                           \
+                           part + cut * outputs + o * inner + c0);                                                     \
+    }                                                                                                                  \
+    /* output i of a block whose columns are cut: its cuts' states combined                                            \
+     * in order; pass 0 its result, pass 1 log-sum-exp finished from its                                               \
+     * maximum (y) */                                                                                                  \
+    static void cut_combine_##SFX(int kind, int pass, int64_t i, int64_t cuts, int64_t outputs,                        \
+                                  const dc_rf_state_##SFX *part, T *y, T *nz, int64_t *aux)                            \
+    {                                                                                                                  \
+        dc_rf_state_##SFX st = part[i];                                                                                \
+        for (int64_t k = 1; k < cuts; ++k)                                                                             \
+            st = dc_rf_combine_##SFX(pass ? DC_RK_SUM : kind, st, part[k * outputs + i]);                              \
+        if (pass == 0)                                                                                                 \
+            store_##SFX(y, nz, aux, i, st);                                                                            \
+        else                                                                                                           \
+            y[i] = dc_rf_lse_finish_##SFX(y[i], (T)st.acc);                                                            \
+    }                                                                                                                  \
+    /* rows r0..r1 of a [rows, len] block of short rows, each walked in order */                                       \
+    DC_INLINE void short_rows_##SFX(int kind, const T *x, int64_t r0, int64_t r1, int64_t len, T *y, T *nz,            \
+                                    int64_t *aux)                                                                      \
+    {                                                                                                                  \
+        for (int64_t r = r0; r < r1; ++r) {                                                                            \
+            const T *row = x + r * len;                                                                                \
+            dc_rf_state_##SFX st = dc_rf_init_##SFX(kind);                                                             \
+            for (int64_t l = 0; l < len; ++l)                                                                          \
+                dc_rf_step_##SFX(kind, &st, row[l], l);                                                                \
+            if (kind == DC_RK_LSE) {                                                                                   \
+                const T m = st.acc;                                                                                    \
+                T sum = 0;                                                                                             \
+                for (int64_t l = 0; dc_rf_lse_sums_##SFX(m) && l < len; ++l)                                           \
+                    sum += dc_rf_lse_term_##SFX(row[l], m);                                                            \
+                st.acc = dc_rf_lse_finish_##SFX(m, sum);                                                               \
+            }                                                                                                          \
+            store_##SFX(y, nz, aux, r, st);                                                                            \
         }                                                                                                              \
     }                                                                                                                  \
     /* row r of a [rows, len] block (len at most kSplit) */                                                            \
@@ -130,9 +229,7 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
         if (kind == DC_RK_LSE)                                                                                         \
             st.acc = dc_rf_lse_finish_##SFX(                                                                           \
                 st.acc, dc_rf_lse_sums_##SFX(st.acc) ? dc_rk_lse_sum_##SFX(row, 0, len, st.acc) : (T)0);               \
-        y[r] = st.acc;                                                                                                 \
-        nz[r] = st.nz;                                                                                                 \
-        aux[r] = st.aux;                                                                                               \
+        store_##SFX(y, nz, aux, r, st);                                                                                \
     }                                                                                                                  \
     /* elements e0..e1 of the block's gradient */                                                                      \
     DC_INLINE void block_grad_##SFX(int kind, const T *x, int64_t len, int64_t inner, const T *y, const T *nz,         \
@@ -185,13 +282,10 @@ DEFINE_REDUCE_CPU(double, f64)
         dc_rf_state_##SFX st = part[r * splits];                                                                       \
         for (int64_t k = 1; k < splits; ++k)                                                                           \
             st = dc_rf_combine_##SFX(pass ? DC_RK_SUM : kind, st, part[r * splits + k]);                               \
-        if (pass == 0) {                                                                                               \
-            y[r] = st.acc;                                                                                             \
-            nz[r] = st.nz;                                                                                             \
-            aux[r] = st.aux;                                                                                           \
-        } else {                                                                                                       \
+        if (pass == 0)                                                                                                 \
+            store_##SFX(y, nz, aux, r, st);                                                                            \
+        else                                                                                                           \
             y[r] = dc_rf_lse_finish_##SFX(y[r], st.acc);                                                               \
-        }                                                                                                              \
     }
 DEFINE_SPLIT_CPU(float, f32)
 DEFINE_SPLIT_CPU(double, f64)
@@ -203,8 +297,9 @@ static int64_t splits_of(int64_t len, int64_t inner)
 
 size_t dc_cpu_reduce_scratch(int64_t outer, int64_t len, int64_t inner)
 {
-    const int64_t splits = splits_of(len, inner);
-    return splits > 1 ? (size_t)(outer * splits) * sizeof(dc_rf_state_f64) : 0;
+    const int64_t splits = splits_of(len, inner), cuts = dc_rk_column_cuts(outer, len, inner);
+    const int64_t states = splits > 1 ? outer * splits : cuts > 1 ? outer * inner * cuts : 0;
+    return (size_t)states * sizeof(dc_rf_state_f64);
 }
 
 static void reduce_split(const dc_ctx *ctx, int kind, dc_dtype dtype, const void *x, int64_t rows, int64_t len,
@@ -227,12 +322,38 @@ static void reduce_split(const dc_ctx *ctx, int kind, dc_dtype dtype, const void
     }
 }
 
+/* Columns cut (dc_rk_column_cuts): every cut of every chunk of kColumns
+ * columns a piece, then every output's cuts combined in order. */
+static void reduce_cut_columns(const dc_ctx *ctx, int kind, dc_dtype dtype, const void *x, int64_t outer, int64_t len,
+                               int64_t inner, int64_t cuts, void *y, void *nz, int64_t *aux, void *scratch)
+{
+    const int64_t outputs = outer * inner, pieces = outer * ((inner + kColumns - 1) / kColumns) * cuts;
+    const int n_threads = threads_for(ctx, outputs * len, pieces), out_threads = threads_for(ctx, outputs * cuts, outputs);
+    for (int pass = 0; pass < (kind == DC_RK_LSE ? 2 : 1); ++pass) {
+#pragma omp parallel for num_threads(n_threads) schedule(static)
+        for (int64_t p = 0; p < pieces; ++p) {
+            BY_DTYPE_KIND(dtype, kind, cut_piece, pass, x, len, inner, cuts, outputs, p, y, scratch);
+        }
+#pragma omp parallel for num_threads(out_threads) schedule(static)
+        for (int64_t i = 0; i < outputs; ++i) {
+            if (dtype == DC_F32)
+                cut_combine_f32(kind, pass, i, cuts, outputs, scratch, y, nz, aux);
+            else
+                cut_combine_f64(kind, pass, i, cuts, outputs, scratch, y, nz, aux);
+        }
+    }
+}
+
 void dc_cpu_reduce_block(const dc_ctx *ctx, int kind, dc_dtype dtype, const void *x, int64_t outer, int64_t len,
                          int64_t inner, void *y, void *nz, int64_t *aux, void *scratch)
 {
-    const int64_t splits = splits_of(len, inner);
+    const int64_t splits = splits_of(len, inner), cuts = dc_rk_column_cuts(outer, len, inner);
     if (splits > 1) {
         reduce_split(ctx, kind, dtype, x, outer, len, splits, y, nz, aux, scratch);
+        return;
+    }
+    if (cuts > 1) {
+        reduce_cut_columns(ctx, kind, dtype, x, outer, len, inner, cuts, y, nz, aux, scratch);
         return;
     }
     if (inner == 1 && len >= kShortRow) {
@@ -240,6 +361,17 @@ void dc_cpu_reduce_block(const dc_ctx *ctx, int kind, dc_dtype dtype, const void
 #pragma omp parallel for num_threads(n_threads) schedule(static)
         for (int64_t r = 0; r < outer; ++r) {
             BY_DTYPE_KIND(dtype, kind, row_piece, x, r, len, y, nz, aux);
+        }
+        return;
+    }
+    if (inner == 1) {
+        /* short rows, kColumns of them a piece */
+        const int64_t pieces = (outer + kColumns - 1) / kColumns;
+        const int n_threads = threads_for(ctx, outer * len, pieces);
+#pragma omp parallel for num_threads(n_threads) schedule(static)
+        for (int64_t p = 0; p < pieces; ++p) {
+            const int64_t r0 = p * kColumns, r1 = r0 + kColumns < outer ? r0 + kColumns : outer;
+            BY_DTYPE_KIND(dtype, kind, short_rows, x, r0, r1, len, y, nz, aux);
         }
         return;
     }

@@ -11,13 +11,14 @@
 #include "ops_internal.h"
 
 /* The bytes of host scratch memory dc_cpu_reduce_block needs for this
- * block (0: none): rows long enough to be cut into pieces keep the
- * pieces' states there. */
+ * block (0: none): rows long enough to be cut into pieces, and few columns
+ * long enough to be cut (reduce_kinds.h), keep the pieces' states there. */
 size_t dc_cpu_reduce_scratch(int64_t outer, int64_t len, int64_t inner);
 
 /* Reduces the contiguous [outer, len, inner] block x along len into y
  * ([outer, inner]), with what the adjoint needs per output in nz (dtype)
- * and aux (see reduce_formulas.h); scratch: dc_cpu_reduce_scratch bytes. */
+ * and aux (see reduce_formulas.h; either may be NULL where no adjoint reads
+ * it, as for a sum); scratch: dc_cpu_reduce_scratch bytes. */
 void dc_cpu_reduce_block(const dc_ctx *ctx, int kind, dc_dtype dtype, const void *x, int64_t outer, int64_t len,
                          int64_t inner, void *y, void *nz, int64_t *aux, void *scratch);
 
