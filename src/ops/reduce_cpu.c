@@ -107,9 +107,11 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
     }                                                                                                                  \
     /* The states of columns c0..c1 of output row o over positions [l0, l1)                                            \
      * into st, each from the neutral state: on pass 0 the kind's, on pass 1                                           \
-     * log-sum-exp's sum of terms for the columns' maxima m. A sum's and a                                             \
-     * pass 1's states are kept as their accumulators alone, so that the                                               \
-     * loop over the columns vectorizes */                                                                             \
+     * log-sum-exp's sum of terms for the columns' maxima m. The columns are                                           \
+     * lanes, their states kept by field and stepped without a branch                                                  \
+     * (reduce_cpu_kernels.h's lanes: a zero counted by adding 1 or 0, a new                                           \
+     * winner taken by a select), so that the loop over them vectorizes; the                                           \
+     * same bits as reduce_formulas.h's steps */                                                                       \
     DC_INLINE void columns_walk_##SFX(int kind, int pass, const T *x, int64_t o, int64_t len, int64_t inner,           \
                                       int64_t c0, int64_t c1, int64_t l0, int64_t l1, const T *m,                      \
                                       dc_rf_state_##SFX *st)                                                           \
@@ -118,25 +120,13 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
         const T *row = x + o * len * inner + c0;                                                                       \
         for (int64_t c = 0; c < w; ++c)                                                                                \
             st[c] = dc_rf_init_##SFX(pass ? DC_RK_SUM : kind);                                                         \
-        if (pass == 0 && kind != DC_RK_SUM) {                                                                          \
-            /* stepped in a local copy, which the compiler may keep in                                                 \
-             * registers: st may be the scratch */                                                                     \
-            dc_rf_state_##SFX here[kColumns];                                                                          \
-            for (int64_t c = 0; c < w; ++c)                                                                            \
-                here[c] = st[c];                                                                                       \
-            for (int64_t l = l0; l < l1; ++l)                                                                          \
-                for (int64_t c = 0; c < w; ++c)                                                                        \
-                    dc_rf_step_##SFX(kind, &here[c], row[l * inner + c], l);                                           \
-            for (int64_t c = 0; c < w; ++c)                                                                            \
-                st[c] = here[c];                                                                                       \
+        if (l1 <= l0)                                                                                                  \
             return;                                                                                                    \
-        }                                                                                                              \
-        dc_rf_wide_##SFX acc[kColumns];                                                                                \
-        for (int64_t c = 0; c < w; ++c)                                                                                \
-            acc[c] = st[c].acc;                                                                                        \
-        /* two loops, not one testing pass: a test inside is compiled as                                               \
-         * both branches computed and one kept */                                                                      \
-        if (pass)                                                                                                      \
+        dc_rf_wide_##SFX acc[kColumns], nz[kColumns], zeros[kColumns];                                                 \
+        int64_t at[kColumns];                                                                                          \
+        if (pass) {                                                                                                    \
+            for (int64_t c = 0; c < w; ++c)                                                                            \
+                acc[c] = st[c].acc;                                                                                    \
             for (int64_t l = l0; l < l1; ++l)                                                                          \
                 for (int64_t c = 0; c < w; ++c) {                                                                      \
                     /* terms of maxima that need none add +0.0 to a sum                                                \
@@ -144,16 +134,52 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
                     const T v = row[l * inner + c];                                                                    \
                     acc[c] += dc_rf_lse_sums_##SFX(m[c]) ? (dc_rf_wide_##SFX)dc_rf_lse_term_##SFX(v, m[c]) : 0.0;      \
                 }                                                                                                      \
-        else                                                                                                           \
+            for (int64_t c = 0; c < w; ++c)                                                                            \
+                st[c].acc = acc[c];                                                                                    \
+        } else if (kind == DC_RK_SUM || kind == DC_RK_PROD) {                                                          \
+            for (int64_t c = 0; c < w; ++c) {                                                                          \
+                acc[c] = st[c].acc;                                                                                    \
+                nz[c] = st[c].nz;                                                                                      \
+                zeros[c] = 0;                                                                                          \
+            }                                                                                                          \
             for (int64_t l = l0; l < l1; ++l)                                                                          \
-                for (int64_t c = 0; c < w; ++c) {                                                                      \
-                    dc_rf_state_##SFX s = st[c];                                                                       \
-                    s.acc = acc[c];                                                                                    \
-                    dc_rf_step_##SFX(DC_RK_SUM, &s, row[l * inner + c], l);                                            \
-                    acc[c] = s.acc;                                                                                    \
+                _Pragma("omp simd") for (int64_t c = 0; c < w; ++c)                                                    \
+                {                                                                                                      \
+                    const dc_rf_wide_##SFX v = row[l * inner + c];                                                     \
+                    if (kind == DC_RK_SUM) {                                                                           \
+                        acc[c] += v;                                                                                   \
+                    } else {                                                                                           \
+                        const dc_rf_wide_##SFX z = (dc_rf_wide_##SFX)(v == 0);                                         \
+                        acc[c] *= v;                                                                                   \
+                        nz[c] *= v + z;                                                                                \
+                        zeros[c] += z;                                                                                 \
+                    }                                                                                                  \
                 }                                                                                                      \
-        for (int64_t c = 0; c < w; ++c)                                                                                \
-            st[c].acc = acc[c];                                                                                        \
+            for (int64_t c = 0; c < w; ++c) {                                                                          \
+                st[c].acc = acc[c];                                                                                    \
+                st[c].nz = nz[c];                                                                                      \
+                st[c].aux = (int64_t)zeros[c];                                                                         \
+            }                                                                                                          \
+        } else {                                                                                                       \
+            /* each column's winner, from its first element on */                                                     \
+            T best[kColumns];                                                                                          \
+            for (int64_t c = 0; c < w; ++c) {                                                                          \
+                best[c] = row[l0 * inner + c];                                                                         \
+                at[c] = l0;                                                                                            \
+            }                                                                                                          \
+            for (int64_t l = l0 + 1; l < l1; ++l)                                                                      \
+                _Pragma("omp simd") for (int64_t c = 0; c < w; ++c)                                                    \
+                {                                                                                                      \
+                    const T v = row[l * inner + c];                                                                    \
+                    const bool take = dc_rk_takes_##SFX(kind, v, best[c]);                                             \
+                    best[c] = take ? v : best[c];                                                                      \
+                    at[c] = take ? l : at[c];                                                                          \
+                }                                                                                                      \
+            for (int64_t c = 0; c < w; ++c) {                                                                          \
+                st[c].acc = best[c];                                                                                   \
+                st[c].aux = at[c];                                                                                     \
+            }                                                                                                          \
+        }                                                                                                              \
     }                                                                                                                  \
     /* output row o, columns c0..c1 of the block, walked whole */                                                      \
     DC_INLINE void block_piece_##SFX(int kind, const T *x, int64_t o, int64_t len, int64_t inner, int64_t c0,          \
@@ -164,13 +190,19 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
         columns_walk_##SFX(kind, 0, x, o, len, inner, c0, c1, 0, len, NULL, st);                                       \
         const T *row = x + o * len * inner + c0;                                                                       \
         if (kind == DC_RK_LSE) {                                                                                       \
+            /* each column's sum of terms in T, in order, as CUDA's thread                                             \
+             * per column adds them; the columns side by side. A maximum                                               \
+             * that needs no terms adds +0 to a sum that stays +0 */                                                   \
+            T m[kColumns], sum[kColumns];                                                                              \
             for (int64_t c = 0; c < w; ++c) {                                                                          \
-                const T m = st[c].acc;                                                                                 \
-                T sum = 0;                                                                                             \
-                for (int64_t l = 0; dc_rf_lse_sums_##SFX(m) && l < len; ++l)                                           \
-                    sum += dc_rf_lse_term_##SFX(row[l * inner + c], m);                                                \
-                st[c].acc = dc_rf_lse_finish_##SFX(m, sum);                                                            \
+                m[c] = (T)st[c].acc;                                                                                   \
+                sum[c] = 0;                                                                                            \
             }                                                                                                          \
+            for (int64_t l = 0; l < len; ++l)                                                                          \
+                for (int64_t c = 0; c < w; ++c)                                                                        \
+                    sum[c] += dc_rf_lse_sums_##SFX(m[c]) ? dc_rf_lse_term_##SFX(row[l * inner + c], m[c]) : (T)0;      \
+            for (int64_t c = 0; c < w; ++c)                                                                            \
+                st[c].acc = dc_rf_lse_finish_##SFX(m[c], sum[c]);                                                      \
         }                                                                                                              \
         for (int64_t c = 0; c < w; ++c)                                                                                \
             store_##SFX(y, nz, aux, o * inner + c0 + c, st[c]);                                                        \
