@@ -105,19 +105,18 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
         if (aux)                                                                                                       \
             aux[i] = st.aux;                                                                                           \
     }                                                                                                                  \
-    /* The states of columns c0..c1 of output row o over positions [l0, l1)                                            \
-     * into st, each from the neutral state: on pass 0 the kind's, on pass 1                                           \
-     * log-sum-exp's sum of terms for the columns' maxima m. The columns are                                           \
-     * lanes, their states kept by field and stepped without a branch                                                  \
-     * (reduce_cpu_kernels.h's lanes: a zero counted by adding 1 or 0, a new                                           \
-     * winner taken by a select), so that the loop over them vectorizes; the                                           \
-     * same bits as reduce_formulas.h's steps */                                                                       \
-    DC_INLINE void columns_walk_##SFX(int kind, int pass, const T *x, int64_t o, int64_t len, int64_t inner,           \
-                                      int64_t c0, int64_t c1, int64_t l0, int64_t l1, const T *m,                      \
-                                      dc_rf_state_##SFX *st)                                                           \
+    /* The states of w lanes over positions [l0, l1) into st, lane c's                                                 \
+     * element at position l at x[c * ls + l * es] (columns: ls 1, es the                                              \
+     * block's inner; short rows: ls the row length, es 1), each from the                                              \
+     * neutral state: on pass 0 the kind's, on pass 1 log-sum-exp's sum of                                             \
+     * terms for the lanes' maxima m. The lanes' states are kept by field                                              \
+     * and stepped without a branch (reduce_cpu_kernels.h's lanes: a zero                                              \
+     * counted by adding 1 or 0, a new winner taken by a select), so that the                                          \
+     * loop over the lanes vectorizes; the same bits as reduce_formulas.h's                                            \
+     * steps in order */                                                                                               \
+    DC_INLINE void lanes_walk_##SFX(int kind, int pass, const T *x, int64_t w, int64_t ls, int64_t es, int64_t l0,     \
+                                    int64_t l1, const T *m, dc_rf_state_##SFX *st)                                     \
     {                                                                                                                  \
-        const int64_t w = c1 - c0;                                                                                     \
-        const T *row = x + o * len * inner + c0;                                                                       \
         for (int64_t c = 0; c < w; ++c)                                                                                \
             st[c] = dc_rf_init_##SFX(pass ? DC_RK_SUM : kind);                                                         \
         if (l1 <= l0)                                                                                                  \
@@ -131,7 +130,7 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
                 for (int64_t c = 0; c < w; ++c) {                                                                      \
                     /* terms of maxima that need none add +0.0 to a sum                                                \
                      * that starts at +0.0 and never goes below it */                                                  \
-                    const T v = row[l * inner + c];                                                                    \
+                    const T v = x[c * ls + l * es];                                                                    \
                     acc[c] += dc_rf_lse_sums_##SFX(m[c]) ? (dc_rf_wide_##SFX)dc_rf_lse_term_##SFX(v, m[c]) : 0.0;      \
                 }                                                                                                      \
             for (int64_t c = 0; c < w; ++c)                                                                            \
@@ -145,7 +144,7 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
             for (int64_t l = l0; l < l1; ++l)                                                                          \
                 _Pragma("omp simd") for (int64_t c = 0; c < w; ++c)                                                    \
                 {                                                                                                      \
-                    const dc_rf_wide_##SFX v = row[l * inner + c];                                                     \
+                    const dc_rf_wide_##SFX v = x[c * ls + l * es];                                                     \
                     if (kind == DC_RK_SUM) {                                                                           \
                         acc[c] += v;                                                                                   \
                     } else {                                                                                           \
@@ -164,13 +163,13 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
             /* each column's winner, from its first element on */                                                     \
             T best[kColumns];                                                                                          \
             for (int64_t c = 0; c < w; ++c) {                                                                          \
-                best[c] = row[l0 * inner + c];                                                                         \
+                best[c] = x[c * ls + l0 * es];                                                                         \
                 at[c] = l0;                                                                                            \
             }                                                                                                          \
             for (int64_t l = l0 + 1; l < l1; ++l)                                                                      \
                 _Pragma("omp simd") for (int64_t c = 0; c < w; ++c)                                                    \
                 {                                                                                                      \
-                    const T v = row[l * inner + c];                                                                    \
+                    const T v = x[c * ls + l * es];                                                                    \
                     const bool take = dc_rk_takes_##SFX(kind, v, best[c]);                                             \
                     best[c] = take ? v : best[c];                                                                      \
                     at[c] = take ? l : at[c];                                                                          \
@@ -187,7 +186,7 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
     {                                                                                                                  \
         dc_rf_state_##SFX st[kColumns];                                                                                \
         const int64_t w = c1 - c0;                                                                                     \
-        columns_walk_##SFX(kind, 0, x, o, len, inner, c0, c1, 0, len, NULL, st);                                       \
+        lanes_walk_##SFX(kind, 0, x + o * len * inner + c0, c1 - c0, 1, inner, 0, len, NULL, st);                      \
         const T *row = x + o * len * inner + c0;                                                                       \
         if (kind == DC_RK_LSE) {                                                                                       \
             /* each column's sum of terms in T, in order, as CUDA's thread                                             \
@@ -217,8 +216,8 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
         const int64_t chunks = (inner + kColumns - 1) / kColumns, cut = p % cuts, q = p / cuts;                        \
         const int64_t o = q / chunks, c0 = q % chunks * kColumns, c1 = c0 + kColumns < inner ? c0 + kColumns : inner;  \
         const int64_t l0 = cut * DC_RK_COLUMN_CUT, l1 = l0 + DC_RK_COLUMN_CUT < len ? l0 + DC_RK_COLUMN_CUT : len;     \
-        columns_walk_##SFX(kind, pass, x, o, len, inner, c0, c1, l0, l1, y + o * inner + c0,                           \
-                           part + cut * outputs + o * inner + c0);                                                     \
+        lanes_walk_##SFX(kind, pass, x + o * len * inner + c0, c1 - c0, 1, inner, l0, l1, y + o * inner + c0,          \
+                         part + cut * outputs + o * inner + c0);                                                       \
     }                                                                                                                  \
     /* output i of a block whose columns are cut: its cuts' states combined                                            \
      * in order; pass 0 its result, pass 1 log-sum-exp finished from its                                               \
@@ -234,23 +233,23 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
         else                                                                                                           \
             y[i] = dc_rf_lse_finish_##SFX(y[i], (T)st.acc);                                                            \
     }                                                                                                                  \
-    /* rows r0..r1 of a [rows, len] block of short rows, each walked in order */                                       \
+    /* rows r0..r1 (at most kColumns) of a [rows, len] block of short rows,                                            \
+     * each walked in order: the rows the lanes */                                                                     \
     DC_INLINE void short_rows_##SFX(int kind, const T *x, int64_t r0, int64_t r1, int64_t len, T *y, T *nz,            \
                                     int64_t *aux)                                                                      \
     {                                                                                                                  \
+        dc_rf_state_##SFX st[kColumns];                                                                                \
+        lanes_walk_##SFX(kind, 0, x + r0 * len, r1 - r0, len, 1, 0, len, NULL, st);                                    \
         for (int64_t r = r0; r < r1; ++r) {                                                                            \
             const T *row = x + r * len;                                                                                \
-            dc_rf_state_##SFX st = dc_rf_init_##SFX(kind);                                                             \
-            for (int64_t l = 0; l < len; ++l)                                                                          \
-                dc_rf_step_##SFX(kind, &st, row[l], l);                                                                \
             if (kind == DC_RK_LSE) {                                                                                   \
-                const T m = st.acc;                                                                                    \
+                const T m = (T)st[r - r0].acc;                                                                         \
                 T sum = 0;                                                                                             \
                 for (int64_t l = 0; dc_rf_lse_sums_##SFX(m) && l < len; ++l)                                           \
                     sum += dc_rf_lse_term_##SFX(row[l], m);                                                            \
-                st.acc = dc_rf_lse_finish_##SFX(m, sum);                                                               \
+                st[r - r0].acc = dc_rf_lse_finish_##SFX(m, sum);                                                       \
             }                                                                                                          \
-            store_##SFX(y, nz, aux, r, st);                                                                            \
+            store_##SFX(y, nz, aux, r, st[r - r0]);                                                                    \
         }                                                                                                              \
     }                                                                                                                  \
     /* row r of a [rows, len] block (len at most kSplit) */                                                            \
