@@ -5,6 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "axes.h"
 #include "backward.h"
 #include "reduce_cpu.h"
@@ -96,6 +100,76 @@ static dc_tensor *reduce(dc_tape *tape, const char *op, dc_tensor *x, int n_axes
     return y;
 }
 
+/* The sum's adjoint on the CPU where the reduced axes are one run of x and
+ * x's first gradient is assigned and contiguous: gx, x's [outer, len,
+ * inner] block, gets gy ([outer, inner]) times scale repeated along len,
+ * each value rounded as DC_K_AFFINE rounds gy * scale + 0 (the same bits).
+ * Written in runs, each thread its share of the block's rows, where the
+ * loop engine staged every row of a short inner axis through a tile. */
+#define DEFINE_SUM_ADJOINT(T, SFX)                                                                                     \
+    static void sum_adjoint_##SFX(int n_threads, const T *g, T scale, int64_t outer, int64_t len, int64_t inner,       \
+                                  T *gx)                                                                               \
+    {                                                                                                                  \
+        const int64_t rows = outer * len;                                                                              \
+        _Pragma("omp parallel num_threads(n_threads)")                                                                 \
+        {                                                                                                              \
+            const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();                                        \
+            const int64_t r1 = rows * (t + 1) / nt;                                                                    \
+            int64_t r = rows * t / nt, o = len ? r / len : 0;                                                          \
+            for (; r < r1; ++o) {                                                                                      \
+                /* the rows of output row o in this share: one value each                                              \
+                 * where inner is 1, else a copy of gy's row o */                                                      \
+                const int64_t end = (o + 1) * len < r1 ? (o + 1) * len : r1;                                           \
+                const T *gr = g + o * inner;                                                                           \
+                if (inner == 1) {                                                                                      \
+                    const T v = gr[0] * scale + (T)0;                                                                  \
+                    for (int64_t i = r; i < end; ++i)                                                                  \
+                        gx[i] = v;                                                                                     \
+                } else {                                                                                               \
+                    for (int64_t i = r; i < end; ++i)                                                                  \
+                        for (int64_t c = 0; c < inner; ++c)                                                            \
+                            gx[i * inner + c] = gr[c] * scale + (T)0;                                                  \
+                }                                                                                                      \
+                r = end;                                                                                               \
+            }                                                                                                          \
+        }                                                                                                              \
+    }
+DEFINE_SUM_ADJOINT(float, f32)
+DEFINE_SUM_ADJOINT(double, f64)
+
+/* dc_sum_backward's direct path, where it applies (see sum_adjoint). */
+static bool sum_adjoint_direct(dc_tape *tape, dc_tensor *x, const dc_tensor *g, unsigned axes, double scale,
+                               dc_status *st)
+{
+    int first = -1, last = -1;
+    for (int d = 0; d < x->ndim; ++d)
+        if ((axes >> d) & 1u) {
+            if (first < 0)
+                first = d;
+            else if (last != d - 1)
+                return false; /* not one run */
+            last = d;
+        }
+    if (first < 0)
+        return false;
+    dc_write_mode mode;
+    *st = dc_grad_prepare(tape, x, &mode);
+    if (*st != DC_OK)
+        return true;
+    if (mode != DC_WRITE_ASSIGN || !dc_tensor_is_contiguous(x->grad))
+        return false;
+    int64_t outer = 1, len = 1, inner = 1;
+    for (int d = 0; d < x->ndim; ++d)
+        *(d < first ? &outer : d <= last ? &len : &inner) *= x->shape[d];
+    const int n_threads = x->numel > 32768 ? tape->ctx->cpu.num_threads : 1;
+    if (x->dtype == DC_F32)
+        sum_adjoint_f32(n_threads, g->data, (float)scale, outer, len, inner, x->grad->data);
+    else
+        sum_adjoint_f64(n_threads, g->data, scale, outer, len, inner, x->grad->data);
+    dc_grad_done(x);
+    return true;
+}
+
 dc_status dc_sum_backward(dc_tape *tape, dc_node *node)
 {
     dc_tensor *x = node->in[0];
@@ -122,6 +196,9 @@ dc_status dc_sum_backward(dc_tape *tape, dc_node *node)
             return DC_OK;
         }
     }
+    dc_status st = DC_OK;
+    if (!tape->ctx->cuda && g->numel > 1 && sum_adjoint_direct(tape, x, g, node->as.sum.axes, node->as.sum.scale, &st))
+        return st;
     dc_tensor gkeep = *g;
     gkeep.ndim = x->ndim;
     for (int d = 0; d < x->ndim; ++d)
