@@ -142,9 +142,9 @@ int main(int argc, char **argv)
             double primal, gradient;
             bench_step_medians(&step, reps, &primal, &gradient);
             const double gbs = 4.0 * (double)used / primal / 1e9;
-            printf("| %s | [%lld, %lld] | %d | %.3f | %.3f | %.2f | %.1f | %.0f |\n", ops[op].name,
-                   (long long)shape[0], (long long)shape[1], shapes[s].axis, primal * 1e3, gradient * 1e3,
-                   gradient / primal, gbs, 100.0 * gbs / copy);
+            printf("| %s | [%lld, %lld] | %d | %.3f | %.3f | %.2f | %.1f | %.0f |\n", ops[op].name, (long long)shape[0],
+                   (long long)shape[1], shapes[s].axis, primal * 1e3, gradient * 1e3, gradient / primal, gbs,
+                   100.0 * gbs / copy);
             fflush(stdout);
         }
         dc_tape_reset(tape);

@@ -662,7 +662,7 @@ static void test_long_columns(void **state)
                 assert_close(&r.y[o * kInner + c], &want, 1, 1e-12, op == R_MAX || op == R_MIN ? 0 : 1e-12, what);
                 for (int64_t l = 0; l < kLen; ++l) {
                     const double el = e[l * kInner];
-                    const double g = sums         ? (op == N_REDUCE ? 1.0 : 1.0 / kLen)
+                    const double g = sums           ? (op == N_REDUCE ? 1.0 : 1.0 / kLen)
                                      : op == R_PROD ? (zeros ? (el == 0 ? nz : 0) : nz / el)
                                      : op == R_LSE  ? exp(el - want)
                                                     : (l == win ? 1 : 0);

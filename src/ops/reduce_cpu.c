@@ -160,7 +160,7 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
                 st[c].aux = (int64_t)zeros[c];                                                                         \
             }                                                                                                          \
         } else {                                                                                                       \
-            /* each column's winner, from its first element on */                                                     \
+            /* each lane's winner, from its first element on */                                                       \
             T best[kColumns];                                                                                          \
             for (int64_t c = 0; c < w; ++c) {                                                                          \
                 best[c] = x[c * ls + l0 * es];                                                                         \
@@ -359,7 +359,8 @@ static void reduce_cut_columns(const dc_ctx *ctx, int kind, dc_dtype dtype, cons
                                int64_t inner, int64_t cuts, void *y, void *nz, int64_t *aux, void *scratch)
 {
     const int64_t outputs = outer * inner, pieces = outer * ((inner + kColumns - 1) / kColumns) * cuts;
-    const int n_threads = threads_for(ctx, outputs * len, pieces), out_threads = threads_for(ctx, outputs * cuts, outputs);
+    const int n_threads = threads_for(ctx, outputs * len, pieces);
+    const int out_threads = threads_for(ctx, outputs * cuts, outputs);
     for (int pass = 0; pass < (kind == DC_RK_LSE ? 2 : 1); ++pass) {
 #pragma omp parallel for num_threads(n_threads) schedule(static)
         for (int64_t p = 0; p < pieces; ++p) {
