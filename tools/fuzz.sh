@@ -15,7 +15,8 @@ target and any crash; exits 1 if a target crashed (or timed out, or leaked).
 
 options:
   --build DIR       build folder (default: build-fuzz)
-  --targets "A B"   the targets to run (default: "fuzz_ops fuzz_checkpoint")
+  --targets "A B"   the targets to run (default: "fuzz_ops fuzz_checkpoint
+                    fuzz_reductions")
   --known           do not fuzz: run every reproducer in tests/fuzz/known/ and
                     say which still fail (exits 1 if any does)
   --timeout S       seconds one input may take before it counts as a hang
@@ -33,7 +34,7 @@ EOF
 
 seconds=60
 build=build-fuzz
-targets="fuzz_ops fuzz_checkpoint"
+targets="fuzz_ops fuzz_checkpoint fuzz_reductions"
 replay_known=0
 timeout=30
 jobs=2
@@ -56,6 +57,9 @@ case $build in /*) ;; *) build="$root/$build" ;; esac
 
 command -v clang >/dev/null 2>&1 || { echo "tools/fuzz.sh: clang is needed (libFuzzer is part of it)" >&2; exit 2; }
 
+# The replay needs every target that has a reproducer.
+[ $replay_known = 1 ] && targets="fuzz_ops fuzz_checkpoint fuzz_reductions"
+
 echo "+ configure and build $build"
 CC=clang cmake -S . -B "$build" -DDC_FUZZ=ON -DDC_CUDA=OFF -DDC_BUILD_TESTS=OFF \
     -DDC_BUILD_BENCH=OFF -DDC_BUILD_DEMO=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -73,6 +77,7 @@ if [ $replay_known = 1 ]; then
         case $name in
         README.md) continue ;;
         ckpt-*) target=fuzz_checkpoint ;;
+        red-*) target=fuzz_reductions ;;
         *) target=fuzz_ops ;;
         esac
         log="$build/fuzz-logs/known-$name.log"

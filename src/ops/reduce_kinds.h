@@ -14,9 +14,9 @@ enum { DC_RK_SUM, DC_RK_PROD, DC_RK_MAX, DC_RK_MIN, DC_RK_LSE };
  * combined in ascending order. The CPU and CUDA both, so that a few long
  * columns (a tall matrix of a few columns reduced over its rows) spread over
  * threads, and the order of the operations follows from the shape alone.
- * Many columns are not cut: they give the threads enough work as they are,
- * and a walk that restarts at every cut is slower for the products, maxima
- * and minima. */
+ * Many columns are not cut: they give the threads enough work as they are
+ * (and cut, they were slower for the products and maxima when their steps
+ * still branched; bench/RESULTS.md). */
 enum { DC_RK_COLUMN_CUT = 2048, DC_RK_FEW_COLUMNS = 256 };
 
 /* The cuts of each column of such a block: 1 where its columns are not cut. */
