@@ -650,6 +650,29 @@ void dc_cpu_segment_reduce_grad(const dc_ctx *ctx, int kind, dc_dtype dtype, con
 DEFINE_WINNERS_CPU(float, f32)
 DEFINE_WINNERS_CPU(double, f64)
 
+/* Rows of at most kDenseRow elements have their winners close together: a
+ * gradient filled with zeros (streamed past the cache where it is large)
+ * and then added to at every winner reads most of its lines back. Such
+ * rows are written in one pass instead, each row's zeros and its winner's
+ * adjoint (0 + gy, the add's bits). */
+enum { kDenseRow = 64 };
+
+#define DEFINE_WINNER_ROWS_CPU(T, SFX)                                                                                 \
+    static void winner_rows_##SFX(const dc_ctx *ctx, int64_t rows, int64_t len, const int64_t *aux, const T *gy, T *g) \
+    {                                                                                                                  \
+        const int n_threads = threads_for(ctx, rows * len, rows);                                                      \
+        _Pragma("omp parallel for num_threads(n_threads) schedule(static)") for (int64_t r = 0; r < rows; ++r)         \
+        {                                                                                                              \
+            T *row = g + r * len;                                                                                      \
+            for (int64_t l = 0; l < len; ++l)                                                                          \
+                row[l] = (T)0;                                                                                         \
+            if (aux[r] >= 0)                                                                                           \
+                row[aux[r]] = (T)0 + gy[r];                                                                            \
+        }                                                                                                              \
+    }
+DEFINE_WINNER_ROWS_CPU(float, f32)
+DEFINE_WINNER_ROWS_CPU(double, f64)
+
 void dc_cpu_add_winners_grad(dc_dtype dtype, int64_t outer, int64_t inner, int64_t o_stride, const int64_t *aux,
                              const void *gy, void *g)
 {
@@ -684,6 +707,15 @@ dc_status dc_cpu_winners_grad(dc_tape *tape, dc_tensor *x, int64_t outer, int64_
     const dc_status st = dc_grad_prepare(tape, x, &mode);
     if (st != DC_OK || !dc_tensor_is_contiguous(x->grad))
         return st;
+    if (mode == DC_WRITE_ASSIGN && inner == 1 && o_stride > 0 && o_stride <= kDenseRow && outer * o_stride == x->numel) {
+        if (x->dtype == DC_F32)
+            winner_rows_f32(tape->ctx, outer, o_stride, aux, gy, x->grad->data);
+        else
+            winner_rows_f64(tape->ctx, outer, o_stride, aux, gy, x->grad->data);
+        dc_grad_done(x);
+        *done = true;
+        return DC_OK;
+    }
     if (mode == DC_WRITE_ASSIGN) /* the zeros and the winners in one pass, not a zero-fill then an add */
         dc_cpu_fill(tape->ctx, x->dtype, x->grad->data, x->numel, 0.0);
     dc_cpu_add_winners_grad(x->dtype, outer, inner, o_stride, aux, gy, x->grad->data);
