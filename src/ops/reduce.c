@@ -100,6 +100,18 @@ static dc_tensor *reduce(dc_tape *tape, const char *op, dc_tensor *x, int n_axes
     return y;
 }
 
+/* The calling thread's number in its team, and the team's size. */
+static void thread_in_team(int64_t *t, int64_t *nt)
+{
+#ifdef _OPENMP
+    *t = omp_get_thread_num();
+    *nt = omp_get_num_threads();
+#else
+    *t = 0;
+    *nt = 1;
+#endif
+}
+
 /* The sum's adjoint on the CPU where the reduced axes are one run of x and
  * x's first gradient is assigned and contiguous: gx, x's [outer, len,
  * inner] block, gets gy ([outer, inner]) times scale repeated along len,
@@ -113,7 +125,8 @@ static dc_tensor *reduce(dc_tape *tape, const char *op, dc_tensor *x, int n_axes
         const int64_t rows = outer * len;                                                                              \
         _Pragma("omp parallel num_threads(n_threads)")                                                                 \
         {                                                                                                              \
-            const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();                                        \
+            int64_t t, nt;                                                                                             \
+            thread_in_team(&t, &nt);                                                                                   \
             const int64_t r1 = rows * (t + 1) / nt;                                                                    \
             int64_t r = rows * t / nt, o = len ? r / len : 0;                                                          \
             for (; r < r1; ++o) {                                                                                      \

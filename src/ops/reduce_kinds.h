@@ -11,9 +11,11 @@ enum { DC_RK_SUM, DC_RK_PROD, DC_RK_MAX, DC_RK_MIN, DC_RK_LSE };
  * walked in cuts: fewer than DC_RK_FEW_COLUMNS of them (outer * inner)
  * and longer than DC_RK_COLUMN_CUT positions, in cuts of that many
  * positions, each cut's state from the neutral one, the cuts' states then
- * combined in ascending order. The CPU and CUDA both, so that a few long
- * columns (a tall matrix of a few columns reduced over its rows) spread over
- * threads, and the order of the operations follows from the shape alone.
+ * combined in ascending order. The CPU's reductions and CUDA's (where a sum
+ * and a mean go through the loop engine instead: their bits are not the
+ * CPU's), so that a few long columns (a tall matrix of a few columns reduced
+ * over its rows) spread over threads, and the order of the operations
+ * follows from the shape alone.
  * Many columns are not cut: they give the threads enough work as they are
  * (and cut, they were slower for the products and maxima when their steps
  * still branched; bench/RESULTS.md). */

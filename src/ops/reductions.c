@@ -45,7 +45,7 @@ static dc_tensor *reduce(dc_tape *tape, const char *fn, dc_op op, dc_tensor *x, 
         return NULL;
     const int kind = kind_of(op);
     if (ctx->cuda) {
-        /* long rows go in pieces, whose states the device keeps here */
+        /* long rows and few long columns go in pieces, whose states the device keeps here */
         const size_t bytes = dc_cuda_reduce_scratch(ax->outer, ax->len, ax->inner);
         void *scratch = bytes ? dc_tape_alloc_data(tape, bytes) : NULL;
         if ((bytes && !scratch) || dc_cuda_reduce_block(ctx, kind, x->dtype, block->data, ax->outer, ax->len, ax->inner,
