@@ -59,24 +59,6 @@ static dc_tensor *run_case(dc_tape *tape, const void *arg)
 
 static const dc_tensor *seed_of(const void *arg) { return ((const axis_case *)arg)->ones; }
 
-/* One copy of the input (dc_tensor_copy), timed as an iteration is. */
-typedef struct timed_copy {
-    dc_ctx *ctx;
-    dc_tensor *dst;
-    const dc_tensor *src;
-} timed_copy;
-
-static double copy_timed(void *arg)
-{
-    const timed_copy *t = arg;
-    if (dc_ctx_synchronize(t->ctx) != DC_OK)
-        die(t->ctx, "synchronize");
-    const double t0 = bench_now();
-    if (dc_tensor_copy(t->dst, t->src) != DC_OK || dc_ctx_synchronize(t->ctx) != DC_OK)
-        die(t->ctx, "copy");
-    return bench_now() - t0;
-}
-
 static void usage(FILE *f)
 {
     fprintf(f, "usage: bench_axes [--device cpu|cuda] [--n N (10000000)] [--reps N (15)] [--ops name,...]\nops:");
@@ -119,11 +101,10 @@ int main(int argc, char **argv)
     if (!v)
         die(NULL, "out of host memory");
     bench_fill_uniform(v, n, 0.999f, 1.001f, 5);
-    dc_tensor *flat = dc_tensor_from_host(ctx, DC_F32, 1, &n, v), *dst = dc_tensor_new(ctx, DC_F32, 1, &n);
-    if (!flat || !dst)
+    dc_tensor *flat = dc_tensor_from_host(ctx, DC_F32, 1, &n, v);
+    if (!flat)
         die(ctx, "inputs");
-    timed_copy tc = {ctx, dst, flat};
-    const double copy = 8.0 * (double)n / bench_median_of(copy_timed, &tc, reps) / 1e9;
+    const double copy = bench_copy_gbs(ctx, flat, reps);
     printf("device: %s\n", o.backend == DC_BACKEND_CUDA ? dc_ctx_device_name(ctx) : bench_cpu_name());
     printf("| op | shape | axis | primal ms | gradient ms | overhead | primal GB/s | primal %% of copy |\n"
            "|---|---|---:|---:|---:|---:|---:|---:|\n");
@@ -155,7 +136,6 @@ int main(int argc, char **argv)
            (long long)n, reps, copy);
     free(v);
     dc_tensor_free(flat);
-    dc_tensor_free(dst);
     dc_tape_free(tape);
     dc_ctx_free(ctx);
     return 0;

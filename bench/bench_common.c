@@ -236,6 +236,42 @@ double bench_median_of(double (*once)(void *arg), void *arg, int reps)
     return m;
 }
 
+/* One copy, timed as an iteration is (bench_copy_gbs). */
+typedef struct timed_copy {
+    dc_ctx *ctx;
+    dc_tensor *dst;
+    const dc_tensor *src;
+} timed_copy;
+
+static void copy_die(dc_ctx *ctx, const char *what)
+{
+    fprintf(stderr, "bench: %s: %s\n", what, dc_last_error(ctx));
+    exit(1);
+}
+
+static double copy_timed(void *arg)
+{
+    const timed_copy *t = arg;
+    if (dc_ctx_synchronize(t->ctx) != DC_OK)
+        copy_die(t->ctx, "synchronize");
+    const double t0 = bench_now();
+    if (dc_tensor_copy(t->dst, t->src) != DC_OK || dc_ctx_synchronize(t->ctx) != DC_OK)
+        copy_die(t->ctx, "copy");
+    return bench_now() - t0;
+}
+
+double bench_copy_gbs(dc_ctx *ctx, const dc_tensor *src, int reps)
+{
+    dc_tensor *dst = dc_tensor_new(ctx, dc_tensor_dtype(src), dc_tensor_ndim(src), dc_tensor_shape(src));
+    if (!dst)
+        copy_die(ctx, "copy buffer");
+    timed_copy t = {ctx, dst, src};
+    const double s = bench_median_of(copy_timed, &t, reps);
+    dc_tensor_free(dst);
+    const double bytes = 2.0 * (double)dc_tensor_numel(src) * (dc_tensor_dtype(src) == DC_F32 ? 4.0 : 8.0);
+    return bytes / s / 1e9;
+}
+
 static void step_die(dc_ctx *ctx, const char *what)
 {
     fprintf(stderr, "bench: %s: %s\n", what, dc_last_error(ctx));

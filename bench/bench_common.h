@@ -66,6 +66,12 @@ bool bench_list_has(const char *list, const char *name);
  * two calls not timed (warm-up); exits with a message when out of memory. */
 double bench_median_of(double (*once)(void *arg), void *arg, int reps);
 
+/* The copy bandwidth of src's device, GB/s (bytes read and written): the
+ * median of reps copies of src (dc_tensor_copy into a tensor of its shape),
+ * each timed from the device at rest to the device at rest, as the
+ * programs time an iteration; exits with a message on failure. */
+double bench_copy_gbs(dc_ctx *ctx, const dc_tensor *src, int reps);
+
 /* One benchmark case of the programs that time an op and its gradient
  * (bench_reduce, bench_sparse): `run` records the op on the tape (or runs it
  * unrecorded) and returns its output, `seed` gives the output's adjoint, and

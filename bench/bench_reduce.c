@@ -186,36 +186,6 @@ static bench_step step_of(dc_ctx *ctx, dc_tape *tape, const case_on *k)
     return s;
 }
 
-/* One copy of n float32 (dc_tensor_copy), timed as an iteration is. */
-typedef struct timed_copy {
-    dc_ctx *ctx;
-    dc_tensor *dst;
-    const dc_tensor *src;
-} timed_copy;
-
-static double copy_timed(void *arg)
-{
-    const timed_copy *t = arg;
-    if (dc_ctx_synchronize(t->ctx) != DC_OK)
-        die(t->ctx, "synchronize");
-    const double t0 = bench_now();
-    if (dc_tensor_copy(t->dst, t->src) != DC_OK || dc_ctx_synchronize(t->ctx) != DC_OK)
-        die(t->ctx, "copy");
-    return bench_now() - t0;
-}
-
-/* The device's copy bandwidth at n float32, GB/s (bytes read + written). */
-static double copy_gbs(dc_ctx *ctx, const inputs *in, int reps)
-{
-    dc_tensor *dst = dc_tensor_new(ctx, DC_F32, 1, &in->n);
-    if (!dst)
-        die(ctx, "copy buffer");
-    timed_copy t = {ctx, dst, in->x};
-    const double s = bench_median_of(copy_timed, &t, reps);
-    dc_tensor_free(dst);
-    return 8.0 * (double)in->n / s / 1e9;
-}
-
 static void dump_case(dc_ctx *ctx, dc_tape *tape, const bench_case *c, const inputs *in, const char *dir)
 {
     dc_tensor *y;
@@ -303,7 +273,7 @@ int main(int argc, char **argv)
             if (npy_write_tensor(dump, name, in.index) != DC_OK)
                 die(ctx, "writing index");
         }
-        const double copy = copy_gbs(ctx, &in, reps);
+        const double copy = bench_copy_gbs(ctx, in.x, reps);
         copies[n_sizes++] = copy;
         for (int c = 0; c < N_CASES; ++c) {
             if (!bench_list_has(ops, cases[c].name))
