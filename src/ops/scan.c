@@ -10,6 +10,7 @@
  * scanned again from its carry. The pieces depend on the shape only, so the
  * result has the same bits on any number of threads. */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "../../broadcast/pp.h"
@@ -162,28 +163,14 @@ DC_INLINE double adjoint_step(int mode, dc_scan_terms t, dc_scan_affine *acc)
                                   int64_t ls, double *acc){                                                            \
         _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wswitch\"")                                  \
             FOR_EACH_SCAN_VARIANT(forward_lines_##SFX, x, y, n, es, ls, acc) _Pragma("GCC diagnostic pop")}            \
-    /* Positions 1 .. n - 2 of a piece of n positions, the last first (the                                             \
-     * terms of scan_formulas.h without the cases of a line's ends, which                                              \
-     * the caller steps through with dc_scan_terms); x, y, g, gx at the                                                \
+    /* Positions hi - 1 down to lo of a piece (1 <= lo, hi <= n - 1), one at a                                         \
+     * time: the terms of scan_formulas.h without the cases of a line's ends,                                          \
+     * which the caller steps through with dc_scan_terms; x, y, g, gx at the                                           \
      * piece's first position. */                                                                                      \
-    DC_INLINE void adjoint_lines_##SFX(int op, bool exclusive, int mode, int nl, const T *x, const T *y, const T *g,   \
-                                       T *gx, int64_t n, int64_t es, int64_t ls, dc_scan_affine *acc)                  \
+    DC_INLINE void adjoint_steps_##SFX(int op, bool exclusive, int mode, int nl, const T *x, const T *y, const T *g,   \
+                                       T *gx, int64_t hi, int64_t lo, int64_t es, int64_t ls, dc_scan_affine *acc)     \
     {                                                                                                                  \
-        int64_t top = n - 1;                                                                                           \
-        if (TILED(T, nl, es) && (op == DC_REDUCE_SUM || op == PROD_NONZERO)) {                                         \
-            double c[LANES], m[LANES];                                                                                 \
-            for (int l = 0; l < LANES; ++l) {                                                                          \
-                c[l] = acc[l].c;                                                                                       \
-                m[l] = acc[l].m;                                                                                       \
-            }                                                                                                          \
-            top = tiles_adjoint_f32(op == PROD_NONZERO, exclusive, mode, (const float *)x, (const float *)y,           \
-                                    (const float *)g, (float *)gx, n, ls, c, m);                                       \
-            for (int l = 0; l < LANES; ++l) {                                                                          \
-                acc[l].c = c[l];                                                                                       \
-                acc[l].m = m[l];                                                                                       \
-            }                                                                                                          \
-        }                                                                                                              \
-        for (int64_t i = top; i-- > 1;) {                                                                              \
+        for (int64_t i = hi; i-- > lo;) {                                                                              \
             for (int l = 0; l < nl; ++l) {                                                                             \
                 const int64_t at = l * ls + i * es;                                                                    \
                 dc_scan_terms t;                                                                                       \
@@ -230,6 +217,35 @@ DC_INLINE double adjoint_step(int mode, dc_scan_terms t, dc_scan_affine *acc)
                     STORE_ADJOINT(T, mode, gx[at], v);                                                                 \
             }                                                                                                          \
         }                                                                                                              \
+    }                                                                                                                  \
+    /* Positions 1 .. n - 2 of a piece of n positions, the last first. Where                                           \
+     * tiles take them, the positions above the first whose tile stores (or,                                           \
+     * summarizing, loads) 32 aligned bytes are stepped alone first: tiles                                             \
+     * walked down from n - 1 straddled two cache lines in every other load                                            \
+     * and store. */                                                                                                   \
+    DC_INLINE void adjoint_lines_##SFX(int op, bool exclusive, int mode, int nl, const T *x, const T *y, const T *g,   \
+                                       T *gx, int64_t n, int64_t es, int64_t ls, dc_scan_affine *acc)                  \
+    {                                                                                                                  \
+        int64_t top = n - 1;                                                                                           \
+        if (TILED(T, nl, es) && (op == DC_REDUCE_SUM || op == PROD_NONZERO) && n > 2) {                                \
+            const T *edge = mode == SUMMARIZE ? g + (exclusive ? 1 : 0) : gx;                                          \
+            const int64_t above = (int64_t)(((uintptr_t)(edge + top) % 32) / sizeof(T));                               \
+            const int64_t aligned = top - above > 1 ? top - above : 1;                                                 \
+            adjoint_steps_##SFX(op, exclusive, mode, nl, x, y, g, gx, top, aligned, es, ls, acc);                      \
+            top = aligned;                                                                                             \
+            double c[LANES], m[LANES];                                                                                 \
+            for (int l = 0; l < LANES; ++l) {                                                                          \
+                c[l] = acc[l].c;                                                                                       \
+                m[l] = acc[l].m;                                                                                       \
+            }                                                                                                          \
+            top = tiles_adjoint_f32(op == PROD_NONZERO, exclusive, mode, (const float *)x, (const float *)y,           \
+                                    (const float *)g, (float *)gx, top, ls, c, m);                                     \
+            for (int l = 0; l < LANES; ++l) {                                                                          \
+                acc[l].c = c[l];                                                                                       \
+                acc[l].m = m[l];                                                                                       \
+            }                                                                                                          \
+        }                                                                                                              \
+        adjoint_steps_##SFX(op, exclusive, mode, nl, x, y, g, gx, top, 1, es, ls, acc);                                \
         /* The sum's and the nonzero products' carry c and summary m ran raw:                                          \
          * c' = t + k c where the terms say t + (k c + 0.0) (dc_scan_mul_nonzero;                                      \
          * k 1 for the sum), and m' = k m where they say k m + 0.0. After a                                            \

@@ -111,15 +111,14 @@ DC_INLINE int64_t tiles_forward_f32(bool mul, bool exclusive, int mode, const fl
 
 /* The adjoint of a sum (prod false) or of a product's nonzero variant over
  * positions top - 1 down to 1 of eight lanes, as adjoint_lines steps them
- * from the carries c (and, summarizing a product, the summaries m), with
- * top n - 1: in whole tiles, as far as they go. Returns the position below
- * the last done (the caller steps the rest, from it down to 1). */
+ * from the carries c (and, summarizing a product, the summaries m): in
+ * whole tiles, as far as they go. Returns the position below the last done
+ * (the caller steps the rest, from it down to 1). */
 DC_INLINE int64_t tiles_adjoint_f32(bool prod, bool exclusive, int mode, const float *x, const float *y, const float *g,
-                                    float *gx, int64_t n, int64_t ls, double *c, double *m)
+                                    float *gx, int64_t top, int64_t ls, double *c, double *m)
 {
     const tile_wide zero = {_mm256_setzero_pd(), _mm256_setzero_pd()};
     tile_wide cc = tile_wide_load(c), mm = tile_wide_load(m);
-    int64_t top = n - 1;
     for (; top - TILE >= 1; top -= TILE) {
         const int64_t i0 = top - TILE;
         __m256 tg[TILE], tx[TILE], ty[TILE], out[TILE];
@@ -164,10 +163,10 @@ DC_INLINE int64_t tiles_forward_f32(bool mul, bool exclusive, int mode, const fl
 }
 
 DC_INLINE int64_t tiles_adjoint_f32(bool prod, bool exclusive, int mode, const float *x, const float *y, const float *g,
-                                    float *gx, int64_t n, int64_t ls, double *c, double *m)
+                                    float *gx, int64_t top, int64_t ls, double *c, double *m)
 {
     (void)prod, (void)exclusive, (void)mode, (void)x, (void)y, (void)g, (void)gx, (void)ls, (void)c, (void)m;
-    return n - 1;
+    return top;
 }
 #define DC_SCAN_TILES 0
 #endif
