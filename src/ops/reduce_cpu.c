@@ -239,18 +239,31 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
                                     int64_t *aux)                                                                      \
     {                                                                                                                  \
         dc_rf_state_##SFX st[kColumns];                                                                                \
-        lanes_walk_##SFX(kind, 0, x + r0 * len, r1 - r0, len, 1, 0, len, NULL, st);                                    \
-        for (int64_t r = r0; r < r1; ++r) {                                                                            \
-            const T *row = x + r * len;                                                                                \
-            if (kind == DC_RK_LSE) {                                                                                   \
-                const T m = (T)st[r - r0].acc;                                                                         \
-                T sum = 0;                                                                                             \
-                for (int64_t l = 0; dc_rf_lse_sums_##SFX(m) && l < len; ++l)                                           \
-                    sum += dc_rf_lse_term_##SFX(row[l], m);                                                            \
-                st[r - r0].acc = dc_rf_lse_finish_##SFX(m, sum);                                                       \
+        const int64_t w = r1 - r0;                                                                                     \
+        const T *rows = x + r0 * len;                                                                                  \
+        lanes_walk_##SFX(kind, 0, rows, w, len, 1, 0, len, NULL, st);                                                  \
+        if (kind == DC_RK_LSE) {                                                                                       \
+            /* each row's sum of terms in T, in order, as CUDA's thread per                                            \
+             * row adds them; the rows side by side, so that the terms'                                                \
+             * exponentials vectorize. A maximum that needs no terms adds +0                                           \
+             * to a sum that stays +0 */                                                                               \
+            T m[kColumns], sum[kColumns];                                                                              \
+            for (int64_t c = 0; c < w; ++c) {                                                                          \
+                m[c] = (T)st[c].acc;                                                                                   \
+                sum[c] = 0;                                                                                            \
             }                                                                                                          \
-            store_##SFX(y, nz, aux, r, st[r - r0]);                                                                    \
+            for (int64_t l = 0; l < len; ++l)                                                                          \
+                _Pragma("omp simd") for (int64_t c = 0; c < w; ++c)                                                    \
+                {                                                                                                      \
+                    const T v = rows[c * len + l];                                                                     \
+                    sum[c] += dc_rf_lse_sums_##SFX(m[c]) ? dc_rf_lse_term_##SFX(v, m[c]) : (T)0;                       \
+                }                                                                                                      \
+            _Pragma("omp simd") for (int64_t c = 0; c < w; ++c) sum[c] = dc_rf_lse_finish_##SFX(m[c], sum[c]);         \
+            for (int64_t c = 0; c < w; ++c)                                                                            \
+                st[c].acc = sum[c];                                                                                    \
         }                                                                                                              \
+        for (int64_t r = r0; r < r1; ++r)                                                                              \
+            store_##SFX(y, nz, aux, r, st[r - r0]);                                                                    \
     }                                                                                                                  \
     /* row r of a [rows, len] block (len at most kSplit) */                                                            \
     DC_INLINE void row_piece_##SFX(int kind, const T *x, int64_t r, int64_t len, T *y, T *nz, int64_t *aux)            \
