@@ -182,22 +182,32 @@ typedef struct axes_arg {
     int n_axes;
     int axes[4];
     bool keepdims;
-    bool transpose; /* reduce the transpose of x's last two axes */
+    int view; /* what is reduced: x (VIEW_NONE) or a view of it */
 } axes_arg;
+
+/* VIEW_TRANSPOSE: the transpose of x's last two axes; VIEW_SLICE:
+ * x without the first and the last element of its last axis. */
+enum { VIEW_NONE, VIEW_TRANSPOSE, VIEW_SLICE };
+
+static dc_tensor *view_of(dc_tape *tape, dc_tensor *x, const axes_arg *a)
+{
+    const int last = dc_tensor_ndim(x) - 1;
+    return a->view == VIEW_TRANSPOSE ? dc_op_transpose(tape, x, last - 1, last)
+           : a->view == VIEW_SLICE   ? dc_op_slice(tape, x, last, 1, dc_tensor_shape(x)[last] - 2)
+                                     : x;
+}
 
 static dc_tensor *build_axes(dc_tape *tape, dc_tensor *x, const void *arg)
 {
     const axes_arg *a = arg;
-    dc_tensor *in = a->transpose ? dc_op_transpose(tape, x, dc_tensor_ndim(x) - 2, dc_tensor_ndim(x) - 1) : x;
-    return reduce_fns[a->op](tape, in, a->n_axes, a->axes, a->keepdims);
+    return reduce_fns[a->op](tape, view_of(tape, x, a), a->n_axes, a->axes, a->keepdims);
 }
 
 /* The sum (op 0) or the mean (op 1) over a's axes. */
 static dc_tensor *build_sums(dc_tape *tape, dc_tensor *x, const void *arg)
 {
     const axes_arg *a = arg;
-    dc_tensor *in = a->transpose ? dc_op_transpose(tape, x, dc_tensor_ndim(x) - 2, dc_tensor_ndim(x) - 1) : x;
-    return (a->op ? dc_op_mean : dc_op_sum)(tape, in, a->n_axes, a->axes, a->keepdims);
+    return (a->op ? dc_op_mean : dc_op_sum)(tape, view_of(tape, x, a), a->n_axes, a->axes, a->keepdims);
 }
 
 typedef struct loss_arg {
@@ -255,7 +265,7 @@ static void test_gradients_over_axes(void **state)
         for (size_t s = 0; s < sizeof sets / sizeof sets[0]; ++s)
             for (int keep = 0; keep < 2; ++keep)
                 for (int tr = 0; tr < 2; ++tr) {
-                    axes_arg a = {op, sets[s].n, {0}, keep == 1, tr == 1};
+                    axes_arg a = {op, sets[s].n, {0}, keep == 1, tr == 1 ? VIEW_TRANSPOSE : VIEW_NONE};
                     memcpy(a.axes, sets[s].axes, sizeof sets[s].axes);
                     char what[96];
                     snprintf(what, sizeof what, "%s, axes set %zu, keepdims %d, transposed %d", reduce_names[op], s,
@@ -347,7 +357,7 @@ static void test_prod_zeros(void **state)
     for (int dt = 0; dt < 2; ++dt) {
         const dc_dtype dtype = dt ? DC_F32 : DC_F64;
         dc_tensor *x = make(ctx, dtype, 2, shape, &rows[0][0]);
-        axes_arg a = {R_PROD, 1, {1}, false, false};
+        axes_arg a = {R_PROD, 1, {1}, false, VIEW_NONE};
         run_result r = run(ctx, x, build_axes, &a, false);
         assert_exact(r.y, want_y, 4, "prod of rows");
         assert_exact(r.gx, &want_g[0][0], 16, "prod of rows: gradient");
@@ -364,7 +374,7 @@ static void test_prod_zeros(void **state)
     /* with zeros, central differences agree too (a product is linear in
      * each factor) */
     dc_tensor *x = make(ctx, DC_F64, 2, shape, &rows[0][0]);
-    axes_arg a = {R_PROD, 1, {1}, false, false};
+    axes_arg a = {R_PROD, 1, {1}, false, VIEW_NONE};
     gradcheck(ctx, x, build_axes, &a, "prod with zeros");
     a.n_axes = 0;
     gradcheck(ctx, x, build_axes, &a, "prod of everything, with zeros");
@@ -404,7 +414,7 @@ static void check_extremum_edges(dc_ctx *ctx, dc_dtype dtype, int op)
     snprintf(what, sizeof what, "%s (%s)", reduce_names[op], dc_dtype_name(dtype));
     const int64_t shape[2] = {N_EDGE_ROWS, 4}, tshape[2] = {4, N_EDGE_ROWS};
     dc_tensor *x = make(ctx, dtype, 2, shape, rows);
-    axes_arg a = {op, 1, {1}, false, false};
+    axes_arg a = {op, 1, {1}, false, VIEW_NONE};
     run_result r = run(ctx, x, build_axes, &a, false);
     assert_exact(r.y, want_y, N_EDGE_ROWS, what);
     assert_exact(r.gx, want_g, N_EDGE_ROWS * 4, what);
@@ -431,7 +441,7 @@ static void test_extremum_edges(void **state)
     const int64_t shape[3] = {2, 2, 2};
     const double v[8] = {1, 5, 5, 0, 2, 5, 5, 1}; /* x[0,0,1], x[0,1,0], x[1,0,1], x[1,1,0] are 5 */
     dc_tensor *x = make(ctx, DC_F64, 3, shape, v);
-    axes_arg a = {R_MAX, 2, {0, 2}, false, false}; /* column 1: x[0,1,0] and x[1,1,0]: the first */
+    axes_arg a = {R_MAX, 2, {0, 2}, false, VIEW_NONE}; /* column 1: x[0,1,0] and x[1,1,0]: the first */
     run_result r = run(ctx, x, build_axes, &a, false);
     const double want_y[2] = {5, 5}, want_g[8] = {0, 1, 1, 0, 0, 0, 0, 0};
     assert_exact(r.y, want_y, 2, "max over axes 0 and 2");
@@ -457,7 +467,7 @@ static void test_logsumexp_edges(void **state)
         const dc_dtype dtype = dt ? DC_F32 : DC_F64;
         const double tol = dt ? 1e-5 : 1e-13;
         dc_tensor *x = make(ctx, dtype, 2, shape, &rows[0][0]);
-        axes_arg a = {R_LSE, 1, {1}, false, false};
+        axes_arg a = {R_LSE, 1, {1}, false, VIEW_NONE};
         run_result r = run(ctx, x, build_axes, &a, false);
         for (int i = 0; i < 6; ++i) {
             if (isnan(want_y[i]) != isnan(r.y[i]) || (isinf(want_y[i]) && want_y[i] != r.y[i]))
@@ -484,7 +494,7 @@ static void test_empty_and_size_one_axes(void **state)
     const int64_t empty[2] = {3, 0};
     for (int op = 0; op < N_REDUCE; ++op) {
         dc_tensor *x = make(ctx, DC_F64, 2, empty, NULL);
-        axes_arg a = {op, 1, {1}, false, false};
+        axes_arg a = {op, 1, {1}, false, VIEW_NONE};
         run_result r = run(ctx, x, build_axes, &a, false);
         assert_int_equal(r.ny, 3);
         for (int i = 0; i < 3; ++i)
@@ -506,7 +516,7 @@ static void test_empty_and_size_one_axes(void **state)
     for (int op = 0; op < N_REDUCE; ++op) {
         const double v0 = -0.75, one_v = 1;
         dc_tensor *x = make(ctx, DC_F64, 0, NULL, &v0);
-        axes_arg a = {op, 0, {0}, false, false};
+        axes_arg a = {op, 0, {0}, false, VIEW_NONE};
         run_result r = run(ctx, x, build_axes, &a, false);
         assert_exact(r.y, &v0, 1, reduce_names[op]);
         assert_exact(r.gx, &one_v, 1, reduce_names[op]);
@@ -517,7 +527,7 @@ static void test_empty_and_size_one_axes(void **state)
     const double v[3] = {2, 0, -1.5};
     for (int op = 0; op < N_REDUCE; ++op) {
         dc_tensor *x = make(ctx, DC_F64, 2, one, v);
-        axes_arg a = {op, 1, {1}, true, false};
+        axes_arg a = {op, 1, {1}, true, VIEW_NONE};
         run_result r = run(ctx, x, build_axes, &a, false);
         const double ones[3] = {1, 1, 1};
         assert_exact(r.y, v, 3, reduce_names[op]);
@@ -544,7 +554,7 @@ static void test_float32_matches_float64(void **state)
         for (size_t s = 0; s < sizeof sets / sizeof sets[0]; ++s) {
             const double *vals = op == R_PROD ? pv : v;
             dc_tensor *x64 = make(ctx, DC_F64, 3, shape, vals), *x32 = make(ctx, DC_F32, 3, shape, vals);
-            axes_arg a = {op, sets[s].n, {sets[s].axes[0], sets[s].axes[1]}, false, false};
+            axes_arg a = {op, sets[s].n, {sets[s].axes[0], sets[s].axes[1]}, false, VIEW_NONE};
             run_result r64 = run(ctx, x64, build_axes, &a, true), r32 = run(ctx, x32, build_axes, &a, true);
             char what[64];
             snprintf(what, sizeof what, "%s float32, axes set %zu", reduce_names[op], s);
@@ -576,7 +586,7 @@ static void test_long_rows(void **state)
     for (int op = 0; op < N_REDUCE; ++op) {
         const double *x = op == R_PROD ? pv : v;
         dc_tensor *t = make(ctx, DC_F64, 2, shape, x);
-        axes_arg a = {op, 1, {1}, false, false};
+        axes_arg a = {op, 1, {1}, false, VIEW_NONE};
         run_result r = run(ctx, t, build_axes, &a, false);
         for (int row = 0; row < 2; ++row) {
             const double *e = x + row * kLen;
@@ -616,7 +626,11 @@ static void test_long_rows(void **state)
 /* Columns few and long enough to be cut (reduce_kinds.h: fewer than 256
  * outputs, longer than 2048), two output rows of three columns: against a plain reference, a
  * maximum's tie across cuts won by the first, a zero in one product's
- * column; dc_op_sum and dc_op_mean too, which read no nz or aux. */
+ * column; dc_op_sum and dc_op_mean too, which read no nz or aux. Then the
+ * same columns as a slice of a [2, 4500, 5] tensor, whose gradient is a
+ * view into the tensor's: every reduction (maxima and minima too) writes it
+ * through the elementwise gradient of narrow columns, the sums through the
+ * loop engine. */
 static void test_long_columns(void **state)
 {
     (void)state;
@@ -627,11 +641,22 @@ static void test_long_columns(void **state)
     v[100 * kInner + 1] = v[(kLen - 5) * kInner + 1] = 3.5; /* output (0, 1): a tie, cuts apart */
     v[(kLen + 3000) * kInner + 2] = -3.5;                   /* output (1, 2): the minimum */
     pv[(kLen + 2500) * kInner] = 0;                         /* output (1, 0): one zero */
-    for (int op = 0; op < N_REDUCE + 2; ++op) {
+    /* the sliced layout: element (o, l, c) at (o * kLen + l) * kWide + c + 1 */
+    enum { kWide = kInner + 2 };
+    double *sv = calloc(kOuter * kLen * kWide, sizeof *sv), *spv = calloc(kOuter * kLen * kWide, sizeof *spv);
+    for (int64_t e = 0; e < kN; ++e) {
+        sv[e / kInner * kWide + e % kInner + 1] = v[e];
+        spv[e / kInner * kWide + e % kInner + 1] = pv[e];
+    }
+    const int64_t wide_shape[3] = {kOuter, kLen, kWide};
+    /* the reductions, dc_op_sum and dc_op_mean, then the same of the slices */
+    for (int k = 0; k < 2 * (N_REDUCE + 2); ++k) {
+        const bool sliced = k >= N_REDUCE + 2;
+        const int op = k % (N_REDUCE + 2);
         const bool sums = op >= N_REDUCE; /* dc_op_sum, then dc_op_mean */
         const double *x = op == R_PROD ? pv : v;
-        dc_tensor *t = make(ctx, DC_F64, 3, shape, x);
-        axes_arg a = {sums ? op - N_REDUCE : op, 1, {1}, false, false};
+        dc_tensor *t = sliced ? make(ctx, DC_F64, 3, wide_shape, op == R_PROD ? spv : sv) : make(ctx, DC_F64, 3, shape, x);
+        axes_arg a = {sums ? op - N_REDUCE : op, 1, {1}, false, sliced ? VIEW_SLICE : VIEW_NONE};
         run_result r = run(ctx, t, sums ? build_sums : build_axes, &a, false);
         const char *what = sums ? (op == N_REDUCE ? "sum" : "mean") : reduce_names[op];
         for (int o = 0; o < kOuter; ++o)
@@ -666,7 +691,8 @@ static void test_long_columns(void **state)
                                      : op == R_PROD ? (zeros ? (el == 0 ? nz : 0) : nz / el)
                                      : op == R_LSE  ? exp(el - want)
                                                     : (l == win ? 1 : 0);
-                    assert_close(&r.gx[(o * kLen + l) * kInner + c], &g, 1, 1e-15, 1e-11, what);
+                    const int64_t at = sliced ? (o * kLen + l) * kWide + c + 1 : (o * kLen + l) * kInner + c;
+                    assert_close(&r.gx[at], &g, 1, 1e-15, 1e-11, what);
                 }
             }
         free_result(&r);
@@ -674,6 +700,8 @@ static void test_long_columns(void **state)
     }
     free(v);
     free(pv);
+    free(sv);
+    free(spv);
     dc_ctx_free(ctx);
 }
 
@@ -1083,7 +1111,7 @@ static void test_float32_products_accumulate_in_double(void **state)
         exact *= v[i];
     }
     dc_tensor *x = make(ctx, DC_F32, 1, shape, v), *idx = make_const(ctx, DC_F32, 1, shape, zero);
-    axes_arg a = {0, 0, {0}, false, false}; /* prod over every axis */
+    axes_arg a = {0, 0, {0}, false, VIEW_NONE}; /* prod over every axis */
     segment_arg s = {idx, 1, DC_REDUCE_PROD};
     run_result r1 = run(ctx, x, build_axes, &a, false), r2 = run(ctx, x, build_segment, &s, false);
     assert_close(r1.y, &exact, 1, 0, 1e-7, "prod of 10^6 float32 factors");
@@ -1157,7 +1185,7 @@ static void test_same_bits_on_one_and_two_threads(void **state)
         for (int shape = 0; shape < 4; ++shape) {
             const int64_t *s = shape == 0 ? rows : shape == 1 ? cols : shape == 2 ? longs : tall;
             dc_tensor *x1 = make(one, DC_F32, 2, s, v), *x2 = make(two, DC_F32, 2, s, v);
-            axes_arg a = {op, 1, {shape == 1 || shape == 3 ? 0 : 1}, false, false};
+            axes_arg a = {op, 1, {shape == 1 || shape == 3 ? 0 : 1}, false, VIEW_NONE};
             run_result r1 = run(one, x1, build_axes, &a, true), r2 = run(two, x2, build_axes, &a, true);
             assert_same_bits(r1.y, r2.y, r1.ny, reduce_names[op]);
             assert_same_bits(r1.gx, r2.gx, r1.nx, reduce_names[op]);
@@ -1203,7 +1231,7 @@ static void test_same_bits_on_one_and_two_threads(void **state)
     for (int op = 0; op < 2; ++op)
         for (int tr = 0; tr < 2; ++tr) {
             dc_tensor *x1 = make(one, DC_F64, 3, cube, v), *x2 = make(two, DC_F64, 3, cube, v);
-            axes_arg a = {op, tr ? 1 : 2, {tr ? 1 : 0, 2}, false, tr};
+            axes_arg a = {op, tr ? 1 : 2, {tr ? 1 : 0, 2}, false, tr ? VIEW_TRANSPOSE : VIEW_NONE};
             run_result r1 = run(one, x1, build_sums, &a, true), r2 = run(two, x2, build_sums, &a, true);
             assert_same_bits(r1.y, r2.y, r1.ny, op ? "mean" : "sum");
             assert_same_bits(r1.gx, r2.gx, r1.nx, op ? "mean" : "sum");
@@ -1286,7 +1314,8 @@ static void test_cuda_reductions_match_cpu(void **state)
         }
         for (int op = 0; op < N_REDUCE; ++op)
             for (int dt = 0; dt < 2; ++dt) {
-                axes_arg a = {op, cases[c].n_axes, {cases[c].axes[0], cases[c].axes[1]}, false, cases[c].transpose};
+                axes_arg a = {op, cases[c].n_axes, {cases[c].axes[0], cases[c].axes[1]}, false,
+                              cases[c].transpose ? VIEW_TRANSPOSE : VIEW_NONE};
                 char what[96];
                 snprintf(what, sizeof what, "case %zu, %s, %s", c, reduce_names[op], dt ? "float32" : "float64");
                 const bool exact = op == R_MAX || op == R_MIN || (op == R_PROD && c >= kFirstCut);
@@ -1299,7 +1328,7 @@ static void test_cuda_reductions_match_cpu(void **state)
     /* ties and NaN: the same winners */
     const int64_t edge_shape[2] = {N_EDGE_ROWS, 4};
     for (int op = R_MAX; op <= R_MIN; ++op) {
-        axes_arg a = {op, 1, {1}, false, false};
+        axes_arg a = {op, 1, {1}, false, VIEW_NONE};
         compare_backends(cpu, 2, edge_shape, &edge_rows[0][0], build_axes, &a, &a, DC_F64, true, "edges");
         a.axes[0] = 0;
         compare_backends(cpu, 2, edge_shape, &edge_rows[0][0], build_axes, &a, &a, DC_F32, true, "edges");
@@ -1404,7 +1433,7 @@ static void test_cuda_whole_reductions_in_pieces(void **state)
             for (int dt = 0; dt < 2; ++dt) {
                 const dc_dtype dtype = dt ? DC_F32 : DC_F64;
                 const bool exact = op == R_MAX || op == R_MIN;
-                axes_arg a = {op, 1, {0}, false, false};
+                axes_arg a = {op, 1, {0}, false, VIEW_NONE};
                 char what[96];
                 snprintf(what, sizeof what, "length %lld, %s, %s", (long long)len, reduce_names[op],
                          dc_dtype_name(dtype));
@@ -1431,7 +1460,7 @@ static void test_cuda_whole_reductions_in_pieces(void **state)
         /* the kernels of the forward */
         dc_tensor *x = make(gpu, DC_F32, 1, shape, pv);
         for (int op = 0; op < N_REDUCE; ++op) {
-            axes_arg a = {op, 1, {0}, false, false};
+            axes_arg a = {op, 1, {0}, false, VIEW_NONE};
             const uint64_t want = !pieces ? 1 : op == R_LSE ? 4 : 2, got = forward_launches(x, &a);
             if (got != want)
                 fail_msg("length %lld, %s: %llu launches, want %llu", (long long)len, reduce_names[op],

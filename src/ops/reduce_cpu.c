@@ -35,6 +35,10 @@ enum { kSplit = 16384 };
  * are walked in order, as CUDA walks them (a thread per row). */
 enum { kLanes = 16, kShortRow = 33 };
 
+/* Columns at most kNarrow wide have their gradient computed kSpread elements
+ * at a time (narrow_grad). */
+enum { kNarrow = 32, kSpread = 512 };
+
 #define DC_S float
 #define DC_SFX f32
 #include "reduce_formulas.h"
@@ -275,6 +279,52 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
                 st.acc, dc_rf_lse_sums_##SFX(st.acc) ? dc_rk_lse_sum_##SFX(row, 0, len, st.acc) : (T)0);               \
         store_##SFX(y, nz, aux, r, st);                                                                                \
     }                                                                                                                  \
+    /* elements e0..e1 of the gradient of a block of narrow columns (inner at                                          \
+     * most kNarrow): whole runs of kSpread / inner positions of an output row                                         \
+     * in one loop over their elements, which vectorizes, each element's                                               \
+     * output found in the row's outputs spread out once over a run (its                                               \
+     * column's y, nz, aux, gy, and its position's offset in the run); the                                             \
+     * rest a position at a time */                                                                                    \
+    DC_INLINE void narrow_grad_##SFX(int kind, const T *x, int64_t len, int64_t inner, const T *y, const T *nz,        \
+                                     const int64_t *aux, const T *gy, T *g, int64_t e0, int64_t e1)                    \
+    {                                                                                                                  \
+        const int64_t per = kSpread / inner, span = per * inner;                                                       \
+        T sy[kSpread], snz[kSpread], sgy[kSpread];                                                                     \
+        int64_t saux[kSpread], soff[kSpread];                                                                          \
+        const int64_t r0 = e0 % (len * inner);                                                                         \
+        int64_t e = e0, o = e0 / (len * inner), l = r0 / inner, c = r0 % inner, spread = -1;                           \
+        while (e < e1) {                                                                                               \
+            const int64_t at = (o * len + l) * inner;                                                                  \
+            if (c == 0 && e1 - e >= span && len - l >= per) {                                                          \
+                if (spread != o) {                                                                                     \
+                    for (int64_t k = 0; k < span; ++k) {                                                               \
+                        const int64_t i = o * inner + k % inner;                                                       \
+                        sy[k] = y[i];                                                                                  \
+                        snz[k] = nz[i];                                                                                \
+                        saux[k] = aux[i];                                                                              \
+                        sgy[k] = gy[i];                                                                                \
+                        soff[k] = k / inner;                                                                           \
+                    }                                                                                                  \
+                    spread = o;                                                                                        \
+                }                                                                                                      \
+                _Pragma("omp simd") for (int64_t k = 0; k < span; ++k) g[at + k] =                                     \
+                    dc_rf_grad_##SFX(kind, x[at + k], l + soff[k], sy[k], snz[k], saux[k], sgy[k]);                    \
+                e += span;                                                                                             \
+                l += per;                                                                                              \
+            } else {                                                                                                   \
+                const int64_t c1 = inner - c < e1 - e ? inner : c + (e1 - e);                                          \
+                dc_rk_grad_columns_##SFX(kind, x + at, l, c, c1, y + o * inner, nz + o * inner, aux + o * inner,       \
+                                         gy + o * inner, g + at);                                                      \
+                e += c1 - c;                                                                                           \
+                c = 0;                                                                                                 \
+                ++l;                                                                                                   \
+            }                                                                                                          \
+            if (l == len) {                                                                                            \
+                l = 0;                                                                                                 \
+                ++o;                                                                                                   \
+            }                                                                                                          \
+        }                                                                                                              \
+    }                                                                                                                  \
     /* elements e0..e1 of the block's gradient */                                                                      \
     DC_INLINE void block_grad_##SFX(int kind, const T *x, int64_t len, int64_t inner, const T *y, const T *nz,         \
                                     const int64_t *aux, const T *gy, T *g, int64_t e0, int64_t e1)                     \
@@ -285,6 +335,10 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
                 dc_rk_grad_row_##SFX(kind, x + o * len, l, l1, y[o], nz[o], aux[o], gy[o], g + o * len);               \
                 e += l1 - l;                                                                                           \
             }                                                                                                          \
+            return;                                                                                                    \
+        }                                                                                                              \
+        if (inner <= kNarrow) {                                                                                        \
+            narrow_grad_##SFX(kind, x, len, inner, y, nz, aux, gy, g, e0, e1);                                         \
             return;                                                                                                    \
         }                                                                                                              \
         const int64_t o0 = e0 / (len * inner), r0 = e0 % (len * inner);                                                \
