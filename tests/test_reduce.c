@@ -655,7 +655,8 @@ static void test_long_columns(void **state)
         const int op = k % (N_REDUCE + 2);
         const bool sums = op >= N_REDUCE; /* dc_op_sum, then dc_op_mean */
         const double *x = op == R_PROD ? pv : v;
-        dc_tensor *t = sliced ? make(ctx, DC_F64, 3, wide_shape, op == R_PROD ? spv : sv) : make(ctx, DC_F64, 3, shape, x);
+        dc_tensor *t =
+            sliced ? make(ctx, DC_F64, 3, wide_shape, op == R_PROD ? spv : sv) : make(ctx, DC_F64, 3, shape, x);
         axes_arg a = {sums ? op - N_REDUCE : op, 1, {1}, false, sliced ? VIEW_SLICE : VIEW_NONE};
         run_result r = run(ctx, t, sums ? build_sums : build_axes, &a, false);
         const char *what = sums ? (op == N_REDUCE ? "sum" : "mean") : reduce_names[op];
