@@ -31,12 +31,16 @@
 #undef DC_SFX
 
 /* CPU_CHUNK: elements of a line per chunk where lines are cut; they are cut
- * where they are longer and the groups fewer than CPU_FEW_GROUPS. The
- * chunks of a row are scanned LANES at a time, side by side: at 4096
- * elements their streams lay 16 KiB apart and shared the same cache sets,
- * at 4080 they do not (a float32 sum's scan of 10^7 on two threads: about
- * 6.8 ms at 4096, 4.5 at 4080). */
-enum { CPU_CHUNK = 4080, CPU_WIDTH = 64, CPU_FEW_GROUPS = 64 };
+ * where they are longer and fewer than CPU_FEW_GROUPS groups of
+ * CPU_CUT_WIDTH lines make them (a rule of the shape alone: the bits
+ * depend on it). The chunks of a row are scanned LANES at a time, side by
+ * side: at 4096 elements their streams lay 16 KiB apart and shared the same
+ * cache sets, at 4080 they do not (a float32 sum's scan of 10^7 on two
+ * threads: about 6.8 ms at 4096, 4.5 at 4080). A piece of columns walks up
+ * to CPU_WIDTH of them side by side, 2 KiB of float32 a position: at 64 (256
+ * bytes) the prefetchers fell behind (a float32 sum's scan over axis 0 of
+ * [10000, 1000], two threads: 12.5 ms in groups of 64). */
+enum { CPU_CHUNK = 4080, CPU_WIDTH = 512, CPU_CUT_WIDTH = 64, CPU_FEW_GROUPS = 64 };
 
 typedef struct cpu_plan {
     int op;
@@ -62,9 +66,10 @@ static cpu_plan plan_cpu(int op, bool exclusive, const dc_axes *ax)
     p.width = ax->inner < CPU_WIDTH ? ax->inner : CPU_WIDTH;
     p.col_groups = p.width ? (ax->inner + p.width - 1) / p.width : 0;
     p.groups = ax->outer * p.col_groups;
-    p.chunks = ax->len == 0                                       ? 0
-               : ax->len > CPU_CHUNK && p.groups < CPU_FEW_GROUPS ? (ax->len + CPU_CHUNK - 1) / CPU_CHUNK
-                                                                  : 1;
+    const int64_t cut_groups = ax->outer * ((ax->inner + CPU_CUT_WIDTH - 1) / CPU_CUT_WIDTH);
+    p.chunks = ax->len == 0                                         ? 0
+               : ax->len > CPU_CHUNK && cut_groups < CPU_FEW_GROUPS ? (ax->len + CPU_CHUNK - 1) / CPU_CHUNK
+                                                                    : 1;
     p.chunk = p.chunks > 1 ? CPU_CHUNK : ax->len;
     p.factors_ok = NULL;
     return p;
@@ -100,9 +105,12 @@ enum { PROD_NONZERO = DC_REDUCE_MIN + 1, QUIET };
 /* LANES: pieces of single lines (inner 1) scanned side by side by one
  * thread, so that their independent recurrences overlap instead of each
  * waiting on the latency of its own. Each piece is computed exactly as alone:
- * the bits do not depend on it. */
-enum { LANES = 8 };
-_Static_assert((int)LANES <= (int)CPU_WIDTH, "a piece's carries hold the lanes' too");
+ * the bits do not depend on it. Rows shorter than SHORT_ROW go SHORT_LANES
+ * side by side: a batch of eight rows of four spent most of its time
+ * finding its pieces (a float32 sum's scan over axis 1 of [2500000, 4], two
+ * threads: 13.6 ms in batches of eight). */
+enum { LANES = 8, SHORT_LANES = 64, SHORT_ROW = 16 };
+_Static_assert((int)SHORT_LANES <= (int)CPU_WIDTH, "a piece's carries hold the lanes' too");
 
 #include "scan_tiles.h"
 
@@ -295,6 +303,18 @@ DC_INLINE double adjoint_step(int mode, dc_scan_terms t, dc_scan_affine *acc)
                 bad |= (v[i * es] == (T)0) | (v[i * es] - v[i * es] != (T)0);                                          \
         return !bad;                                                                                                   \
     }                                                                                                                  \
+    /* factors_ok over a piece's n positions of `lines` neighbouring lines                                             \
+     * (a position's elements contiguous), position after position as they                                             \
+     * lie: a line after line walk reads each cache line once per line */                                              \
+    static bool block_factors_ok_##SFX(const T *v, int64_t n, int64_t lines, int64_t inner)                            \
+    {                                                                                                                  \
+        if (lines == 1)                                                                                                \
+            return factors_ok_##SFX(v, n, inner);                                                                      \
+        bool ok = true;                                                                                                \
+        for (int64_t i = 0; ok && i < n; ++i)                                                                          \
+            ok = factors_ok_##SFX(v + i * inner, lines, 1);                                                            \
+        return ok;                                                                                                     \
+    }                                                                                                                  \
     /* Whether nothing takes over in positions [b, e) of nl lines of a                                                 \
      * maximum or minimum (b > 0); x, y at the lines' starts */                                                        \
     static bool run_quiet_##SFX(const cpu_plan *p, const T *x, const T *y, int64_t nl, int64_t b, int64_t e,           \
@@ -384,6 +404,10 @@ static bool as_lanes(const cpu_plan *p, int64_t k0, int nl, int64_t *ls)
 {
     if (p->inner != 1 || nl < 2)
         return false;
+    if (p->chunks == 1) { /* whole rows */
+        *ls = p->len;
+        return true;
+    }
     const cpu_piece first = piece_of(p, k0);
     const int64_t start = first.offset + first.b;
     const cpu_piece second = piece_of(p, k0 + 1);
@@ -404,7 +428,7 @@ static bool as_lanes(const cpu_plan *p, int64_t k0, int nl, int64_t *ls)
     {                                                                                                                  \
         int64_t ls;                                                                                                    \
         double acc[CPU_WIDTH];                                                                                         \
-        if (nl == LANES && as_lanes(p, k0, nl, &ls)) {                                                                 \
+        if (nl > 1 && as_lanes(p, k0, nl, &ls)) {                                                                      \
             const cpu_piece q = piece_of(p, k0);                                                                       \
             for (int l = 0; l < nl; ++l)                                                                               \
                 acc[l] = mode == APPLY && sums ? sums[k0 + l] : dc_scan_neutral(p->op);                                \
@@ -426,13 +450,9 @@ static bool as_lanes(const cpu_plan *p, int64_t k0, int nl, int64_t *ls)
             forward_run_##SFX(p->op, p->exclusive, mode, (int)q.lines, x + at, y + at, q.e - q.b, p->inner, 1, acc);   \
             for (int64_t j = 0; mode == SUMMARIZE && j < q.lines; ++j)                                                 \
                 sum[j] = acc[j];                                                                                       \
-            if (mode == APPLY && p->factors_ok) {                                                                      \
-                bool ok = true;                                                                                        \
-                for (int64_t j = 0; ok && j < q.lines; ++j)                                                            \
-                    ok = factors_ok_##SFX(x + at + j, q.e - q.b, p->inner) &&                                          \
-                         factors_ok_##SFX(y + at + j, q.e - q.b, p->inner);                                            \
-                p->factors_ok[k] = ok;                                                                                 \
-            }                                                                                                          \
+            if (mode == APPLY && p->factors_ok)                                                                        \
+                p->factors_ok[k] = block_factors_ok_##SFX(x + at, q.e - q.b, q.lines, p->inner) &&                     \
+                                   block_factors_ok_##SFX(y + at, q.e - q.b, q.lines, p->inner);                       \
         }                                                                                                              \
     }                                                                                                                  \
     /* SUMMARIZE: the affine maps of the adjoints of pieces k0 .. k0 + nl - 1                                          \
@@ -445,11 +465,18 @@ static bool as_lanes(const cpu_plan *p, int64_t k0, int nl, int64_t *ls)
     {                                                                                                                  \
         int64_t ls;                                                                                                    \
         dc_scan_affine acc[CPU_WIDTH];                                                                                 \
-        if (nl == LANES && as_lanes(p, k0, nl, &ls)) {                                                                 \
-            cpu_piece q[LANES];                                                                                        \
+        if (nl > 1 && as_lanes(p, k0, nl, &ls)) {                                                                      \
+            /* whole rows (one chunk a row) share their positions: their                                               \
+            * pieces follow from the first, and their ends are stepped                                                 \
+            * together */                                                                                              \
+            const bool rows = p->chunks == 1;                                                                          \
+            cpu_piece q[SHORT_LANES];                                                                                  \
             int variant = -1;                                                                                          \
             for (int l = 0; l < nl; ++l) {                                                                             \
-                q[l] = piece_of(p, k0 + l);                                                                            \
+                if (rows)                                                                                              \
+                    q[l] = (cpu_piece){(k0 + l) * p->len, 1, 0, p->len};                                               \
+                else                                                                                                   \
+                    q[l] = piece_of(p, k0 + l);                                                                        \
                 const int v =                                                                                          \
                     adjoint_variant_##SFX(p, k0 + l, x + q[l].offset, y + q[l].offset, 1, q[l].b, q[l].e, 1, 0);       \
                 variant = variant < 0 || variant == v ? v : p->op;                                                     \
@@ -459,17 +486,23 @@ static bool as_lanes(const cpu_plan *p, int64_t k0, int nl, int64_t *ls)
                     store_zeros_##SFX(mode, gx + q[l].offset, 1, q[l].b, q[l].e, 1, 0);                                \
                 return;                                                                                                \
             }                                                                                                          \
-            for (int l = 0; l < nl; ++l) {                                                                             \
+            for (int l = 0; l < nl; ++l)                                                                               \
                 acc[l] = mode != SUMMARIZE && maps ? maps[k0 + l] : dc_scan_affine_identity();                         \
-                const int64_t o = q[l].offset;                                                                         \
-                adjoint_edge_##SFX(p, mode, 1, x + o, y + o, g + o, gx + o, q[l].e - 1, 1, &acc[l]);                   \
-            }                                                                                                          \
-            const int64_t at = q[0].offset + q[0].b;                                                                   \
+            const int64_t o0 = q[0].offset, at = o0 + q[0].b;                                                          \
+            if (rows)                                                                                                  \
+                adjoint_edge_##SFX(p, mode, nl, x + o0, y + o0, g + o0, gx + o0, p->len - 1, ls, acc);                 \
+            else                                                                                                       \
+                for (int l = 0; l < nl; ++l) {                                                                         \
+                    const int64_t o = q[l].offset;                                                                     \
+                    adjoint_edge_##SFX(p, mode, 1, x + o, y + o, g + o, gx + o, q[l].e - 1, 1, &acc[l]);               \
+                }                                                                                                      \
             adjoint_run_##SFX(variant == QUIET ? DC_REDUCE_SUM : variant, p->exclusive, mode, nl, x + at, y + at,      \
                               g + at, gx + at, q[0].e - q[0].b, 1, ls, acc);                                           \
+            if (rows && p->len > 1)                                                                                    \
+                adjoint_edge_##SFX(p, mode, nl, x + o0, y + o0, g + o0, gx + o0, 0, ls, acc);                          \
             for (int l = 0; l < nl; ++l) {                                                                             \
                 const int64_t o = q[l].offset;                                                                         \
-                if (q[l].e - q[l].b > 1)                                                                               \
+                if (!rows && q[l].e - q[l].b > 1)                                                                      \
                     adjoint_edge_##SFX(p, mode, 1, x + o, y + o, g + o, gx + o, q[l].b, 1, &acc[l]);                   \
                 if (mode == SUMMARIZE)                                                                                 \
                     maps[k0 + l] = acc[l];                                                                             \
@@ -534,8 +567,9 @@ static dc_status scan_cpu(dc_tape *tape, const cpu_plan *p, dc_dtype dtype, bool
                           const void *g, void *out, bool add)
 {
     const int64_t n_pieces = p->groups * p->chunks;
-    /* rows' pieces go LANES at a time */
-    const int64_t batch = p->inner == 1 ? LANES : 1, n_batches = (n_pieces + batch - 1) / batch;
+    /* rows' pieces go LANES (short rows SHORT_LANES) at a time */
+    const int64_t batch = p->inner != 1 ? 1 : p->chunk < SHORT_ROW ? SHORT_LANES : LANES;
+    const int64_t n_batches = (n_pieces + batch - 1) / batch;
     const int64_t numel = p->groups * p->width * p->len;
     const int n_threads = numel > 32768 ? tape->ctx->cpu.num_threads : 1;
     double *sums = NULL;
