@@ -56,21 +56,28 @@ typedef struct cpu_plan {
     unsigned char *factors_ok;
 } cpu_plan;
 
-static cpu_plan plan_cpu(int op, bool exclusive, const dc_axes *ax)
+/* The plan of a scan on `threads` threads: groups as wide as CPU_WIDTH,
+ * narrowed (not below CPU_CUT_WIDTH) while a thread would have no piece.
+ * Lines are scanned alone in any group, so the bits do not depend on it;
+ * the adjoint's plan is the forward's (same context, same threads), whose
+ * pieces it reads (factors_ok). */
+static cpu_plan plan_cpu(int op, bool exclusive, const dc_axes *ax, int threads)
 {
     cpu_plan p;
     p.op = op;
     p.exclusive = exclusive;
     p.len = ax->len;
     p.inner = ax->inner;
-    p.width = ax->inner < CPU_WIDTH ? ax->inner : CPU_WIDTH;
-    p.col_groups = p.width ? (ax->inner + p.width - 1) / p.width : 0;
-    p.groups = ax->outer * p.col_groups;
     const int64_t cut_groups = ax->outer * ((ax->inner + CPU_CUT_WIDTH - 1) / CPU_CUT_WIDTH);
     p.chunks = ax->len == 0                                         ? 0
                : ax->len > CPU_CHUNK && cut_groups < CPU_FEW_GROUPS ? (ax->len + CPU_CHUNK - 1) / CPU_CHUNK
                                                                     : 1;
     p.chunk = p.chunks > 1 ? CPU_CHUNK : ax->len;
+    p.width = ax->inner < CPU_WIDTH ? ax->inner : CPU_WIDTH;
+    while (p.width > CPU_CUT_WIDTH && ax->outer * ((ax->inner + p.width - 1) / p.width) * p.chunks < threads)
+        p.width /= 2;
+    p.col_groups = p.width ? (ax->inner + p.width - 1) / p.width : 0;
+    p.groups = ax->outer * p.col_groups;
     p.factors_ok = NULL;
     return p;
 }
@@ -630,7 +637,7 @@ dc_tensor *dc_op_scan(dc_tape *tape, dc_tensor *x, dc_reduction op, int axis, bo
     if (!y)
         return NULL;
     const bool record = dc_tape_wants_node(tape, 1, &x);
-    cpu_plan p = plan_cpu((int)op, exclusive, &ax);
+    cpu_plan p = plan_cpu((int)op, exclusive, &ax, ctx->cpu.num_threads);
     if (ctx->cuda) {
         const size_t bytes = dc_cuda_scan_parts_bytes(ax.outer, ax.len, ax.inner, false);
         void *parts = bytes ? dc_tape_alloc_data(tape, bytes) : NULL;
@@ -687,7 +694,7 @@ dc_status dc_scan_backward(dc_tape *tape, dc_node *node)
         st = dc_cuda_scan_adjoint(tape->ctx, x->dtype, op, exclusive, xb->data, y->data, g->data, gx, ax->outer,
                                   ax->len, ax->inner, parts, add);
     } else {
-        cpu_plan p = plan_cpu(op, exclusive, ax);
+        cpu_plan p = plan_cpu(op, exclusive, ax, tape->ctx->cpu.num_threads);
         p.factors_ok = node->as.scan.factors_ok;
         st = scan_cpu(tape, &p, x->dtype, true, xb->data, y->data, g->data, gx, add);
     }
