@@ -1,17 +1,17 @@
-/* Reductions over one axis of a matrix: the primal time (the op alone,
- * nothing recorded) and the gradient time (the op recorded, then its
+/* Reductions and scans over one axis of a matrix: the primal time (the op
+ * alone, nothing recorded) and the gradient time (the op recorded, then its
  * adjoint from an all-ones output adjoint) of sums, products, maxima and
- * log-sum-exp over axis 0 (down the columns) or axis 1 (along the rows) of
- * float32 matrices of n elements, from a few tall columns to many short
- * rows. Each time is the median wall time of one iteration from the device
+ * log-sum-exp, and of inclusive scans with sums, products and maxima, over
+ * axis 0 (down the columns) or axis 1 (along the rows) of float32 matrices
+ * of n elements, from a few tall columns to many short rows. Each time is the median wall time of one iteration from the device
  * at rest to the device at rest, primal and gradient iterations alternating
  * (bench_step_medians), as bench_reduce times the whole reductions.
  *
  *   bench_axes [--device cpu|cuda] [--n N (10000000)] [--reps N (15)]
- *              [--ops sum,prod,max,logsumexp]
+ *              [--ops sum,prod,max,logsumexp,scan_sum,scan_prod,scan_max]
  *
- * Bandwidth: the primal's least traffic, its input read once (4n bytes),
- * over its time, beside the copy bandwidth of the same device measured in
+ * Bandwidth: the primal's least traffic, its input read once (4n bytes; a
+ * scan's also its output written, 8n), over its time, beside the copy bandwidth of the same device measured in
  * the same run, timed the same way (dc_tensor_copy of n float32, 8n bytes
  * read and written). Inputs: uniform in [0.999, 1.001], whose products over
  * 10^7 elements stay finite. */
@@ -25,10 +25,20 @@
 
 typedef dc_tensor *(*reduce_fn)(dc_tape *, dc_tensor *, int, const int *, bool);
 
-static const struct {
+/* A reduction (fn), or a scan with scan_op where fn is NULL. */
+typedef struct axis_op {
     const char *name;
     reduce_fn fn;
-} ops[] = {{"sum", dc_op_sum}, {"prod", dc_op_prod}, {"max", dc_op_max}, {"logsumexp", dc_op_logsumexp}};
+    dc_reduction scan_op;
+} axis_op;
+
+static const axis_op ops[] = {{"sum", dc_op_sum, DC_REDUCE_SUM},
+                              {"prod", dc_op_prod, DC_REDUCE_SUM},
+                              {"max", dc_op_max, DC_REDUCE_SUM},
+                              {"logsumexp", dc_op_logsumexp, DC_REDUCE_SUM},
+                              {"scan_sum", NULL, DC_REDUCE_SUM},
+                              {"scan_prod", NULL, DC_REDUCE_PROD},
+                              {"scan_max", NULL, DC_REDUCE_MAX}};
 enum { N_OPS = sizeof ops / sizeof ops[0] };
 
 /* The matrices' column counts (rows: n over them) and the axes reduced. */
@@ -46,7 +56,7 @@ static void die(dc_ctx *ctx, const char *what)
 
 /* One case: bench_step's argument. */
 typedef struct axis_case {
-    reduce_fn fn;
+    const axis_op *op;
     dc_tensor *x, *ones;
     int axis;
 } axis_case;
@@ -54,7 +64,8 @@ typedef struct axis_case {
 static dc_tensor *run_case(dc_tape *tape, const void *arg)
 {
     const axis_case *k = arg;
-    return k->fn(tape, k->x, 1, &k->axis, false);
+    return k->op->fn ? k->op->fn(tape, k->x, 1, &k->axis, false)
+                     : dc_op_scan(tape, k->x, k->op->scan_op, k->axis, false);
 }
 
 static const dc_tensor *seed_of(const void *arg) { return ((const axis_case *)arg)->ones; }
@@ -111,18 +122,21 @@ int main(int argc, char **argv)
     for (int s = 0; s < N_SHAPES; ++s) {
         const int64_t shape[2] = {n / shapes[s].cols, shapes[s].cols}, out = shape[1 - shapes[s].axis];
         const int64_t used = shape[0] * shape[1];
-        /* the matrix's elements: the first n / cols * cols of the input */
+        /* the matrix's elements: the first n / cols * cols of the input;
+         * the all-ones adjoints of a reduction's output and of a scan's */
         dc_tensor *x = dc_tensor_from_host(ctx, DC_F32, 2, shape, v), *ones = dc_tensor_new(ctx, DC_F32, 1, &out);
-        if (!x || !ones || dc_tensor_fill(ones, 1) != DC_OK || dc_tensor_set_requires_grad(x, true) != DC_OK)
+        dc_tensor *ones_all = dc_tensor_new(ctx, DC_F32, 2, shape);
+        if (!x || !ones || !ones_all || dc_tensor_fill(ones, 1) != DC_OK || dc_tensor_fill(ones_all, 1) != DC_OK ||
+            dc_tensor_set_requires_grad(x, true) != DC_OK)
             die(ctx, "a case's tensors");
         for (int op = 0; op < N_OPS; ++op) {
             if (!bench_list_has(names, ops[op].name))
                 continue;
-            const axis_case k = {ops[op].fn, x, ones, shapes[s].axis};
+            const axis_case k = {&ops[op], x, ops[op].fn ? ones : ones_all, shapes[s].axis};
             const bench_step step = {ctx, tape, run_case, seed_of, &k, {x, NULL}};
             double primal, gradient;
             bench_step_medians(&step, reps, &primal, &gradient);
-            const double gbs = 4.0 * (double)used / primal / 1e9;
+            const double gbs = (ops[op].fn ? 4.0 : 8.0) * (double)used / primal / 1e9;
             printf("| %s | [%lld, %lld] | %d | %.3f | %.3f | %.2f | %.1f | %.0f |\n", ops[op].name, (long long)shape[0],
                    (long long)shape[1], shapes[s].axis, primal * 1e3, gradient * 1e3, gradient / primal, gbs,
                    100.0 * gbs / copy);
@@ -131,6 +145,7 @@ int main(int argc, char **argv)
         dc_tape_reset(tape);
         dc_tensor_free(x);
         dc_tensor_free(ones);
+        dc_tensor_free(ones_all);
     }
     printf("\ncopy bandwidth (dc_tensor_copy of %lld float32, bytes read + written, median of %d): %.1f GB/s\n",
            (long long)n, reps, copy);
