@@ -33,6 +33,7 @@ typedef struct plan {
     int64_t shape[DC_MAX_DIMS];
     int64_t strides[DC_LOOP_MAX_ARRAYS][DC_MAX_DIMS];
     bool contiguous[DC_LOOP_MAX_ARRAYS]; /* dense row-major over the whole shape */
+    bool row_constant[DC_LOOP_MAX_ARRAYS]; /* stride 0 along every axis before the last: each row the same */
     bool reduces[DC_LOOP_MAX_ARRAYS];    /* an output summed over some axis */
     int64_t buf_strides[DC_LOOP_MAX_ARRAYS][DC_MAX_DIMS];
     int64_t buf_size[DC_LOOP_MAX_ARRAYS]; /* elements of the per-thread sum buffer */
@@ -67,6 +68,10 @@ static void make_plan(const dc_loop *L, plan *p)
         for (int d = nd - 2; d >= 0 && dense; --d)
             dense = p->strides[a][d] == p->strides[a][d + 1] * p->shape[d + 1];
         p->contiguous[a] = dense;
+        bool same_rows = true;
+        for (int d = 0; d < nd - 1; ++d)
+            same_rows = same_rows && p->strides[a][d] == 0;
+        p->row_constant[a] = same_rows;
         p->reduces[a] = false;
         if (a < L->n_in)
             continue;
@@ -203,6 +208,26 @@ static chunk chunk_at(const plan *p, int64_t c)
                 buf[off + i] += (double)tile[i];                                                   \
         }                                                                                          \
     }                                                                                              \
+    /* buf[c] += tile[r * len + c] for the rows r in order, the adds of                            \
+     * sum_into row by row; rows of at most 16 in registers */                                     \
+    static void sum_rows_into_##T(double *buf, const T *tile, int64_t rows, int64_t len)           \
+    {                                                                                              \
+        if (len > 16) {                                                                            \
+            for (int64_t r = 0; r < rows; ++r)                                                     \
+                sum_into_##T(buf, tile + r * len, 0, 1, len);                                      \
+            return;                                                                                \
+        }                                                                                          \
+        double acc[16] = {0};                                                                      \
+        for (int64_t c = 0; c < len; ++c)                                                          \
+            acc[c] = buf[c];                                                                       \
+        for (int64_t r = 0; r < rows; ++r) {                                                       \
+            const T *row = tile + r * len;                                                         \
+            for (int c = 0; c < 16; ++c) /* lanes from len on are never stored */                  \
+                acc[c] += c < len ? (double)row[c] : 0.0;                                          \
+        }                                                                                          \
+        for (int64_t c = 0; c < len; ++c)                                                          \
+            buf[c] = acc[c];                                                                       \
+    }                                                                                              \
     static bool all_equal_##T(const T *v, int64_t n)                                               \
     {                                                                                              \
         for (int64_t i = 1; i < n; ++i)                                                            \
@@ -236,6 +261,14 @@ static void sum_into(const plan *p, double *buf, const void *tile, int64_t off, 
         sum_into_float(buf, tile, off, stride, len);
     else
         sum_into_double(buf, tile, off, stride, len);
+}
+
+static void sum_rows_into(const plan *p, double *buf, const void *tile, int64_t rows, int64_t len)
+{
+    if (p->esize == 4)
+        sum_rows_into_float(buf, tile, rows, len);
+    else
+        sum_rows_into_double(buf, tile, rows, len);
 }
 
 static bool all_equal(const plan *p, const void *v, int64_t n)
@@ -285,6 +318,14 @@ static void run_chunk(const dc_loop *L, const plan *p, chunk k, unsigned char *s
             }
             if (direct) {
                 in_ptr[a] = base + (size_t)off0 * p->esize;
+            } else if (p->row_constant[a] && sin == 1) {
+                /* the same row in every row of the chunk: staged once, then
+                 * doubled in place */
+                const size_t row = (size_t)k.len * p->esize, all = (size_t)k.n * p->esize;
+                memcpy(tile, base + (size_t)off0 * p->esize, row);
+                for (size_t have = row; have < all; have *= 2)
+                    memcpy((unsigned char *)tile + have, tile, have < all - have ? have : all - have);
+                in_ptr[a] = tile;
             } else {
                 memcpy(coords, c0, sizeof coords);
                 for (int64_t r = 0; r < k.rows; ++r) {
@@ -314,6 +355,11 @@ static void run_chunk(const dc_loop *L, const plan *p, chunk k, unsigned char *s
             continue;
         const int64_t *st = p->strides[a];
         const unsigned char *tile = scratch + (size_t)a * TILE * p->esize;
+        if (p->reduces[a] && p->row_constant[a] && p->buf_strides[a][nd - 1] == 1) {
+            /* every row into the same sums (a row broadcast's gradient) */
+            sum_rows_into(p, (double *)(scratch + p->buf_offset[a]) + k.c0, tile, k.rows, k.len);
+            continue;
+        }
         memcpy(coords, c0, sizeof coords);
         for (int64_t r = 0; r < k.rows; ++r) {
             const void *seg = tile + (size_t)(r * k.len) * p->esize;
