@@ -1,19 +1,24 @@
 /* Reductions and scans over one axis of a matrix: the primal time (the op
  * alone, nothing recorded) and the gradient time (the op recorded, then its
  * adjoint from an all-ones output adjoint) of sums, products, maxima and
- * log-sum-exp, and of inclusive scans with sums, products and maxima, over
- * axis 0 (down the columns) or axis 1 (along the rows) of float32 matrices
- * of n elements, from a few tall columns to many short rows. Each time is the median wall time of one iteration from the device
+ * log-sum-exp, of inclusive scans with sums, products and maxima, and of a
+ * product with a vector broadcast along the axis (bcast_mul: x * b, b of
+ * shape [1, cols] along axis 0, [rows, 1] along axis 1; its gradient sums
+ * over the axis), over axis 0 (down the columns) or axis 1 (along the rows)
+ * of float32 matrices of n elements, from a few tall columns to many short
+ * rows. Each time is the median wall time of one iteration from the device
  * at rest to the device at rest, primal and gradient iterations alternating
  * (bench_step_medians), as bench_reduce times the whole reductions.
  *
  *   bench_axes [--device cpu|cuda] [--n N (10000000)] [--reps N (15)]
- *              [--ops sum,prod,max,logsumexp,scan_sum,scan_prod,scan_max]
+ *              [--ops sum,prod,max,logsumexp,scan_sum,scan_prod,scan_max,
+ *                     bcast_mul]
  *
  * Bandwidth: the primal's least traffic, its input read once (4n bytes; a
- * scan's also its output written, 8n), over its time, beside the copy bandwidth of the same device measured in
- * the same run, timed the same way (dc_tensor_copy of n float32, 8n bytes
- * read and written). Inputs: uniform in [0.999, 1.001], whose products over
+ * scan's and bcast_mul's also its output written, 8n), over its time,
+ * beside the copy bandwidth of the same device measured in the same run,
+ * timed the same way (dc_tensor_copy of n float32, 8n bytes read and
+ * written). Inputs: uniform in [0.999, 1.001], whose products over
  * 10^7 elements stay finite. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,20 +30,23 @@
 
 typedef dc_tensor *(*reduce_fn)(dc_tape *, dc_tensor *, int, const int *, bool);
 
-/* A reduction (fn), or a scan with scan_op where fn is NULL. */
+/* A reduction (fn), a scan with scan_op (fn NULL, not broadcast), or the
+ * broadcast product (broadcast). */
 typedef struct axis_op {
     const char *name;
     reduce_fn fn;
     dc_reduction scan_op;
+    bool broadcast;
 } axis_op;
 
-static const axis_op ops[] = {{"sum", dc_op_sum, DC_REDUCE_SUM},
-                              {"prod", dc_op_prod, DC_REDUCE_SUM},
-                              {"max", dc_op_max, DC_REDUCE_SUM},
-                              {"logsumexp", dc_op_logsumexp, DC_REDUCE_SUM},
-                              {"scan_sum", NULL, DC_REDUCE_SUM},
-                              {"scan_prod", NULL, DC_REDUCE_PROD},
-                              {"scan_max", NULL, DC_REDUCE_MAX}};
+static const axis_op ops[] = {{"sum", dc_op_sum, DC_REDUCE_SUM, false},
+                              {"prod", dc_op_prod, DC_REDUCE_SUM, false},
+                              {"max", dc_op_max, DC_REDUCE_SUM, false},
+                              {"logsumexp", dc_op_logsumexp, DC_REDUCE_SUM, false},
+                              {"scan_sum", NULL, DC_REDUCE_SUM, false},
+                              {"scan_prod", NULL, DC_REDUCE_PROD, false},
+                              {"scan_max", NULL, DC_REDUCE_MAX, false},
+                              {"bcast_mul", NULL, DC_REDUCE_SUM, true}};
 enum { N_OPS = sizeof ops / sizeof ops[0] };
 
 /* The matrices' column counts (rows: n over them) and the axes reduced. */
@@ -57,15 +65,16 @@ static void die(dc_ctx *ctx, const char *what)
 /* One case: bench_step's argument. */
 typedef struct axis_case {
     const axis_op *op;
-    dc_tensor *x, *ones;
+    dc_tensor *x, *ones, *b;
     int axis;
 } axis_case;
 
 static dc_tensor *run_case(dc_tape *tape, const void *arg)
 {
     const axis_case *k = arg;
-    return k->op->fn ? k->op->fn(tape, k->x, 1, &k->axis, false)
-                     : dc_op_scan(tape, k->x, k->op->scan_op, k->axis, false);
+    return k->op->fn          ? k->op->fn(tape, k->x, 1, &k->axis, false)
+           : k->op->broadcast ? dc_op_mul(tape, k->x, k->b)
+                              : dc_op_scan(tape, k->x, k->op->scan_op, k->axis, false);
 }
 
 static const dc_tensor *seed_of(const void *arg) { return ((const axis_case *)arg)->ones; }
@@ -126,14 +135,18 @@ int main(int argc, char **argv)
          * the all-ones adjoints of a reduction's output and of a scan's */
         dc_tensor *x = dc_tensor_from_host(ctx, DC_F32, 2, shape, v), *ones = dc_tensor_new(ctx, DC_F32, 1, &out);
         dc_tensor *ones_all = dc_tensor_new(ctx, DC_F32, 2, shape);
-        if (!x || !ones || !ones_all || dc_tensor_fill(ones, 1) != DC_OK || dc_tensor_fill(ones_all, 1) != DC_OK ||
-            dc_tensor_set_requires_grad(x, true) != DC_OK)
+        /* bcast_mul's vector, along the axis: [1, cols] or [rows, 1] */
+        const int64_t b_shape[2] = {shapes[s].axis == 0 ? 1 : shape[0], shapes[s].axis == 0 ? shape[1] : 1};
+        dc_tensor *b = dc_tensor_from_host(ctx, DC_F32, 2, b_shape, v);
+        if (!x || !ones || !ones_all || !b || dc_tensor_fill(ones, 1) != DC_OK ||
+            dc_tensor_fill(ones_all, 1) != DC_OK || dc_tensor_set_requires_grad(x, true) != DC_OK ||
+            dc_tensor_set_requires_grad(b, true) != DC_OK)
             die(ctx, "a case's tensors");
         for (int op = 0; op < N_OPS; ++op) {
             if (!bench_list_has(names, ops[op].name))
                 continue;
-            const axis_case k = {&ops[op], x, ops[op].fn ? ones : ones_all, shapes[s].axis};
-            const bench_step step = {ctx, tape, run_case, seed_of, &k, {x, NULL}};
+            const axis_case k = {&ops[op], x, ops[op].fn ? ones : ones_all, b, shapes[s].axis};
+            const bench_step step = {ctx, tape, run_case, seed_of, &k, {x, ops[op].broadcast ? b : NULL}};
             double primal, gradient;
             bench_step_medians(&step, reps, &primal, &gradient);
             const double gbs = (ops[op].fn ? 4.0 : 8.0) * (double)used / primal / 1e9;
@@ -146,6 +159,7 @@ int main(int argc, char **argv)
         dc_tensor_free(x);
         dc_tensor_free(ones);
         dc_tensor_free(ones_all);
+        dc_tensor_free(b);
     }
     printf("\ncopy bandwidth (dc_tensor_copy of %lld float32, bytes read + written, median of %d): %.1f GB/s\n",
            (long long)n, reps, copy);
