@@ -543,6 +543,52 @@ static void test_threads_same_bits(void **state)
     dc_ctx_free(two);
 }
 
+/* A product's gradient that underflows to zero (float64: 1e-10 times
+ * -5e-324) is +0, whichever path its piece takes: the pieces whose factors
+ * are all finite and not zero take one without the zero-safe tests, and
+ * which pieces those are, or which share lanes, follows the thread count
+ * (columns: pieces narrow while a thread has none) and the batch (short
+ * rows). Columns over axis 0 of [3, 128] and rows over axis 1 of [2, 3], a
+ * zero elsewhere in each, on 1, 2 and 4 threads. */
+static void test_product_underflow_same_bits(void **state)
+{
+    (void)state;
+    dc_ctx *ctxs[3] = {test_cpu_ctx_threads(1, 1), test_cpu_ctx_threads(2, 1), test_cpu_ctx_threads(4, 1)};
+    for (int s = 0; s < 2; ++s) {
+        const bool cols = s == 0;
+        const int64_t shape[2] = {cols ? 3 : 2, cols ? 128 : 3}, n = shape[0] * shape[1];
+        /* the underflowing line: column 100 or row 1; a zero in column 0 or
+         * row 0; the underflow at the line's position 1 */
+        const int64_t line_step = cols ? shape[1] : 1, line_at = cols ? 100 : shape[1], zero_at = cols ? shape[1] : 1;
+        double xv[384], gv[384], *g[3];
+        for (int64_t i = 0; i < n; ++i) {
+            xv[i] = 1.0;
+            gv[i] = 1.0;
+        }
+        xv[zero_at] = 0.0;
+        xv[line_at] = 1e-10;
+        gv[line_at] = 0.0;
+        gv[line_at + line_step] = -5e-324;
+        gv[line_at + 2 * line_step] = 0.0;
+        const scan_case c = {DC_REDUCE_PROD, false, cols ? 0 : 1, false};
+        for (int t = 0; t < 3; ++t) {
+            double *y;
+            run_scan(ctxs[t], DC_F64, &c, 2, shape, xv, gv, &y, &g[t]);
+            free(y);
+        }
+        const double under = g[0][line_at + line_step];
+        if (under != 0.0 || signbit(under))
+            fail_msg("%s: the underflowing partial is %g (sign %d), want +0", cols ? "columns" : "rows", under,
+                     signbit(under) != 0);
+        assert_same_bits(g[0], g[1], n, cols ? "columns, 1 and 2 threads" : "rows, 1 and 2 threads");
+        assert_same_bits(g[0], g[2], n, cols ? "columns, 1 and 4 threads" : "rows, 1 and 4 threads");
+        for (int t = 0; t < 3; ++t)
+            free(g[t]);
+    }
+    for (int t = 0; t < 3; ++t)
+        dc_ctx_free(ctxs[t]);
+}
+
 /* The gradient of a long sum scan is the reverse cumulative sum of the
  * adjoint, and a long maximum's goes to the winners: both across chunks. */
 static void test_long_gradients(void **state)
@@ -1106,7 +1152,8 @@ int main(void)
         cmocka_unit_test(test_matches_reference), cmocka_unit_test(test_gradcheck),
         cmocka_unit_test(test_gradcheck_long),    cmocka_unit_test(test_prod_zeros),
         cmocka_unit_test(test_max_min_winners),   cmocka_unit_test(test_empty_and_single),
-        cmocka_unit_test(test_threads_same_bits), cmocka_unit_test(test_long_gradients),
+        cmocka_unit_test(test_threads_same_bits),
+        cmocka_unit_test(test_product_underflow_same_bits), cmocka_unit_test(test_long_gradients),
         cmocka_unit_test(test_bad_arguments),     cmocka_unit_test(test_cuda_matches_cpu),
         cmocka_unit_test(test_cuda_edges),        cmocka_unit_test(test_cuda_launches),
         cmocka_unit_test(test_cuda_graph_replay), cmocka_unit_test(test_fast_pieces),

@@ -74,7 +74,7 @@ static cpu_plan plan_cpu(int op, bool exclusive, const dc_axes *ax, int threads)
                                                                     : 1;
     p.chunk = p.chunks > 1 ? CPU_CHUNK : ax->len;
     p.width = ax->inner < CPU_WIDTH ? ax->inner : CPU_WIDTH;
-    while (p.width > CPU_CUT_WIDTH && ax->outer * ((ax->inner + p.width - 1) / p.width) * p.chunks < threads)
+    while (p.width / 2 >= CPU_CUT_WIDTH && ax->outer * ((ax->inner + p.width - 1) / p.width) * p.chunks < threads)
         p.width /= 2;
     p.col_groups = p.width ? (ax->inner + p.width - 1) / p.width : 0;
     p.groups = ax->outer * p.col_groups;

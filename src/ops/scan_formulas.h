@@ -55,14 +55,20 @@ DC_INLINE DC_HD double dc_scan_combine(int op, double acc, double v)
     }
 }
 
-/* k * lambda, zero where either is zero. */
-DC_INLINE DC_HD double dc_scan_mul(double k, double lambda) { return k == 0 || lambda == 0 ? 0.0 : k * lambda; }
+/* k * lambda, zero where either is zero (even against an infinite or NaN
+ * other), every zero +0: a product that underflows to -0 is made +0 too,
+ * so that dc_scan_mul_nonzero gives the same bits. */
+DC_INLINE DC_HD double dc_scan_mul(double k, double lambda)
+{
+    return k == 0 || lambda == 0 ? 0.0 : k * lambda + 0.0;
+}
 
 /* dc_scan_mul where k is finite and not zero, without a test: k * lambda,
- * a zero made +0 (what dc_scan_mul gives for lambda zero). The two differ
- * only in the sign of a zero where k * lambda underflows. The products'
- * adjoint takes it over pieces where every factor is finite and not zero
- * (dc_scan_prod_factor_ok), so that the pieces' lanes run without branches. */
+ * a zero made +0, which is dc_scan_mul's value bit for bit (for lambda
+ * zero, and where k * lambda underflows). The products' adjoint takes it
+ * over pieces where every factor is finite and not zero
+ * (dc_scan_prod_factor_ok), so that the pieces' lanes run without branches:
+ * which pieces do, and which pieces share lanes, changes no bit. */
 DC_INLINE DC_HD double dc_scan_mul_nonzero(double k, double lambda) { return k * lambda + 0.0; }
 
 /* Whether v, as a factor k or s of the products' adjoint, lets
