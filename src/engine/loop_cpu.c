@@ -34,6 +34,10 @@ typedef struct plan {
     int64_t strides[DC_LOOP_MAX_ARRAYS][DC_MAX_DIMS];
     bool contiguous[DC_LOOP_MAX_ARRAYS]; /* dense row-major over the whole shape */
     bool row_constant[DC_LOOP_MAX_ARRAYS]; /* stride 0 along every axis before the last: each row the same */
+    /* an output summed along the last axis only, whose rows no chunk cuts:
+     * each element is one row's sum, written by the thread whose chunk has
+     * the row, with no per-thread sums */
+    bool row_sums[DC_LOOP_MAX_ARRAYS];
     bool reduces[DC_LOOP_MAX_ARRAYS];    /* an output summed over some axis */
     int64_t buf_strides[DC_LOOP_MAX_ARRAYS][DC_MAX_DIMS];
     int64_t buf_size[DC_LOOP_MAX_ARRAYS]; /* elements of the per-thread sum buffer */
@@ -73,6 +77,7 @@ static void make_plan(const dc_loop *L, plan *p)
             same_rows = same_rows && p->strides[a][d] == 0;
         p->row_constant[a] = same_rows;
         p->reduces[a] = false;
+        p->row_sums[a] = false;
         if (a < L->n_in)
             continue;
         for (int d = 0; d < nd; ++d)
@@ -104,7 +109,11 @@ static void make_plan(const dc_loop *L, plan *p)
     /* Scratch of one thread: a tile per array, then the sum buffers. */
     size_t bytes = (size_t)na * TILE * p->esize;
     for (int a = L->n_in; a < na; ++a) {
-        if (!p->reduces[a])
+        bool along_rows = p->reduces[a] && p->pieces_per_row == 1 && p->strides[a][nd - 1] == 0;
+        for (int d = 0; d < nd - 1; ++d)
+            along_rows = along_rows && p->strides[a][d] != 0;
+        p->row_sums[a] = along_rows;
+        if (!p->reduces[a] || p->row_sums[a])
             continue;
         int64_t size = 1;
         for (int d = nd - 1; d >= 0; --d) {
@@ -326,6 +335,17 @@ static void run_chunk(const dc_loop *L, const plan *p, chunk k, unsigned char *s
                 for (size_t have = row; have < all; have *= 2)
                     memcpy((unsigned char *)tile + have, tile, have < all - have ? have : all - have);
                 in_ptr[a] = tile;
+            } else if (sin == 0 && p->esize == 4) {
+                /* one value a row (a column broadcast along the rows) */
+                memcpy(coords, c0, sizeof coords);
+                float *t = tile;
+                for (int64_t r = 0; r < k.rows; ++r) {
+                    const float v = ((const float *)base)[row_offset(p, st, coords)];
+                    for (int64_t i = 0; i < k.len; ++i)
+                        t[r * k.len + i] = v;
+                    next_row(p, coords);
+                }
+                in_ptr[a] = tile;
             } else {
                 memcpy(coords, c0, sizeof coords);
                 for (int64_t r = 0; r < k.rows; ++r) {
@@ -355,6 +375,27 @@ static void run_chunk(const dc_loop *L, const plan *p, chunk k, unsigned char *s
             continue;
         const int64_t *st = p->strides[a];
         const unsigned char *tile = scratch + (size_t)a * TILE * p->esize;
+        if (p->row_sums[a]) {
+            /* each row's sum straight into its element: the value the
+             * per-thread sums would combine to (0.0 plus the row's sum from
+             * the one thread that has it, plus the others' 0.0) */
+            const bool add = o->mode == DC_WRITE_ACCUMULATE;
+            memcpy(coords, c0, sizeof coords);
+            for (int64_t r = 0; r < k.rows; ++r) {
+                double sum = 0.0;
+                sum_into(p, &sum, tile + (size_t)(r * k.len) * p->esize, 0, 0, k.len);
+                const int64_t off = row_offset(p, st, coords);
+                if (p->esize == 4) {
+                    float *dst = (float *)o->data + off;
+                    *dst = add ? (float)((double)*dst + sum) : (float)sum;
+                } else {
+                    double *dst = (double *)o->data + off;
+                    *dst = add ? *dst + sum : sum;
+                }
+                next_row(p, coords);
+            }
+            continue;
+        }
         if (p->reduces[a] && p->row_constant[a] && p->buf_strides[a][nd - 1] == 1) {
             /* every row into the same sums (a row broadcast's gradient) */
             sum_rows_into(p, (double *)(scratch + p->buf_offset[a]) + k.c0, tile, k.rows, k.len);
@@ -467,7 +508,7 @@ dc_status dc_loop_run_cpu(dc_ctx *ctx, const dc_loop *L)
     const int n_threads = dc_pool_team(&ctx->cpu, worth_splitting);
     bool has_sums = false;
     for (int a = L->n_in; a < p.n_arrays; ++a)
-        has_sums = has_sums || p.reduces[a];
+        has_sums = has_sums || (p.reduces[a] && !p.row_sums[a]);
 
     /* Scratch is grown here, outside the parallel region. */
     for (int t = 0; t < n_threads; ++t)
@@ -487,7 +528,7 @@ dc_status dc_loop_run_cpu(dc_ctx *ctx, const dc_loop *L)
             granted = nt;
         unsigned char *scratch = ctx->cpu.scratch[t].ptr;
         for (int a = L->n_in; a < p.n_arrays; ++a)
-            if (p.reduces[a])
+            if (p.reduces[a] && !p.row_sums[a])
                 memset(scratch + p.buf_offset[a], 0, (size_t)p.buf_size[a] * sizeof(double));
         const int64_t c_begin = p.n_chunks * t / nt;
         const int64_t c_end = p.n_chunks * (t + 1) / nt;
@@ -497,7 +538,7 @@ dc_status dc_loop_run_cpu(dc_ctx *ctx, const dc_loop *L)
 
     if (has_sums)
         for (int a = L->n_in; a < p.n_arrays; ++a)
-            if (p.reduces[a])
+            if (p.reduces[a] && !p.row_sums[a])
                 combine_sums(ctx, L, &p, a, granted);
     return DC_OK;
 }
