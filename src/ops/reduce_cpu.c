@@ -4,8 +4,9 @@
  * reduce_kinds.h, a cut of them), kShortRows short rows, pieces of
  * kSegmentRows rows with their own bins for segment reductions of few
  * outputs (else up to kSegmentColumns columns of every segment), whole rows
- * (inner 1) one or kSplit elements at a time. Columns, short rows and segments walk each output in ascending
- * element order, rows in interleaved lanes (reduce_cpu_kernels.h). Rows
+ * (inner 1) one or kSplit elements at a time. Columns, short rows and
+ * segments walk each output in ascending element order, rows in
+ * interleaved lanes (reduce_cpu_kernels.h). Rows
  * longer than kSplit (a whole tensor reduced, a long row) and cut columns
  * are reduced in pieces whose states are then combined in order. Either
  * way the bits never depend on the thread count. The element loops are
@@ -786,7 +787,8 @@ dc_status dc_cpu_winners_grad(dc_tape *tape, dc_tensor *x, int64_t outer, int64_
     const dc_status st = dc_grad_prepare(tape, x, &mode);
     if (st != DC_OK || !dc_tensor_is_contiguous(x->grad))
         return st;
-    if (mode == DC_WRITE_ASSIGN && inner == 1 && o_stride > 0 && o_stride <= kDenseRow && outer * o_stride == x->numel) {
+    if (mode == DC_WRITE_ASSIGN && inner == 1 && o_stride > 0 && o_stride <= kDenseRow &&
+        outer * o_stride == x->numel) {
         if (x->dtype == DC_F32)
             winner_rows_f32(tape->ctx, outer, o_stride, aux, gy, x->grad->data);
         else

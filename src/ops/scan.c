@@ -474,8 +474,8 @@ static bool as_lanes(const cpu_plan *p, int64_t k0, int nl, int64_t *ls)
         dc_scan_affine acc[CPU_WIDTH];                                                                                 \
         if (nl > 1 && as_lanes(p, k0, nl, &ls)) {                                                                      \
             /* whole rows (one chunk a row) share their positions: their                                               \
-            * pieces follow from the first, and their ends are stepped                                                 \
-            * together */                                                                                              \
+             * pieces follow from the first, and their ends are stepped                                                \
+             * together */                                                                                             \
             const bool rows = p->chunks == 1;                                                                          \
             cpu_piece q[SHORT_LANES];                                                                                  \
             int variant = -1;                                                                                          \
