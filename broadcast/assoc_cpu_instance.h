@@ -92,6 +92,10 @@ void DC_ASSOC_KERNEL(_scan_adjoint)(const dc_assoc_scan_adjoint_launch *launch, 
             dc_assoc_scan_adjoint_item_dual(launch, item++);
         }
     }
+#if defined(DC_TILES8)
+    if (launch->streaming)
+        dc_tile8_stream_fence();
+#endif
 }
 
 void DC_ASSOC_KERNEL(_reduce_adjoint)(const dc_assoc_reduce_adjoint_launch *launch, int64_t begin, int64_t end);

@@ -558,7 +558,8 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_adjoint_group_tile)(const dc_assoc_scan_
         DC_UNROLL for (int f = 0; f < K; ++f)
         {
             if (L->gx[f])
-                DC_BFN_ID(dc_assoc_unstage)((dc_real *)L->gx[f], first, s0, T, (L->accumulate >> f) & 1u, 0, vs[f]);
+                DC_BFN_ID(dc_assoc_unstage)((dc_real *)L->gx[f], first, s0, T, (L->accumulate >> f) & 1u,
+                                            L->streaming, vs[f]);
         }
 }
 

@@ -878,10 +878,10 @@ static void rows_reduced_grads(dc_ctx *ctx, const op_case *c, const double *v, i
 
 /* Gradients of DC_STREAM_MIN_BYTES (8 MiB) or more, which the CPU's groups
  * of pieces write with streaming stores where a piece starts on a 64-byte
- * boundary (broadcast/tiles8.h): a row of them gets the bits of the same
- * row walked piece by piece (two lanes, no groups); of two such rows of an
- * odd length, whose second starts off the boundary and is written as
- * usual, each gets the bits of its row alone. */
+ * boundary (broadcast/tiles8.h): a row of them, reduced or scanned, gets the
+ * bits of the same row walked piece by piece (two lanes, no groups); of two
+ * reduced rows of an odd length, whose second starts off the boundary and is
+ * written as usual, each gets the bits of its row alone. */
 static void test_streamed_gradients_match_pieces(void **state)
 {
     (void)state;
@@ -904,13 +904,16 @@ static void test_streamed_gradients_match_pieces(void **state)
         /* row r alone: one[f * n + i] */
         for (int f = 0; f < 2; ++f)
             memcpy(one + f * n, v + f * 2 * n + r * n, (size_t)n * sizeof *one);
-        if (r == 0) {
+        /* the reduction, and the scan inclusive and exclusive */
+        for (int run = 0; r == 0 && run < 3; ++run) {
+            const run_kind kind = run == 0 ? RUN_REDUCE : RUN_SCAN;
             size_t s1, s2;
-            unsigned char *b1 = lane_bits(ctx, linrec, RUN_REDUCE, false, one, n, 1, DC_F32, &s1);
-            unsigned char *b2 = lane_bits(ctx, linrec, RUN_REDUCE, false, one, n, 2, DC_F32, &s2);
+            unsigned char *b1 = lane_bits(ctx, linrec, kind, run == 2, one, n, 1, DC_F32, &s1);
+            unsigned char *b2 = lane_bits(ctx, linrec, kind, run == 2, one, n, 2, DC_F32, &s2);
             assert_int_equal(s1, s2);
             if (memcmp(b1, b2, s1) != 0)
-                fail_msg("a streamed row and its pieces one by one differ");
+                fail_msg("%s: a streamed row and its pieces one by one differ",
+                         run == 0 ? "reduction" : run == 1 ? "inclusive scan" : "exclusive scan");
             free(b1);
             free(b2);
         }

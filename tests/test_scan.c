@@ -750,6 +750,60 @@ static void test_fast_pieces(void **state)
     dc_ctx_free(two);
 }
 
+/* A float32 gradient of DC_STREAM_MIN_BYTES or more (src/engine/
+ * stream_store.h, 8 MiB) goes out in streaming stores where the tiles take
+ * it (src/ops/scan_tiles.h), sixteen positions of each lane at a time: sums
+ * and nonzero products over a line that no piece divides, against the
+ * references, and the same bits on 1 and 2 threads. */
+static void test_streamed_gradients(void **state)
+{
+    (void)state;
+    dc_ctx *one = test_cpu_ctx_threads(1, 1), *two = test_cpu_ctx_threads(2, 1);
+    const int64_t n = ((int64_t)1 << 21) + 3 * PIECE + 5;
+    double *xv = malloc(n * sizeof *xv), *gv = malloc(n * sizeof *gv), *want = malloc(n * sizeof *want);
+    assert_non_null(xv);
+    assert_non_null(gv);
+    assert_non_null(want);
+    for (int o = 0; o < 2; ++o)
+        for (int e = 0; e < 2; ++e) {
+            const bool prod = ops[o] == DC_REDUCE_PROD;
+            fill(xv, n, prod ? 0.999 : -1.0, prod ? 1.001 : 1.0, 57 + o);
+            for (int64_t i = 0; i < n; ++i) {
+                xv[i] = (float)xv[i];
+                /* positive adjoints for the products, integers (every sum exact) for the sums */
+                gv[i] = prod ? 0.5 + (double)(i % 7) / 7.0 : (double)(i % 5) - 2.0;
+            }
+            const scan_case c = {ops[o], e == 1, 0, false};
+            double *y1, *g1, *y2, *g2;
+            run_scan(one, DC_F32, &c, 1, &n, xv, gv, &y1, &g1);
+            run_scan(two, DC_F32, &c, 1, &n, xv, gv, &y2, &g2);
+            char what[96];
+            snprintf(what, sizeof what, "float32 %s %s of %lld", dc_reduction_name(c.op),
+                     c.exclusive ? "exclusive" : "inclusive", (long long)n);
+            assert_same_bits(g1, g2, n, what);
+            if (prod) {
+                ref_grad_recurrence(c.op, c.exclusive, n, xv, gv, want);
+                assert_close(g1, want, n, 0.0, 1e-4, what);
+            } else {
+                double acc = 0.0;
+                for (int64_t i = n; i-- > 0;) {
+                    want[i] = c.exclusive ? acc : acc + gv[i];
+                    acc += gv[i];
+                }
+                assert_same_bits(g1, want, n, what);
+            }
+            free(y1);
+            free(g1);
+            free(y2);
+            free(g2);
+        }
+    free(xv);
+    free(gv);
+    free(want);
+    dc_ctx_free(one);
+    dc_ctx_free(two);
+}
+
 /* x's gradient written straight into it (assigned, then added by a second
  * scan of x) and, where it is a view into a wider tensor's (a slice),
  * added through its layout: twice the reference inside the slice, zero
@@ -1158,6 +1212,7 @@ int main(void)
         cmocka_unit_test(test_cuda_edges),        cmocka_unit_test(test_cuda_launches),
         cmocka_unit_test(test_cuda_graph_replay), cmocka_unit_test(test_fast_pieces),
         cmocka_unit_test(test_write_modes),       cmocka_unit_test(test_cuda_write_modes),
+        cmocka_unit_test(test_streamed_gradients),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     dc_ctx_free(gpu);

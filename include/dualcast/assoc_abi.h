@@ -21,7 +21,7 @@ extern "C" {
 /* Bumped whenever the layout below or a rule the kernels and the library
  * share changes; the functions of assoc.h refuse an operator compiled
  * against another version. */
-#define DC_ASSOC_ABI_VERSION 6
+#define DC_ASSOC_ABI_VERSION 7
 
 #define DC_ASSOC_MAX_STATE 4 /* fields of one state */
 
@@ -107,8 +107,9 @@ typedef struct dc_assoc_vjp_launch {
  *   (carry, gx[j]) = lambda^T d(p_j (+) a_j) / d(p_j, a_j).
  * a = x, z = y and the adjoints g are [outer, len, inner] blocks (a NULL
  * g[f]: field f's adjoint is zero); gx receives a's adjoint (gx[f] NULL:
- * not wanted; bit f of `accumulate` set: added to gx[f], else assigned).
- * The carry leaving a run of steps is affine in the carry entering it, so a
+ * not wanted; bit f of `accumulate` set: added to gx[f], else assigned;
+ * streaming nonzero: a CPU kernel may assign them with streaming stores, as
+ * the reduce-adjoint launch's below). The carry leaving a run of steps is affine in the carry entering it, so a
  * long row is done in pieces of `chunk` steps (n_chunks per row), in phases:
  *   DC_ASSOC_ADJ_WHOLE   each row at once (items: outer * inner);
  *   DC_ASSOC_ADJ_MAPS    each piece's affine map, carry_out = M carry_in + v,
@@ -126,7 +127,8 @@ typedef struct dc_assoc_scan_adjoint_launch {
     int32_t exclusive;
     int32_t phase;
     int32_t block, max_blocks;
-    uint32_t accumulate, pad_;
+    uint32_t accumulate;
+    int32_t streaming;
     const void *x[DC_ASSOC_MAX_STATE];
     const void *y[DC_ASSOC_MAX_STATE];
     const void *g[DC_ASSOC_MAX_STATE];

@@ -511,7 +511,7 @@ dc_status dc_scan_fn_backward(dc_tape *tape, dc_node *node)
     L.len = rec->ax.len;
     L.inner = rec->ax.inner;
     L.exclusive = rec->exclusive;
-    dc_status st;
+    dc_status st = DC_OK;
     bool in_place[DC_ASSOC_MAX_STATE] = {false};
     for (int f = 0; f < k; ++f) {
         const dc_tensor *y = node->out[f];
@@ -527,6 +527,11 @@ dc_status dc_scan_fn_backward(dc_tape *tape, dc_node *node)
             L.g[f] = g->data;
         }
     }
+    size_t grad_bytes = 0;
+    for (int f = 0; f < k; ++f)
+        grad_bytes += L.gx[f] ? (size_t)n * dc_dtype_size(dtype) : 0;
+    /* large gradients streamed past the caches, as dc_reduce_fn_backward's */
+    L.streaming = !tape->ctx->cuda && grad_bytes >= DC_STREAM_MIN_BYTES;
     if (L.len <= DC_ASSOC_CHUNK) {
         st = dc_assoc_run_scan_adjoint(tape, op, dtype, &L);
     } else { /* in the forward's pieces: their maps, the carries between them, then each */

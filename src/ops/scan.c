@@ -16,6 +16,7 @@
 #include "../../broadcast/pp.h"
 #include "../../dual/scalar_math.h"
 #include "../cuda/scan_cuda.h"
+#include "../engine/stream_store.h"
 #include "axes.h"
 #include "backward.h"
 
@@ -54,6 +55,9 @@ typedef struct cpu_plan {
      * not zero; written by a recorded forward, read by the adjoint (NULL:
      * every piece takes the general path) */
     unsigned char *factors_ok;
+    /* the adjoint's: whether a gradient it assigns goes out in streaming
+     * stores (stream_store.h), where tiles take it */
+    bool stream;
 } cpu_plan;
 
 /* The plan of a scan on `threads` threads: groups as wide as CPU_WIDTH,
@@ -79,6 +83,7 @@ static cpu_plan plan_cpu(int op, bool exclusive, const dc_axes *ax, int threads)
     p.col_groups = p.width ? (ax->inner + p.width - 1) / p.width : 0;
     p.groups = ax->outer * p.col_groups;
     p.factors_ok = NULL;
+    p.stream = false;
     return p;
 }
 
@@ -239,12 +244,13 @@ DC_INLINE double adjoint_step(int mode, dc_scan_terms t, dc_scan_affine *acc)
      * walked down from n - 1 straddled two cache lines in every other load                                            \
      * and store. */                                                                                                   \
     DC_INLINE void adjoint_lines_##SFX(int op, bool exclusive, int mode, int nl, const T *x, const T *y, const T *g,   \
-                                       T *gx, int64_t n, int64_t es, int64_t ls, dc_scan_affine *acc)                  \
+                                       T *gx, int64_t n, int64_t es, int64_t ls, bool stream, dc_scan_affine *acc)     \
     {                                                                                                                  \
         int64_t top = n - 1;                                                                                           \
         if (TILED(T, nl, es) && (op == DC_REDUCE_SUM || op == PROD_NONZERO) && n > 2) {                                \
             const T *edge = mode == SUMMARIZE ? g + (exclusive ? 1 : 0) : gx;                                          \
-            const int64_t above = (int64_t)(((uintptr_t)(edge + top) % 32) / sizeof(T));                               \
+            const uintptr_t line = stream && mode == APPLY ? 64 : 32; /* streamed: whole lines */                      \
+            const int64_t above = (int64_t)(((uintptr_t)(edge + top) % line) / sizeof(T));                             \
             const int64_t aligned = top - above > 1 ? top - above : 1;                                                 \
             adjoint_steps_##SFX(op, exclusive, mode, nl, x, y, g, gx, top, aligned, es, ls, acc);                      \
             top = aligned;                                                                                             \
@@ -254,7 +260,7 @@ DC_INLINE double adjoint_step(int mode, dc_scan_terms t, dc_scan_affine *acc)
                 m[l] = acc[l].m;                                                                                       \
             }                                                                                                          \
             top = tiles_adjoint_f32(op == PROD_NONZERO, exclusive, mode, (const float *)x, (const float *)y,           \
-                                    (const float *)g, (float *)gx, top, ls, c, m);                                     \
+                                    (const float *)g, (float *)gx, top, ls, stream, c, m);                             \
             for (int l = 0; l < LANES; ++l) {                                                                          \
                 acc[l].c = c[l];                                                                                       \
                 acc[l].m = m[l];                                                                                       \
@@ -276,10 +282,11 @@ DC_INLINE double adjoint_step(int mode, dc_scan_terms t, dc_scan_affine *acc)
             }                                                                                                          \
     }                                                                                                                  \
     static void adjoint_run_##SFX(int op, bool exclusive, int mode, int nl, const T *x, const T *y, const T *g, T *gx, \
-                                  int64_t n, int64_t es, int64_t ls, dc_scan_affine *acc)                              \
+                                  int64_t n, int64_t es, int64_t ls, bool stream, dc_scan_affine *acc)                 \
     {                                                                                                                  \
         _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wswitch\"")                                  \
-            FOR_EACH_ADJOINT_VARIANT(adjoint_lines_##SFX, x, y, g, gx, n, es, ls, acc) _Pragma("GCC diagnostic pop")   \
+            FOR_EACH_ADJOINT_VARIANT(adjoint_lines_##SFX, x, y, g, gx, n, es, ls, stream, acc)                         \
+                _Pragma("GCC diagnostic pop")                                                                          \
     }                                                                                                                  \
     /* One position i of a piece's lines through the general terms (a line's                                           \
      * first and last positions included); x, y, g, gx at the lines' starts */                                         \
@@ -504,7 +511,7 @@ static bool as_lanes(const cpu_plan *p, int64_t k0, int nl, int64_t *ls)
                     adjoint_edge_##SFX(p, mode, 1, x + o, y + o, g + o, gx + o, q[l].e - 1, 1, &acc[l]);               \
                 }                                                                                                      \
             adjoint_run_##SFX(variant == QUIET ? DC_REDUCE_SUM : variant, p->exclusive, mode, nl, x + at, y + at,      \
-                              g + at, gx + at, q[0].e - q[0].b, 1, ls, acc);                                           \
+                              g + at, gx + at, q[0].e - q[0].b, 1, ls, p->stream, acc);                                \
             if (rows && p->len > 1)                                                                                    \
                 adjoint_edge_##SFX(p, mode, nl, x + o0, y + o0, g + o0, gx + o0, 0, ls, acc);                          \
             for (int l = 0; l < nl; ++l) {                                                                             \
@@ -529,7 +536,7 @@ static bool as_lanes(const cpu_plan *p, int64_t k0, int nl, int64_t *ls)
                 acc[j] = mode != SUMMARIZE && map ? map[j] : dc_scan_affine_identity();                                \
             adjoint_edge_##SFX(p, mode, q.lines, x + o, y + o, g + o, gx + o, q.e - 1, 1, acc);                        \
             adjoint_run_##SFX(variant == QUIET ? DC_REDUCE_SUM : variant, p->exclusive, mode, (int)q.lines, x + at,    \
-                              y + at, g + at, gx + at, q.e - q.b, p->inner, 1, acc);                                   \
+                              y + at, g + at, gx + at, q.e - q.b, p->inner, 1, p->stream, acc);                        \
             if (q.e - q.b > 1)                                                                                         \
                 adjoint_edge_##SFX(p, mode, q.lines, x + o, y + o, g + o, gx + o, q.b, 1, acc);                        \
             for (int64_t j = 0; mode == SUMMARIZE && j < q.lines; ++j)                                                 \
@@ -696,6 +703,8 @@ dc_status dc_scan_backward(dc_tape *tape, dc_node *node)
     } else {
         cpu_plan p = plan_cpu(op, exclusive, ax, tape->ctx->cpu.num_threads);
         p.factors_ok = node->as.scan.factors_ok;
+        p.stream = DC_STREAM_STORES && (size_t)(ax->outer * ax->len * ax->inner) * dc_dtype_size(x->dtype) >=
+                                           DC_STREAM_MIN_BYTES;
         st = scan_cpu(tape, &p, x->dtype, true, xb->data, y->data, g->data, gx, add);
     }
     if (st != DC_OK)

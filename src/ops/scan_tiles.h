@@ -109,43 +109,84 @@ DC_INLINE int64_t tiles_forward_f32(bool mul, bool exclusive, int mode, const fl
     return i;
 }
 
+/* The inverse of tile_load with streaming stores (tiles8.h): lo holds
+ * positions 0..7 of the lanes, hi positions 8..15 (both transposed in
+ * place), so that each lane's sixteen numbers, a whole 64-byte line, go out
+ * together; a lane not on a 64-byte boundary is stored as usual. */
+static inline void tile_stream2(float *p, int64_t ls, __m256 lo[TILE], __m256 hi[TILE])
+{
+    dc_tile8_transpose(lo);
+    dc_tile8_transpose(hi);
+    for (int l = 0; l < TILE; ++l) {
+        float *to = p + l * ls;
+        if (((uintptr_t)to & 63) == 0) {
+            _mm256_stream_ps(to, lo[l]);
+            _mm256_stream_ps(to + 8, hi[l]);
+        } else {
+            _mm256_storeu_ps(to, lo[l]);
+            _mm256_storeu_ps(to + 8, hi[l]);
+        }
+    }
+}
+
+/* Positions i0 + 7 down to i0 of the adjoint of tiles_adjoint_f32, from
+ * the carries cc (and summaries mm); out: the input's adjoint at them (one
+ * vector a position; with APPLY_ADD, added to what gx holds). */
+DC_INLINE void tile_adjoint_f32(bool prod, bool exclusive, int mode, const float *x, const float *y, const float *g,
+                                const float *gx, int64_t i0, int64_t ls, tile_wide *cc, tile_wide *mm,
+                                __m256 out[TILE])
+{
+    const tile_wide zero = {_mm256_setzero_pd(), _mm256_setzero_pd()};
+    __m256 tg[TILE], tx[TILE], ty[TILE];
+    tile_load(tg, g + i0 + (exclusive ? 1 : 0), ls);
+    if (prod)
+        tile_load(tx, x + i0 + 1, ls);
+    if (prod && mode != SUMMARIZE)
+        tile_load(ty, y + i0 - (exclusive ? 0 : 1), ls);
+    if (mode == APPLY_ADD)
+        tile_load(out, gx + i0, ls);
+    for (int j = TILE; j-- > 0;) {
+        const tile_wide gj = tile_widen(tg[j]);
+        if (prod) {
+            const tile_wide k = tile_widen(tx[j]);
+            *cc = tile_add(gj, tile_mul(k, *cc));
+            if (mode == SUMMARIZE)
+                *mm = tile_mul(k, *mm);
+        } else {
+            *cc = tile_add(gj, *cc);
+        }
+        if (mode == SUMMARIZE)
+            continue;
+        const tile_wide v = tile_add(prod ? tile_mul(tile_widen(ty[j]), *cc) : *cc, zero);
+        out[j] = mode == APPLY_ADD ? _mm256_add_ps(out[j], tile_narrow(v)) : tile_narrow(v);
+    }
+}
+
 /* The adjoint of a sum (prod false) or of a product's nonzero variant over
  * positions top - 1 down to 1 of eight lanes, as adjoint_lines steps them
  * from the carries c (and, summarizing a product, the summaries m): in
- * whole tiles, as far as they go. Returns the position below the last done
- * (the caller steps the rest, from it down to 1). */
+ * whole tiles, as far as they go. With stream (APPLY only), while gx + top
+ * lies on a 64-byte boundary, two tiles at a time go out in streaming
+ * stores (tile_stream2), the same numbers. Returns the position below the
+ * last done (the caller steps the rest, from it down to 1). */
 DC_INLINE int64_t tiles_adjoint_f32(bool prod, bool exclusive, int mode, const float *x, const float *y, const float *g,
-                                    float *gx, int64_t top, int64_t ls, double *c, double *m)
+                                    float *gx, int64_t top, int64_t ls, bool stream, double *c, double *m)
 {
-    const tile_wide zero = {_mm256_setzero_pd(), _mm256_setzero_pd()};
     tile_wide cc = tile_wide_load(c), mm = tile_wide_load(m);
-    for (; top - TILE >= 1; top -= TILE) {
-        const int64_t i0 = top - TILE;
-        __m256 tg[TILE], tx[TILE], ty[TILE], out[TILE];
-        tile_load(tg, g + i0 + (exclusive ? 1 : 0), ls);
-        if (prod)
-            tile_load(tx, x + i0 + 1, ls);
-        if (prod && mode != SUMMARIZE)
-            tile_load(ty, y + i0 - (exclusive ? 0 : 1), ls);
-        if (mode == APPLY_ADD)
-            tile_load(out, gx + i0, ls);
-        for (int j = TILE; j-- > 0;) {
-            const tile_wide gj = tile_widen(tg[j]);
-            if (prod) {
-                const tile_wide k = tile_widen(tx[j]);
-                cc = tile_add(gj, tile_mul(k, cc));
-                if (mode == SUMMARIZE)
-                    mm = tile_mul(k, mm);
-            } else {
-                cc = tile_add(gj, cc);
-            }
-            if (mode == SUMMARIZE)
-                continue;
-            const tile_wide v = tile_add(prod ? tile_mul(tile_widen(ty[j]), cc) : cc, zero);
-            out[j] = mode == APPLY_ADD ? _mm256_add_ps(out[j], tile_narrow(v)) : tile_narrow(v);
+    if (stream && mode == APPLY && ((uintptr_t)(gx + top) & 63) == 0) {
+        for (; top - 2 * TILE >= 1; top -= 2 * TILE) {
+            __m256 lo[TILE], hi[TILE];
+            tile_adjoint_f32(prod, exclusive, mode, x, y, g, gx, top - TILE, ls, &cc, &mm, hi);
+            tile_adjoint_f32(prod, exclusive, mode, x, y, g, gx, top - 2 * TILE, ls, &cc, &mm, lo);
+            tile_stream2(gx + top - 2 * TILE, ls, lo, hi);
         }
+        _mm_sfence(); /* ordered before the threads' join, as plain stores are */
+    }
+    for (; top - TILE >= 1; top -= TILE) {
+        __m256 out[TILE];
+        tile_adjoint_f32(prod, exclusive, mode, x, y, g, gx, top - TILE, ls, &cc, &mm, out);
         if (mode != SUMMARIZE)
-            tile_store(gx + i0, ls, out);
+            tile_store(gx + top - TILE, ls, out);
     }
     tile_wide_store(c, cc);
     tile_wide_store(m, mm);
@@ -163,9 +204,10 @@ DC_INLINE int64_t tiles_forward_f32(bool mul, bool exclusive, int mode, const fl
 }
 
 DC_INLINE int64_t tiles_adjoint_f32(bool prod, bool exclusive, int mode, const float *x, const float *y, const float *g,
-                                    float *gx, int64_t top, int64_t ls, double *c, double *m)
+                                    float *gx, int64_t top, int64_t ls, bool stream, double *c, double *m)
 {
-    (void)prod, (void)exclusive, (void)mode, (void)x, (void)y, (void)g, (void)gx, (void)ls, (void)c, (void)m;
+    (void)prod, (void)exclusive, (void)mode, (void)x, (void)y, (void)g, (void)gx, (void)ls, (void)stream, (void)c,
+        (void)m;
     return top;
 }
 #define DC_SCAN_TILES 0
