@@ -42,6 +42,47 @@ static inline void tile_store(float *p, int64_t ls, __m256 t[TILE])
         _mm256_storeu_ps(p + l * ls, t[l]);
 }
 
+#if defined(__AVX512F__)
+/* A position's lanes in double, in one 512-bit register: one instruction
+ * widens or narrows a position (the same conversions as two halves). */
+typedef struct tile_wide {
+    __m512d v;
+} tile_wide;
+
+static inline tile_wide tile_widen(__m256 v)
+{
+    const tile_wide w = {_mm512_cvtps_pd(v)};
+    return w;
+}
+
+static inline __m256 tile_narrow(tile_wide w) { return _mm512_cvtpd_ps(w.v); }
+
+static inline tile_wide tile_add(tile_wide a, tile_wide b)
+{
+    const tile_wide w = {_mm512_add_pd(a.v, b.v)};
+    return w;
+}
+
+static inline tile_wide tile_mul(tile_wide a, tile_wide b)
+{
+    const tile_wide w = {_mm512_mul_pd(a.v, b.v)};
+    return w;
+}
+
+static inline tile_wide tile_wide_load(const double *v)
+{
+    const tile_wide w = {_mm512_loadu_pd(v)};
+    return w;
+}
+
+static inline void tile_wide_store(double *v, tile_wide w) { _mm512_storeu_pd(v, w.v); }
+
+static inline tile_wide tile_wide_zero(void)
+{
+    const tile_wide w = {_mm512_setzero_pd()};
+    return w;
+}
+#else
 /* A position's lanes in double: lanes 0..3 in lo, 4..7 in hi. */
 typedef struct tile_wide {
     __m256d lo, hi;
@@ -81,6 +122,13 @@ static inline void tile_wide_store(double *v, tile_wide w)
     _mm256_storeu_pd(v, w.lo);
     _mm256_storeu_pd(v + 4, w.hi);
 }
+
+static inline tile_wide tile_wide_zero(void)
+{
+    const tile_wide w = {_mm256_setzero_pd(), _mm256_setzero_pd()};
+    return w;
+}
+#endif
 
 /* The forward of a sum (mul false) or a product over positions [0, n) of
  * eight lanes, as forward_lines steps them from the carries acc: in whole
@@ -136,7 +184,7 @@ DC_INLINE void tile_adjoint_f32(bool prod, bool exclusive, int mode, const float
                                 const float *gx, int64_t i0, int64_t ls, tile_wide *cc, tile_wide *mm,
                                 __m256 out[TILE])
 {
-    const tile_wide zero = {_mm256_setzero_pd(), _mm256_setzero_pd()};
+    const tile_wide zero = tile_wide_zero();
     __m256 tg[TILE], tx[TILE], ty[TILE];
     tile_load(tg, g + i0 + (exclusive ? 1 : 0), ls);
     if (prod)
