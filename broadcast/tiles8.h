@@ -42,13 +42,53 @@ static inline void dc_tile8_transpose(__m256 r[8])
     r[7] = _mm256_permute2f128_ps(b3, b7, 0x31);
 }
 
+/* 4 x 4 transposes within each 128-bit half: from r[0..3], each holding
+ * four elements of two rows (rows l and l + 4, l = 0..3, in its halves),
+ * the four elements' columns, each then one element of all eight rows. */
+static inline void dc_tile8_transpose_halves(const __m256 r[4], __m256 c[4])
+{
+    const __m256 a0 = _mm256_unpacklo_ps(r[0], r[1]), a1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 a2 = _mm256_unpacklo_ps(r[2], r[3]), a3 = _mm256_unpackhi_ps(r[2], r[3]);
+    c[0] = _mm256_shuffle_ps(a0, a2, _MM_SHUFFLE(1, 0, 1, 0));
+    c[1] = _mm256_shuffle_ps(a0, a2, _MM_SHUFFLE(3, 2, 3, 2));
+    c[2] = _mm256_shuffle_ps(a1, a3, _MM_SHUFFLE(1, 0, 1, 0));
+    c[3] = _mm256_shuffle_ps(a1, a3, _MM_SHUFFLE(3, 2, 3, 2));
+}
+
+/* t[j] = element j of rows 0..7 (row l at p + at[l]): each row's halves
+ * are loaded into the halves of two vectors (with row l + 4), so that what
+ * dc_tile8_transpose does in three stages of shuffles takes two; a load
+ * into an upper half is no shuffle. */
+static inline void dc_tile8_load_rows(const float *p, const int64_t at[8], __m256 t[8])
+{
+    for (int h = 0; h < 2; ++h) {
+        __m256 r[4];
+        for (int l = 0; l < 4; ++l)
+            r[l] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(p + at[l] + 4 * h)),
+                                        _mm_loadu_ps(p + at[l + 4] + 4 * h), 1);
+        dc_tile8_transpose_halves(r, t + 4 * h);
+    }
+}
+
+/* The inverse of dc_tile8_load_rows: element j of row l (at p + at[l]) =
+ * t[j][l], each row's halves stored from the halves of two vectors. */
+static inline void dc_tile8_store_rows(float *p, const int64_t at[8], const __m256 t[8])
+{
+    for (int h = 0; h < 2; ++h) {
+        __m256 r[4];
+        dc_tile8_transpose_halves(t + 4 * h, r);
+        for (int l = 0; l < 4; ++l) {
+            _mm_storeu_ps(p + at[l] + 4 * h, _mm256_castps256_ps128(r[l]));
+            _mm_storeu_ps(p + at[l + 4] + 4 * h, _mm256_extractf128_ps(r[l], 1));
+        }
+    }
+}
+
 /* to[j * 8 + g] = x[first[g] + s0 + j] for steps j and pieces g < 8. */
 static inline void dc_tile8_gather_f32(const float *x, const int64_t *first, int64_t s0, float *to)
 {
     __m256 r[8];
-    for (int g = 0; g < 8; ++g)
-        r[g] = _mm256_loadu_ps(x + first[g] + s0);
-    dc_tile8_transpose(r);
+    dc_tile8_load_rows(x + s0, first, r);
     for (int j = 0; j < 8; ++j)
         _mm256_storeu_ps(to + j * 8, r[j]);
 }

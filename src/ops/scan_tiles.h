@@ -29,17 +29,15 @@ _Static_assert((int)TILE == (int)LANES, "a tile holds every lane");
 /* t[j]: position j of lanes 0..7, lane l's positions starting at p + l * ls. */
 static inline void tile_load(__m256 t[TILE], const float *p, int64_t ls)
 {
-    for (int l = 0; l < TILE; ++l)
-        t[l] = _mm256_loadu_ps(p + l * ls);
-    dc_tile8_transpose(t);
+    const int64_t at[TILE] = {0, ls, 2 * ls, 3 * ls, 4 * ls, 5 * ls, 6 * ls, 7 * ls};
+    dc_tile8_load_rows(p, at, t);
 }
 
-/* The inverse of tile_load (t is transposed in place). */
+/* The inverse of tile_load. */
 static inline void tile_store(float *p, int64_t ls, __m256 t[TILE])
 {
-    dc_tile8_transpose(t);
-    for (int l = 0; l < TILE; ++l)
-        _mm256_storeu_ps(p + l * ls, t[l]);
+    const int64_t at[TILE] = {0, ls, 2 * ls, 3 * ls, 4 * ls, 5 * ls, 6 * ls, 7 * ls};
+    dc_tile8_store_rows(p, at, t);
 }
 
 #if defined(__AVX512F__)
