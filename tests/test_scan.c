@@ -750,56 +750,94 @@ static void test_fast_pieces(void **state)
     dc_ctx_free(two);
 }
 
+/* x's float32 gradient from the scan of x ([rows, len], along axis 1) with
+ * adjoint gv, on ctx: assigned by a first backward (twice = false), or
+ * then added to by a second one (twice = true). */
+static double *streamed_grad(dc_ctx *ctx, dc_reduction op, bool exclusive, int64_t rows, int64_t len,
+                             const double *xv, const double *gv, bool twice)
+{
+    const int64_t shape[2] = {rows, len};
+    dc_tensor *x = tensor_of(ctx, DC_F32, 2, shape, xv), *g = tensor_of(ctx, DC_F32, 2, shape, gv);
+    TEST_OK(ctx, dc_tensor_set_requires_grad(x, true));
+    dc_tape *tape = dc_tape_new(ctx);
+    TEST_NONNULL(ctx, tape);
+    for (int pass = 0; pass < 1 + twice; ++pass) {
+        dc_tape_reset(tape);
+        dc_tensor *y = dc_op_scan(tape, x, op, 1, exclusive);
+        TEST_NONNULL(ctx, y);
+        TEST_OK(ctx, dc_backward_with(tape, y, g));
+    }
+    double *got = values_of(dc_tensor_grad(x));
+    dc_tape_free(tape);
+    dc_tensor_free(g);
+    dc_tensor_free(x);
+    return got;
+}
+
 /* A float32 gradient of DC_STREAM_MIN_BYTES or more (src/engine/
- * stream_store.h, 8 MiB) goes out in streaming stores where the tiles take
- * it (src/ops/scan_tiles.h), sixteen positions of each lane at a time: sums
- * and nonzero products over a line that no piece divides, against the
- * references, and the same bits on 1 and 2 threads. */
+ * stream_store.h, 8 MiB) that the adjoint assigns goes out in streaming
+ * stores where the tiles take it (src/ops/scan_tiles.h), sixteen positions
+ * of each lane at a time, a lane off a 64-byte boundary as usual: sums and
+ * nonzero products over a line cut in chunks that no chunk divides, and
+ * over rows of 257 side by side (lanes at every alignment). Each against
+ * its reference, on 1 and 2 threads to the same bits, and to the bits of
+ * the plain stores: a second backward, added to the first (added gradients
+ * never stream), gives exactly twice the first. */
 static void test_streamed_gradients(void **state)
 {
     (void)state;
     dc_ctx *one = test_cpu_ctx_threads(1, 1), *two = test_cpu_ctx_threads(2, 1);
-    const int64_t n = ((int64_t)1 << 21) + 3 * PIECE + 5;
-    double *xv = malloc(n * sizeof *xv), *gv = malloc(n * sizeof *gv), *want = malloc(n * sizeof *want);
-    assert_non_null(xv);
-    assert_non_null(gv);
-    assert_non_null(want);
-    for (int o = 0; o < 2; ++o)
-        for (int e = 0; e < 2; ++e) {
-            const bool prod = ops[o] == DC_REDUCE_PROD;
-            fill(xv, n, prod ? 0.999 : -1.0, prod ? 1.001 : 1.0, 57 + o);
-            for (int64_t i = 0; i < n; ++i) {
-                xv[i] = (float)xv[i];
-                /* positive adjoints for the products, integers (every sum exact) for the sums */
-                gv[i] = prod ? 0.5 + (double)(i % 7) / 7.0 : (double)(i % 5) - 2.0;
-            }
-            const scan_case c = {ops[o], e == 1, 0, false};
-            double *y1, *g1, *y2, *g2;
-            run_scan(one, DC_F32, &c, 1, &n, xv, gv, &y1, &g1);
-            run_scan(two, DC_F32, &c, 1, &n, xv, gv, &y2, &g2);
-            char what[96];
-            snprintf(what, sizeof what, "float32 %s %s of %lld", dc_reduction_name(c.op),
-                     c.exclusive ? "exclusive" : "inclusive", (long long)n);
-            assert_same_bits(g1, g2, n, what);
-            if (prod) {
-                ref_grad_recurrence(c.op, c.exclusive, n, xv, gv, want);
-                assert_close(g1, want, n, 0.0, 1e-4, what);
-            } else {
-                double acc = 0.0;
-                for (int64_t i = n; i-- > 0;) {
-                    want[i] = c.exclusive ? acc : acc + gv[i];
-                    acc += gv[i];
+    const int64_t shapes[2][2] = {{1, ((int64_t)1 << 21) + 3 * PIECE + 5}, {8200, 257}};
+    for (int sh = 0; sh < 2; ++sh) {
+        const int64_t rows = shapes[sh][0], len = shapes[sh][1], n = rows * len;
+        double *xv = malloc(n * sizeof *xv), *gv = malloc(n * sizeof *gv), *want = malloc(n * sizeof *want);
+        assert_non_null(xv);
+        assert_non_null(gv);
+        assert_non_null(want);
+        for (int o = 0; o < 2; ++o)
+            for (int e = 0; e < 2; ++e) {
+                const bool prod = ops[o] == DC_REDUCE_PROD;
+                fill(xv, n, prod ? 0.999 : -1.0, prod ? 1.001 : 1.0, 57 + o);
+                for (int64_t i = 0; i < n; ++i) {
+                    xv[i] = (float)xv[i];
+                    /* positive adjoints for the products, integers (every sum exact) for the sums */
+                    gv[i] = prod ? 0.5 + (double)(i % 7) / 7.0 : (double)(i % 5) - 2.0;
                 }
-                assert_same_bits(g1, want, n, what);
+                char what[96];
+                snprintf(what, sizeof what, "float32 %s %s of [%lld, %lld]", dc_reduction_name(ops[o]),
+                         e ? "exclusive" : "inclusive", (long long)rows, (long long)len);
+                double *g1 = streamed_grad(one, ops[o], e == 1, rows, len, xv, gv, false);
+                double *g2 = streamed_grad(two, ops[o], e == 1, rows, len, xv, gv, false);
+                double *twice = streamed_grad(two, ops[o], e == 1, rows, len, xv, gv, true);
+                assert_same_bits(g1, g2, n, what);
+                for (int64_t i = 0; i < n; ++i)
+                    want[i] = 2.0 * g2[i];
+                assert_same_bits(twice, want, n, what);
+                for (int64_t r = 0; r < rows; ++r) {
+                    const double *xr = xv + r * len, *gr = gv + r * len;
+                    double *wr = want + r * len;
+                    if (prod) {
+                        ref_grad_recurrence(ops[o], e == 1, len, xr, gr, wr);
+                    } else {
+                        double acc = 0.0;
+                        for (int64_t i = len; i-- > 0;) {
+                            wr[i] = e ? acc : acc + gr[i];
+                            acc += gr[i];
+                        }
+                    }
+                }
+                if (prod)
+                    assert_close(g1, want, n, 0.0, 1e-4, what);
+                else
+                    assert_same_bits(g1, want, n, what);
+                free(g1);
+                free(g2);
+                free(twice);
             }
-            free(y1);
-            free(g1);
-            free(y2);
-            free(g2);
-        }
-    free(xv);
-    free(gv);
-    free(want);
+        free(xv);
+        free(gv);
+        free(want);
+    }
     dc_ctx_free(one);
     dc_ctx_free(two);
 }

@@ -109,8 +109,9 @@ typedef struct dc_assoc_vjp_launch {
  * g[f]: field f's adjoint is zero); gx receives a's adjoint (gx[f] NULL:
  * not wanted; bit f of `accumulate` set: added to gx[f], else assigned;
  * streaming nonzero: a CPU kernel may assign them with streaming stores, as
- * the reduce-adjoint launch's below). The carry leaving a run of steps is affine in the carry entering it, so a
- * long row is done in pieces of `chunk` steps (n_chunks per row), in phases:
+ * the reduce-adjoint launch's below). The carry leaving a run of steps is
+ * affine in the carry entering it, so a long row is done in pieces of
+ * `chunk` steps (n_chunks per row), in phases:
  *   DC_ASSOC_ADJ_WHOLE   each row at once (items: outer * inner);
  *   DC_ASSOC_ADJ_MAPS    each piece's affine map, carry_out = M carry_in + v,
  *                        into maps[item * (k * k + k)]: M by columns (entry

@@ -403,6 +403,21 @@ static dc_status adjoint_destination(dc_tape *tape, dc_node *node, int f, int64_
     return dc_assoc_alloc_fields(tape, 1, n, node->in[f]->dtype, gx) ? DC_OK : DC_ERR_MEMORY;
 }
 
+/* Whether an adjoint's gradients gx (n numbers each) go out in streaming
+ * stores: DC_STREAM_MIN_BYTES or more in all, each written in place (a
+ * block that is then added through its input's layout is read back at
+ * once, better from the cache). */
+static bool streams(int k, int64_t n, dc_dtype dtype, void *const *gx, const bool *in_place)
+{
+    size_t bytes = 0;
+    for (int f = 0; f < k; ++f) {
+        if (gx[f] && !in_place[f])
+            return false;
+        bytes += gx[f] ? (size_t)n * dc_dtype_size(dtype) : 0;
+    }
+    return bytes >= DC_STREAM_MIN_BYTES;
+}
+
 dc_status dc_reduce_fn_backward(dc_tape *tape, dc_node *node)
 {
     const dc_assoc *op = node->as.assoc.op;
@@ -463,13 +478,10 @@ dc_status dc_reduce_fn_backward(dc_tape *tape, dc_node *node)
     if (tape->ctx->cuda && !dc_assoc_cuda_reduce_by_block(L.inner, L.len, L.chunk) &&
         !(L.scratch = dc_tape_alloc_data(tape, (size_t)(pieces * piece * k) * dc_dtype_size(dtype))))
         return DC_ERR_MEMORY;
-    size_t grad_bytes = 0;
-    for (int f = 0; f < k; ++f)
-        grad_bytes += L.gx[f] ? (size_t)n * dc_dtype_size(dtype) : 0;
     /* large gradients streamed past the caches (stream_store.h): the linear
      * recurrence's reduction (bench_reduce), gradient and forward, of 2 x
      * 10^7 float32 took 11.0 ms with them against 13.7-14.0 without */
-    L.streaming = !tape->ctx->cuda && grad_bytes >= DC_STREAM_MIN_BYTES;
+    L.streaming = !tape->ctx->cuda && streams(k, n, dtype, L.gx, in_place);
     L.phase = DC_ASSOC_RED_PIECES;
     if ((st = dc_assoc_run_reduce_adjoint(tape, op, dtype, &L)) != DC_OK)
         return st;
@@ -527,11 +539,8 @@ dc_status dc_scan_fn_backward(dc_tape *tape, dc_node *node)
             L.g[f] = g->data;
         }
     }
-    size_t grad_bytes = 0;
-    for (int f = 0; f < k; ++f)
-        grad_bytes += L.gx[f] ? (size_t)n * dc_dtype_size(dtype) : 0;
     /* large gradients streamed past the caches, as dc_reduce_fn_backward's */
-    L.streaming = !tape->ctx->cuda && grad_bytes >= DC_STREAM_MIN_BYTES;
+    L.streaming = !tape->ctx->cuda && streams(k, n, dtype, L.gx, in_place);
     if (L.len <= DC_ASSOC_CHUNK) {
         st = dc_assoc_run_scan_adjoint(tape, op, dtype, &L);
     } else { /* in the forward's pieces: their maps, the carries between them, then each */

@@ -56,7 +56,8 @@ typedef struct cpu_plan {
      * every piece takes the general path) */
     unsigned char *factors_ok;
     /* the adjoint's: whether a gradient it assigns goes out in streaming
-     * stores (stream_store.h), where tiles take it */
+     * stores where tiles take it (scan_tiles.h; large gradients written in
+     * place, stream_store.h's threshold) */
     bool stream;
 } cpu_plan;
 
@@ -240,16 +241,16 @@ DC_INLINE double adjoint_step(int mode, dc_scan_terms t, dc_scan_affine *acc)
     }                                                                                                                  \
     /* Positions 1 .. n - 2 of a piece of n positions, the last first. Where                                           \
      * tiles take them, the positions above the first whose tile stores (or,                                           \
-     * summarizing, loads) 32 aligned bytes are stepped alone first: tiles                                             \
-     * walked down from n - 1 straddled two cache lines in every other load                                            \
-     * and store. */                                                                                                   \
+     * summarizing, loads) 32 aligned bytes (64 where they stream, whole                                               \
+     * lines) are stepped alone first: tiles walked down from n - 1 straddled                                          \
+     * two cache lines in every other load and store. */                                                               \
     DC_INLINE void adjoint_lines_##SFX(int op, bool exclusive, int mode, int nl, const T *x, const T *y, const T *g,   \
                                        T *gx, int64_t n, int64_t es, int64_t ls, bool stream, dc_scan_affine *acc)     \
     {                                                                                                                  \
         int64_t top = n - 1;                                                                                           \
         if (TILED(T, nl, es) && (op == DC_REDUCE_SUM || op == PROD_NONZERO) && n > 2) {                                \
             const T *edge = mode == SUMMARIZE ? g + (exclusive ? 1 : 0) : gx;                                          \
-            const uintptr_t line = stream && mode == APPLY ? 64 : 32; /* streamed: whole lines */                      \
+            const uintptr_t line = stream && mode == APPLY ? 64 : 32;                                                  \
             const int64_t above = (int64_t)(((uintptr_t)(edge + top) % line) / sizeof(T));                             \
             const int64_t aligned = top - above > 1 ? top - above : 1;                                                 \
             adjoint_steps_##SFX(op, exclusive, mode, nl, x, y, g, gx, top, aligned, es, ls, acc);                      \
@@ -703,8 +704,10 @@ dc_status dc_scan_backward(dc_tape *tape, dc_node *node)
     } else {
         cpu_plan p = plan_cpu(op, exclusive, ax, tape->ctx->cpu.num_threads);
         p.factors_ok = node->as.scan.factors_ok;
-        p.stream = DC_STREAM_STORES && (size_t)(ax->outer * ax->len * ax->inner) * dc_dtype_size(x->dtype) >=
-                                           DC_STREAM_MIN_BYTES;
+        /* not a block that is added through the input's layout next: it
+         * would be read back at once */
+        p.stream = DC_STREAM_STORES && direct &&
+                   (size_t)(ax->outer * ax->len * ax->inner) * dc_dtype_size(x->dtype) >= DC_STREAM_MIN_BYTES;
         st = scan_cpu(tape, &p, x->dtype, true, xb->data, y->data, g->data, gx, add);
     }
     if (st != DC_OK)

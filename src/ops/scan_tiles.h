@@ -34,7 +34,7 @@ static inline void tile_load(__m256 t[TILE], const float *p, int64_t ls)
 }
 
 /* The inverse of tile_load. */
-static inline void tile_store(float *p, int64_t ls, __m256 t[TILE])
+static inline void tile_store(float *p, int64_t ls, const __m256 t[TILE])
 {
     const int64_t at[TILE] = {0, ls, 2 * ls, 3 * ls, 4 * ls, 5 * ls, 6 * ls, 7 * ls};
     dc_tile8_store_rows(p, at, t);
@@ -226,7 +226,7 @@ DC_INLINE int64_t tiles_adjoint_f32(bool prod, bool exclusive, int mode, const f
             tile_adjoint_f32(prod, exclusive, mode, x, y, g, gx, top - 2 * TILE, ls, &cc, &mm, lo);
             tile_stream2(gx + top - 2 * TILE, ls, lo, hi);
         }
-        _mm_sfence(); /* ordered before the threads' join, as plain stores are */
+        dc_tile8_stream_fence(); /* ordered before the threads' join, as plain stores are */
     }
     for (; top - TILE >= 1; top -= TILE) {
         __m256 out[TILE];
