@@ -102,22 +102,18 @@ static inline void dc_tile8_gather_f32(const float *x, const int64_t *first, int
  * streams ends with dc_tile8_stream_fence. */
 typedef enum dc_tile8_store { DC_TILE8_ASSIGN, DC_TILE8_ADD, DC_TILE8_STREAM } dc_tile8_store;
 
-/* x[first[g] + s0 + j] = from[j * 8 + g] for sixteen steps j (two tiles)
- * and pieces g < 8, written as `how` says: each piece's sixteen numbers,
+/* Sixteen elements of rows 0..7 (row l at p + at[l]) from two tiles of
+ * one element of every row a vector, lo elements 0..7, hi 8..15 (both
+ * transposed in place), written as `how` says: each row's sixteen numbers,
  * one 64-byte run, go out together, so that streaming stores fill whole
  * lines. */
-static inline void dc_tile8_scatter2_f32(float *x, const int64_t *first, int64_t s0, dc_tile8_store how,
-                                         const float *from)
+static inline void dc_tile8_store2_rows(float *p, const int64_t at[8], dc_tile8_store how, __m256 lo[8],
+                                        __m256 hi[8])
 {
-    __m256 lo[8], hi[8];
-    for (int j = 0; j < 8; ++j) {
-        lo[j] = _mm256_loadu_ps(from + j * 8);
-        hi[j] = _mm256_loadu_ps(from + 64 + j * 8);
-    }
     dc_tile8_transpose(lo);
     dc_tile8_transpose(hi);
     for (int g = 0; g < 8; ++g) {
-        float *to = x + first[g] + s0;
+        float *to = p + at[g];
         if (how == DC_TILE8_STREAM && ((uintptr_t)to & 63) == 0) {
             _mm256_stream_ps(to, lo[g]);
             _mm256_stream_ps(to + 8, hi[g]);
@@ -129,6 +125,19 @@ static inline void dc_tile8_scatter2_f32(float *x, const int64_t *first, int64_t
             _mm256_storeu_ps(to + 8, hi[g]);
         }
     }
+}
+
+/* x[first[g] + s0 + j] = from[j * 8 + g] for sixteen steps j (two tiles)
+ * and pieces g < 8, written as `how` says (dc_tile8_store2_rows). */
+static inline void dc_tile8_scatter2_f32(float *x, const int64_t *first, int64_t s0, dc_tile8_store how,
+                                         const float *from)
+{
+    __m256 lo[8], hi[8];
+    for (int j = 0; j < 8; ++j) {
+        lo[j] = _mm256_loadu_ps(from + j * 8);
+        hi[j] = _mm256_loadu_ps(from + 64 + j * 8);
+    }
+    dc_tile8_store2_rows(x + s0, first, how, lo, hi);
 }
 
 /* Orders a kernel's streaming stores before whatever follows it (the

@@ -155,24 +155,15 @@ DC_INLINE int64_t tiles_forward_f32(bool mul, bool exclusive, int mode, const fl
     return i;
 }
 
-/* The inverse of tile_load with streaming stores (tiles8.h): lo holds
- * positions 0..7 of the lanes, hi positions 8..15 (both transposed in
- * place), so that each lane's sixteen numbers, a whole 64-byte line, go out
- * together; a lane not on a 64-byte boundary is stored as usual. */
+/* The inverse of tile_load for two tiles, with streaming stores
+ * (tiles8.h's dc_tile8_store2_rows): lo holds positions 0..7 of the lanes,
+ * hi positions 8..15, so that each lane's sixteen numbers, a whole 64-byte
+ * line, go out together; a lane not on a 64-byte boundary is stored as
+ * usual. */
 static inline void tile_stream2(float *p, int64_t ls, __m256 lo[TILE], __m256 hi[TILE])
 {
-    dc_tile8_transpose(lo);
-    dc_tile8_transpose(hi);
-    for (int l = 0; l < TILE; ++l) {
-        float *to = p + l * ls;
-        if (((uintptr_t)to & 63) == 0) {
-            _mm256_stream_ps(to, lo[l]);
-            _mm256_stream_ps(to + 8, hi[l]);
-        } else {
-            _mm256_storeu_ps(to, lo[l]);
-            _mm256_storeu_ps(to + 8, hi[l]);
-        }
-    }
+    const int64_t at[TILE] = {0, ls, 2 * ls, 3 * ls, 4 * ls, 5 * ls, 6 * ls, 7 * ls};
+    dc_tile8_store2_rows(p, at, DC_TILE8_STREAM, lo, hi);
 }
 
 /* Positions i0 + 7 down to i0 of the adjoint of tiles_adjoint_f32, from
