@@ -752,9 +752,10 @@ static void test_fast_pieces(void **state)
 
 /* x's float32 gradient from the scan of x ([rows, len], along axis 1) with
  * adjoint gv, on ctx: assigned by a first backward (twice = false), or
- * then added to by a second one (twice = true). */
+ * then added to by a second one (twice = true); the scan's output in *y
+ * where y is not NULL. */
 static double *streamed_grad(dc_ctx *ctx, dc_reduction op, bool exclusive, int64_t rows, int64_t len,
-                             const double *xv, const double *gv, bool twice)
+                             const double *xv, const double *gv, bool twice, double **y_out)
 {
     const int64_t shape[2] = {rows, len};
     dc_tensor *x = tensor_of(ctx, DC_F32, 2, shape, xv), *g = tensor_of(ctx, DC_F32, 2, shape, gv);
@@ -766,6 +767,8 @@ static double *streamed_grad(dc_ctx *ctx, dc_reduction op, bool exclusive, int64
         dc_tensor *y = dc_op_scan(tape, x, op, 1, exclusive);
         TEST_NONNULL(ctx, y);
         TEST_OK(ctx, dc_backward_with(tape, y, g));
+        if (y_out && pass == 0)
+            *y_out = values_of(y);
     }
     double *got = values_of(dc_tensor_grad(x));
     dc_tape_free(tape);
@@ -782,7 +785,8 @@ static double *streamed_grad(dc_ctx *ctx, dc_reduction op, bool exclusive, int64
  * over rows of 257 side by side (lanes at every alignment). Each against
  * its reference, on 1 and 2 threads to the same bits, and to the bits of
  * the plain stores: a second backward, added to the first (added gradients
- * never stream), gives exactly twice the first. */
+ * never stream), gives exactly twice the first. A sum's output that large
+ * streams too: against its reference, on 1 and 2 threads to the same bits. */
 static void test_streamed_gradients(void **state)
 {
     (void)state;
@@ -806,9 +810,16 @@ static void test_streamed_gradients(void **state)
                 char what[96];
                 snprintf(what, sizeof what, "float32 %s %s of [%lld, %lld]", dc_reduction_name(ops[o]),
                          e ? "exclusive" : "inclusive", (long long)rows, (long long)len);
-                double *g1 = streamed_grad(one, ops[o], e == 1, rows, len, xv, gv, false);
-                double *g2 = streamed_grad(two, ops[o], e == 1, rows, len, xv, gv, false);
-                double *twice = streamed_grad(two, ops[o], e == 1, rows, len, xv, gv, true);
+                double *y1, *y2;
+                double *g1 = streamed_grad(one, ops[o], e == 1, rows, len, xv, gv, false, &y1);
+                double *g2 = streamed_grad(two, ops[o], e == 1, rows, len, xv, gv, false, &y2);
+                double *twice = streamed_grad(two, ops[o], e == 1, rows, len, xv, gv, true, NULL);
+                assert_same_bits(y1, y2, n, what);
+                const int64_t shape[2] = {rows, len};
+                ref_scan(ops[o], e == 1, 2, shape, 1, xv, want);
+                for (int64_t i = 0; i < n; ++i)
+                    want[i] = (float)want[i];
+                assert_close(y1, want, n, 1e-9, 1e-6, what);
                 assert_same_bits(g1, g2, n, what);
                 for (int64_t i = 0; i < n; ++i)
                     want[i] = 2.0 * g2[i];
@@ -833,6 +844,8 @@ static void test_streamed_gradients(void **state)
                 free(g1);
                 free(g2);
                 free(twice);
+                free(y1);
+                free(y2);
             }
         free(xv);
         free(gv);

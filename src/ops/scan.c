@@ -55,9 +55,10 @@ typedef struct cpu_plan {
      * not zero; written by a recorded forward, read by the adjoint (NULL:
      * every piece takes the general path) */
     unsigned char *factors_ok;
-    /* the adjoint's: whether a gradient it assigns goes out in streaming
-     * stores where tiles take it (scan_tiles.h; large gradients written in
-     * place, stream_store.h's threshold) */
+    /* whether the output (the forward's) or a gradient the adjoint
+     * assigns goes out in streaming stores where tiles take it
+     * (scan_tiles.h; outputs and gradients written in place past
+     * stream_store.h's threshold) */
     bool stream;
 } cpu_plan;
 
@@ -160,14 +161,57 @@ DC_INLINE double adjoint_step(int mode, dc_scan_terms t, dc_scan_affine *acc)
  * added in T (APPLY_ADD), the bits of a temporary added afterwards. */
 #define STORE_ADJOINT(T, mode, dst, v) ((dst) = (mode) == APPLY_ADD ? (T)((dst) + (T)(v)) : (T)(v))
 
+/* A sum's summaries, a piece's total and its adjoint's total of the output's
+ * adjoint, add the piece's elements in an order of their own: any order
+ * fixed by the piece's length keeps the bits a function of the shape alone.
+ * sum_runs keeps SUM_WAYS running sums per line, element i going into sum
+ * i % SUM_WAYS, which then add pairwise; the compiler makes the running sums
+ * vector lanes, the same operations in the same order, so the same bits
+ * whether it does or not. Up to LANES lines are read side by side, as many
+ * streams as the lanes' tiles read: one line after another took longer
+ * (...). A read at the memory's pace: no chain of dependent adds per
+ * element, and no transposes, as a lane's steps have. */
+enum { SUM_WAYS = 16 };
+
+#define DEFINE_SUM_RUNS(T, SFX)                                                                                        \
+    /* sums[l] += the sum in double of v[l ls .. l ls + n), lines l < nl */                                            \
+    static void sum_runs_##SFX(const T *v, int nl, int64_t ls, int64_t n, double *sums)                               \
+    {                                                                                                                  \
+        for (int l0 = 0; l0 < nl; l0 += LANES) {                                                                       \
+            const int m = nl - l0 < LANES ? nl - l0 : LANES;                                                           \
+            const T *w = v + l0 * ls;                                                                                  \
+            double s[LANES][SUM_WAYS] = {{0}};                                                                         \
+            int64_t i = 0;                                                                                             \
+            for (; i + SUM_WAYS <= n; i += SUM_WAYS)                                                                   \
+                for (int l = 0; l < m; ++l)                                                                            \
+                    for (int j = 0; j < SUM_WAYS; ++j)                                                                 \
+                        s[l][j] += (double)w[l * ls + i + j];                                                          \
+            for (int l = 0; l < m; ++l) {                                                                              \
+                for (int j = 0; i + j < n; ++j)                                                                        \
+                    s[l][j] += (double)w[l * ls + i + j];                                                              \
+                for (int half = SUM_WAYS / 2; half > 0; half /= 2)                                                     \
+                    for (int j = 0; j < half; ++j)                                                                     \
+                        s[l][j] += s[l][j + half];                                                                     \
+                sums[l0 + l] += s[l][0];                                                                               \
+            }                                                                                                          \
+        }                                                                                                              \
+    }
+DEFINE_SUM_RUNS(float, f32)
+DEFINE_SUM_RUNS(double, f64)
+
 #define DEFINE_CPU_KERNELS(T, SFX)                                                                                     \
     /* acc: the lines' carries (SUMMARIZE: totals from the neutral element) */                                         \
     DC_INLINE void forward_lines_##SFX(int op, bool exclusive, int mode, int nl, const T *x, T *y, int64_t n,          \
-                                       int64_t es, int64_t ls, double *acc)                                            \
+                                       int64_t es, int64_t ls, bool stream, double *acc)                               \
     {                                                                                                                  \
+        if (mode == SUMMARIZE && op == DC_REDUCE_SUM && es == 1) {                                                     \
+            sum_runs_##SFX(x, nl, ls, n, acc);                                                                         \
+            return;                                                                                                    \
+        }                                                                                                              \
         int64_t i = 0;                                                                                                 \
         if (TILED(T, nl, es) && (op == DC_REDUCE_SUM || op == DC_REDUCE_PROD))                                         \
-            i = tiles_forward_f32(op == DC_REDUCE_PROD, exclusive, mode, (const float *)x, (float *)y, n, ls, acc);    \
+            i = tiles_forward_f32(op == DC_REDUCE_PROD, exclusive, mode, (const float *)x, (float *)y, n, ls, stream,  \
+                                  acc);                                                                                \
         for (; i < n; ++i) {                                                                                           \
             for (int l = 0; l < nl; ++l) {                                                                             \
                 const int64_t at = l * ls + i * es;                                                                    \
@@ -181,9 +225,9 @@ DC_INLINE double adjoint_step(int mode, dc_scan_terms t, dc_scan_affine *acc)
         }                                                                                                              \
     }                                                                                                                  \
     static void forward_run_##SFX(int op, bool exclusive, int mode, int nl, const T *x, T *y, int64_t n, int64_t es,   \
-                                  int64_t ls, double *acc){                                                            \
+                                  int64_t ls, bool stream, double *acc){                                               \
         _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wswitch\"")                                  \
-            FOR_EACH_SCAN_VARIANT(forward_lines_##SFX, x, y, n, es, ls, acc) _Pragma("GCC diagnostic pop")}            \
+            FOR_EACH_SCAN_VARIANT(forward_lines_##SFX, x, y, n, es, ls, stream, acc) _Pragma("GCC diagnostic pop")}    \
     /* Positions hi - 1 down to lo of a piece (1 <= lo, hi <= n - 1), one at a                                         \
      * time: the terms of scan_formulas.h without the cases of a line's ends,                                          \
      * which the caller steps through with dc_scan_terms; x, y, g, gx at the                                           \
@@ -247,6 +291,15 @@ DC_INLINE double adjoint_step(int mode, dc_scan_terms t, dc_scan_affine *acc)
     DC_INLINE void adjoint_lines_##SFX(int op, bool exclusive, int mode, int nl, const T *x, const T *y, const T *g,   \
                                        T *gx, int64_t n, int64_t es, int64_t ls, bool stream, dc_scan_affine *acc)     \
     {                                                                                                                  \
+        if (mode == SUMMARIZE && op == DC_REDUCE_SUM && es == 1 && n > 2 && nl <= SHORT_LANES) {                                 \
+            double c[SHORT_LANES];                                                                                     \
+            for (int l = 0; l < nl; ++l)                                                                               \
+                c[l] = acc[l].c;                                                                                       \
+            sum_runs_##SFX(g + (exclusive ? 2 : 1), nl, ls, n - 2, c);                                                 \
+            for (int l = 0; l < nl; ++l)                                                                               \
+                acc[l].c = c[l];                                                                                       \
+            return;                                                                                                    \
+        }                                                                                                              \
         int64_t top = n - 1;                                                                                           \
         if (TILED(T, nl, es) && (op == DC_REDUCE_SUM || op == PROD_NONZERO) && n > 2) {                                \
             const T *edge = mode == SUMMARIZE ? g + (exclusive ? 1 : 0) : gx;                                          \
@@ -448,7 +501,7 @@ static bool as_lanes(const cpu_plan *p, int64_t k0, int nl, int64_t *ls)
             for (int l = 0; l < nl; ++l)                                                                               \
                 acc[l] = mode == APPLY && sums ? sums[k0 + l] : dc_scan_neutral(p->op);                                \
             const int64_t at = q.offset + q.b;                                                                         \
-            forward_run_##SFX(p->op, p->exclusive, mode, nl, x + at, y + at, q.e - q.b, 1, ls, acc);                   \
+            forward_run_##SFX(p->op, p->exclusive, mode, nl, x + at, y + at, q.e - q.b, 1, ls, p->stream, acc);        \
             for (int l = 0; mode == SUMMARIZE && l < nl; ++l)                                                          \
                 sums[k0 + l] = acc[l];                                                                                 \
             for (int l = 0; mode == APPLY && p->factors_ok && l < nl; ++l)                                             \
@@ -462,7 +515,8 @@ static bool as_lanes(const cpu_plan *p, int64_t k0, int nl, int64_t *ls)
             for (int64_t j = 0; j < q.lines; ++j)                                                                      \
                 acc[j] = mode == APPLY && sum ? sum[j] : dc_scan_neutral(p->op);                                       \
             const int64_t at = q.offset + q.b * p->inner;                                                              \
-            forward_run_##SFX(p->op, p->exclusive, mode, (int)q.lines, x + at, y + at, q.e - q.b, p->inner, 1, acc);   \
+            forward_run_##SFX(p->op, p->exclusive, mode, (int)q.lines, x + at, y + at, q.e - q.b, p->inner, 1,         \
+                              p->stream, acc);                                                                         \
             for (int64_t j = 0; mode == SUMMARIZE && j < q.lines; ++j)                                                 \
                 sum[j] = acc[j];                                                                                       \
             if (mode == APPLY && p->factors_ok)                                                                        \
@@ -658,6 +712,11 @@ dc_tensor *dc_op_scan(dc_tape *tape, dc_tensor *x, dc_reduction op, int axis, bo
         if (record && op == DC_REDUCE_PROD && p.groups * p.chunks > 0 &&
             !(p.factors_ok = dc_tape_alloc_meta(tape, (size_t)(p.groups * p.chunks))))
             return NULL;
+        /* a sum's output past the caches goes out in streaming stores: no
+         * adjoint reads it (a product's reads it back, a recorded one at
+         * once) */
+        p.stream = DC_STREAM_STORES && op == DC_REDUCE_SUM &&
+                   (size_t)(ax.outer * ax.len * ax.inner) * dc_dtype_size(x->dtype) >= DC_STREAM_MIN_BYTES;
         if (scan_cpu(tape, &p, x->dtype, false, xb->data, NULL, NULL, y->data, false) != DC_OK)
             return NULL;
     }

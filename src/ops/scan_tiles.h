@@ -128,15 +128,44 @@ static inline tile_wide tile_wide_zero(void)
 }
 #endif
 
+/* Positions i .. i + 7 of the forward of tiles_forward_f32, from the
+ * carries a; out: the output at them (APPLY). */
+DC_INLINE void tile_forward_f32(bool mul, bool exclusive, int mode, const float *x, int64_t i, int64_t ls,
+                                tile_wide *a, __m256 out[TILE])
+{
+    tile_load(out, x + i, ls);
+    for (int j = 0; j < TILE; ++j) {
+        const tile_wide v = tile_widen(out[j]);
+        if (mode == APPLY && exclusive)
+            out[j] = tile_narrow(*a);
+        *a = mul ? tile_mul(*a, v) : tile_add(*a, v);
+        if (mode == APPLY && !exclusive)
+            out[j] = tile_narrow(*a);
+    }
+}
+
+static inline void tile_stream2(float *p, int64_t ls, __m256 lo[TILE], __m256 hi[TILE]);
+
 /* The forward of a sum (mul false) or a product over positions [0, n) of
  * eight lanes, as forward_lines steps them from the carries acc: in whole
- * tiles, as far as they go. Returns the positions done (acc then the
- * carries after them). */
+ * tiles, as far as they go. With stream (a sum's APPLY only: the products'
+ * loop stays as it was, a stream flag no cost to it), two tiles at a time
+ * go out in streaming stores (tile_stream2), the same numbers. Returns the
+ * positions done (acc then the carries after them). */
 DC_INLINE int64_t tiles_forward_f32(bool mul, bool exclusive, int mode, const float *x, float *y, int64_t n, int64_t ls,
-                                    double *acc)
+                                    bool stream, double *acc)
 {
     tile_wide a = tile_wide_load(acc);
     int64_t i = 0;
+    if (stream && mode == APPLY && !mul) {
+        for (; i + 2 * TILE <= n; i += 2 * TILE) {
+            __m256 lo[TILE], hi[TILE];
+            tile_forward_f32(mul, exclusive, mode, x, i, ls, &a, lo);
+            tile_forward_f32(mul, exclusive, mode, x, i + TILE, ls, &a, hi);
+            tile_stream2(y + i, ls, lo, hi);
+        }
+        dc_tile8_stream_fence(); /* ordered before the threads' join, as plain stores are */
+    }
     for (; i + TILE <= n; i += TILE) {
         __m256 t[TILE];
         tile_load(t, x + i, ls);
@@ -234,9 +263,9 @@ DC_INLINE int64_t tiles_adjoint_f32(bool prod, bool exclusive, int mode, const f
 #else
 /* No tiles: every position is left to scan.c's loops. */
 DC_INLINE int64_t tiles_forward_f32(bool mul, bool exclusive, int mode, const float *x, float *y, int64_t n, int64_t ls,
-                                    double *acc)
+                                    bool stream, double *acc)
 {
-    (void)mul, (void)exclusive, (void)mode, (void)x, (void)y, (void)n, (void)ls, (void)acc;
+    (void)mul, (void)exclusive, (void)mode, (void)x, (void)y, (void)n, (void)ls, (void)stream, (void)acc;
     return 0;
 }
 
