@@ -167,10 +167,11 @@ DC_INLINE double adjoint_step(int mode, dc_scan_terms t, dc_scan_affine *acc)
  * sum_runs keeps SUM_WAYS running sums per line, element i going into sum
  * i % SUM_WAYS, which then add pairwise; the compiler makes the running sums
  * vector lanes, the same operations in the same order, so the same bits
- * whether it does or not. Up to LANES lines are read side by side, as many
- * streams as the lanes' tiles read: one line after another took longer
- * (...). A read at the memory's pace: no chain of dependent adds per
- * element, and no transposes, as a lane's steps have. */
+ * whether it does or not. No chain of dependent adds per element and no
+ * transposes, as a lane's steps have. Up to LANES lines are read side by
+ * side, as many streams as the lanes' tiles read: one line after another
+ * took longer (the forward's summaries of a float32 sum's scan of 10^7 on
+ * two threads: 1.34-1.39 ms, against 0.95-0.98 side by side). */
 enum { SUM_WAYS = 16 };
 
 #define DEFINE_SUM_RUNS(T, SFX)                                                                                        \
