@@ -752,10 +752,10 @@ static void test_fast_pieces(void **state)
 
 /* x's float32 gradient from the scan of x ([rows, len], along axis 1) with
  * adjoint gv, on ctx: assigned by a first backward (twice = false), or
- * then added to by a second one (twice = true); the scan's output in *y
- * where y is not NULL. */
-static double *streamed_grad(dc_ctx *ctx, dc_reduction op, bool exclusive, int64_t rows, int64_t len,
-                             const double *xv, const double *gv, bool twice, double **y_out)
+ * then added to by a second one (twice = true); the scan's output in
+ * *y_out where y_out is not NULL. */
+static double *streamed_grad(dc_ctx *ctx, dc_reduction op, bool exclusive, int64_t rows, int64_t len, const double *xv,
+                             const double *gv, bool twice, double **y_out)
 {
     const int64_t shape[2] = {rows, len};
     dc_tensor *x = tensor_of(ctx, DC_F32, 2, shape, xv), *g = tensor_of(ctx, DC_F32, 2, shape, gv);
@@ -782,16 +782,18 @@ static double *streamed_grad(dc_ctx *ctx, dc_reduction op, bool exclusive, int64
  * stores where the tiles take it (src/ops/scan_tiles.h), sixteen positions
  * of each lane at a time, a lane off a 64-byte boundary as usual: sums and
  * nonzero products over a line cut in chunks that no chunk divides, and
- * over rows of 257 side by side (lanes at every alignment). Each against
- * its reference, on 1 and 2 threads to the same bits, and to the bits of
- * the plain stores: a second backward, added to the first (added gradients
- * never stream), gives exactly twice the first. A sum's output that large
- * streams too: against its reference, on 1 and 2 threads to the same bits. */
+ * over rows of 265 side by side (lanes at every alignment; a row's
+ * positions past its streamed pairs go through a plain tile, then one by
+ * one). Each against its reference, on 1 and 2 threads to the same bits,
+ * and to the bits of the plain stores: a second backward, added to the
+ * first (added gradients never stream), gives exactly twice the first. A
+ * sum's output that large streams too: each against its reference, on 1
+ * and 2 threads to the same bits. */
 static void test_streamed_gradients(void **state)
 {
     (void)state;
     dc_ctx *one = test_cpu_ctx_threads(1, 1), *two = test_cpu_ctx_threads(2, 1);
-    const int64_t shapes[2][2] = {{1, ((int64_t)1 << 21) + 3 * PIECE + 5}, {8200, 257}};
+    const int64_t shapes[2][2] = {{1, ((int64_t)1 << 21) + 3 * PIECE + 5}, {8200, 265}};
     for (int sh = 0; sh < 2; ++sh) {
         const int64_t rows = shapes[sh][0], len = shapes[sh][1], n = rows * len;
         double *xv = malloc(n * sizeof *xv), *gv = malloc(n * sizeof *gv), *want = malloc(n * sizeof *want);
@@ -820,6 +822,7 @@ static void test_streamed_gradients(void **state)
                 for (int64_t i = 0; i < n; ++i)
                     want[i] = (float)want[i];
                 assert_close(y1, want, n, 1e-9, 1e-6, what);
+                assert_close(y2, want, n, 1e-9, 1e-6, what);
                 assert_same_bits(g1, g2, n, what);
                 for (int64_t i = 0; i < n; ++i)
                     want[i] = 2.0 * g2[i];

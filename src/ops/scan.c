@@ -55,10 +55,10 @@ typedef struct cpu_plan {
      * not zero; written by a recorded forward, read by the adjoint (NULL:
      * every piece takes the general path) */
     unsigned char *factors_ok;
-    /* whether the output (the forward's) or a gradient the adjoint
-     * assigns goes out in streaming stores where tiles take it
-     * (scan_tiles.h; outputs and gradients written in place past
-     * stream_store.h's threshold) */
+    /* whether the output (the forward's: a sum's only, see dc_op_scan) or
+     * a gradient the adjoint assigns goes out in streaming stores where
+     * tiles take it (scan_tiles.h; outputs and gradients written in place
+     * past stream_store.h's threshold) */
     bool stream;
 } cpu_plan;
 
@@ -176,7 +176,7 @@ enum { SUM_WAYS = 16 };
 
 #define DEFINE_SUM_RUNS(T, SFX)                                                                                        \
     /* sums[l] += the sum in double of v[l ls .. l ls + n), lines l < nl */                                            \
-    static void sum_runs_##SFX(const T *v, int nl, int64_t ls, int64_t n, double *sums)                               \
+    static void sum_runs_##SFX(const T *v, int nl, int64_t ls, int64_t n, double *sums)                                \
     {                                                                                                                  \
         for (int l0 = 0; l0 < nl; l0 += LANES) {                                                                       \
             const int m = nl - l0 < LANES ? nl - l0 : LANES;                                                           \
@@ -288,17 +288,24 @@ DEFINE_SUM_RUNS(double, f64)
      * tiles take them, the positions above the first whose tile stores (or,                                           \
      * summarizing, loads) 32 aligned bytes (64 where they stream, whole                                               \
      * lines) are stepped alone first: tiles walked down from n - 1 straddled                                          \
-     * two cache lines in every other load and store. */                                                               \
+     * two cache lines in every other load and store. A sum's summary of side                                          \
+     * by side lanes (es 1) is no recurrence: sum_runs adds the positions'                                             \
+     * terms to the carry instead, LANES lines at a time. Its carry then                                               \
+     * needs no + 0.0 (below): sum_runs' sums start at +0, and adding to +0                                            \
+     * never gives -0. */                                                                                              \
     DC_INLINE void adjoint_lines_##SFX(int op, bool exclusive, int mode, int nl, const T *x, const T *y, const T *g,   \
                                        T *gx, int64_t n, int64_t es, int64_t ls, bool stream, dc_scan_affine *acc)     \
     {                                                                                                                  \
-        if (mode == SUMMARIZE && op == DC_REDUCE_SUM && es == 1 && n > 2 && nl <= SHORT_LANES) {                                 \
-            double c[SHORT_LANES];                                                                                     \
-            for (int l = 0; l < nl; ++l)                                                                               \
-                c[l] = acc[l].c;                                                                                       \
-            sum_runs_##SFX(g + (exclusive ? 2 : 1), nl, ls, n - 2, c);                                                 \
-            for (int l = 0; l < nl; ++l)                                                                               \
-                acc[l].c = c[l];                                                                                       \
+        if (mode == SUMMARIZE && op == DC_REDUCE_SUM && es == 1 && n > 2) {                                            \
+            for (int l0 = 0; l0 < nl; l0 += LANES) {                                                                   \
+                const int m = nl - l0 < LANES ? nl - l0 : LANES;                                                       \
+                double c[LANES];                                                                                       \
+                for (int l = 0; l < m; ++l)                                                                            \
+                    c[l] = acc[l0 + l].c;                                                                              \
+                sum_runs_##SFX(g + l0 * ls + (exclusive ? 2 : 1), m, ls, n - 2, c);                                    \
+                for (int l = 0; l < m; ++l)                                                                            \
+                    acc[l0 + l].c = c[l];                                                                              \
+            }                                                                                                          \
             return;                                                                                                    \
         }                                                                                                              \
         int64_t top = n - 1;                                                                                           \

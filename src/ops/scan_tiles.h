@@ -5,9 +5,11 @@
  * in double, lane by lane, exactly as scan.c's scalar loops run it: the same
  * operations in the same order, so the same bits (the build contracts no
  * multiply and add into one, -ffp-contract=off). Only the sum and the
- * products' nonzero variant take them; the rest of a run, and every run
- * where the compiler targets no AVX (broadcast/tiles8.h), goes through
- * scan.c's loops.
+ * products' nonzero variant take them, the sum for its outputs and
+ * gradients only (its summaries need no recurrence: scan.c's sum_runs
+ * adds them, so the tiles' summaries of sums are never reached); the rest
+ * of a run, and every run where the compiler targets no AVX
+ * (broadcast/tiles8.h), goes through scan.c's loops.
  *
  * Included by scan.c after its enums (SUMMARIZE, APPLY, APPLY_ADD,
  * PROD_NONZERO, LANES). */
@@ -130,8 +132,8 @@ static inline tile_wide tile_wide_zero(void)
 
 /* Positions i .. i + 7 of the forward of tiles_forward_f32, from the
  * carries a; out: the output at them (APPLY). */
-DC_INLINE void tile_forward_f32(bool mul, bool exclusive, int mode, const float *x, int64_t i, int64_t ls,
-                                tile_wide *a, __m256 out[TILE])
+DC_INLINE void tile_forward_f32(bool mul, bool exclusive, int mode, const float *x, int64_t i, int64_t ls, tile_wide *a,
+                                __m256 out[TILE])
 {
     tile_load(out, x + i, ls);
     for (int j = 0; j < TILE; ++j) {
