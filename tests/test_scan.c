@@ -352,12 +352,15 @@ static void test_gradcheck_long(void **state)
 {
     (void)state;
     dc_ctx *ctx = test_cpu_ctx();
-    const int64_t shapes[4][2] = {{1, 9001}, {4500, 2}, {1, 36869}, {16, 300}};
-    const int axes[4] = {1, 0, 1, 1};
+    /* [9000, 3] along 0: columns cut in three chunks, so that a chunk's
+     * adjoint summary (its affine map: a product's multiplier too) carries
+     * past the next */
+    const int64_t shapes[5][2] = {{1, 9001}, {4500, 2}, {1, 36869}, {16, 300}, {9000, 3}};
+    const int axes[5] = {1, 0, 1, 1, 0};
     double *xv = malloc(36869 * sizeof *xv), *wv = malloc(36869 * sizeof *wv);
     assert_non_null(xv);
     assert_non_null(wv);
-    for (int l = 0; l < 4; ++l)
+    for (int l = 0; l < 5; ++l)
         for (int o = 0; o < 4; ++o)
             for (int e = 0; e < 2; ++e) {
                 gc_case k = {{ops[o], e == 1, axes[l], false}, NULL, false, axes[l]};

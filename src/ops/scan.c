@@ -328,7 +328,40 @@ DEFINE_SUM_RUNS(double, f64)
                 acc[l].m = m[l];                                                                                       \
             }                                                                                                          \
         }                                                                                                              \
-        adjoint_steps_##SFX(op, exclusive, mode, nl, x, y, g, gx, top, 1, es, ls, acc);                                \
+        if ((op == DC_REDUCE_SUM || op == PROD_NONZERO) && es != 1) {                                                  \
+            /* columns, side by side in memory: adjoint_steps' sum and                                                 \
+             * nonzero products, the same operations, with the carries and                                             \
+             * summaries in arrays of their own, which the loop over the                                               \
+             * lines reads and writes as vectors (acc's c and m interleave) */                                         \
+            double c[CPU_WIDTH], m[CPU_WIDTH];                                                                         \
+            for (int l = 0; l < nl; ++l) {                                                                             \
+                c[l] = acc[l].c;                                                                                       \
+                m[l] = acc[l].m;                                                                                       \
+            }                                                                                                          \
+            for (int64_t i = top; i-- > 1;)                                                                            \
+                for (int l = 0; l < nl; ++l) {                                                                         \
+                    const int64_t at = l * ls + i * es;                                                                \
+                    const double t = (double)g[exclusive ? at + es : at];                                              \
+                    if (op == DC_REDUCE_SUM) {                                                                         \
+                        c[l] = t + c[l];                                                                               \
+                        if (mode != SUMMARIZE)                                                                         \
+                            STORE_ADJOINT(T, mode, gx[at], c[l] + 0.0);                                                \
+                        continue;                                                                                      \
+                    }                                                                                                  \
+                    c[l] = t + (double)x[at + es] * c[l];                                                              \
+                    if (mode == SUMMARIZE)                                                                             \
+                        m[l] = (double)x[at + es] * m[l];                                                              \
+                    else                                                                                               \
+                        STORE_ADJOINT(T, mode, gx[at],                                                                 \
+                                      dc_scan_mul_nonzero((double)y[exclusive ? at : at - es], c[l]));                 \
+                }                                                                                                      \
+            for (int l = 0; l < nl; ++l) {                                                                             \
+                acc[l].c = c[l];                                                                                       \
+                acc[l].m = m[l];                                                                                       \
+            }                                                                                                          \
+        } else {                                                                                                       \
+            adjoint_steps_##SFX(op, exclusive, mode, nl, x, y, g, gx, top, 1, es, ls, acc);                            \
+        }                                                                                                              \
         /* The sum's and the nonzero products' carry c and summary m ran raw:                                          \
          * c' = t + k c where the terms say t + (k c + 0.0) (dc_scan_mul_nonzero;                                      \
          * k 1 for the sum), and m' = k m where they say k m + 0.0. After a                                            \
