@@ -230,9 +230,39 @@ DEFINE_SUM_RUNS(double, f64)
         _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wswitch\"")                                  \
             FOR_EACH_SCAN_VARIANT(forward_lines_##SFX, x, y, n, es, ls, stream, acc) _Pragma("GCC diagnostic pop")}    \
     /* Positions hi - 1 down to lo of a piece (1 <= lo, hi <= n - 1), one at a                                         \
-     * time: the terms of scan_formulas.h without the cases of a line's ends,                                          \
-     * which the caller steps through with dc_scan_terms; x, y, g, gx at the                                           \
-     * piece's first position. */                                                                                      \
+     * time, of a sum or a nonzero product (PROD_NONZERO), whose carry (and                                            \
+     * summary) run raw (see adjoint_lines), in arrays of their own, c and m,                                          \
+     * by line: a loop over lines side by side in memory (columns) reads and                                           \
+     * writes them as vectors, where dc_scan_affine's c and m interleave.                                              \
+     * x, y, g, gx at the piece's first position. */                                                                   \
+    DC_INLINE void raw_steps_##SFX(int op, bool exclusive, int mode, int nl, const T *x, const T *y, const T *g,       \
+                                   T *gx, int64_t hi, int64_t lo, int64_t es, int64_t ls, double *c, double *m)        \
+    {                                                                                                                  \
+        for (int64_t i = hi; i-- > lo;) {                                                                              \
+            for (int l = 0; l < nl; ++l) {                                                                             \
+                const int64_t at = l * ls + i * es;                                                                    \
+                const double t = (double)g[exclusive ? at + es : at];                                                  \
+                if (op == DC_REDUCE_SUM) {                                                                             \
+                    /* k = s = 1: dc_scan_mul(1, v) is v + 0.0; the carry                                              \
+                     * runs raw, one add on its path */                                                                \
+                    c[l] = t + c[l];                                                                                   \
+                    if (mode != SUMMARIZE)                                                                             \
+                        STORE_ADJOINT(T, mode, gx[at], c[l] + 0.0);                                                    \
+                    continue;                                                                                          \
+                }                                                                                                      \
+                /* the products', without the zero-safe tests; the carry (and                                          \
+                 * m) raw, a multiply and an add on its path */                                                        \
+                c[l] = t + (double)x[at + es] * c[l];                                                                  \
+                if (mode == SUMMARIZE)                                                                                 \
+                    m[l] = (double)x[at + es] * m[l];                                                                  \
+                else                                                                                                   \
+                    STORE_ADJOINT(T, mode, gx[at], dc_scan_mul_nonzero((double)y[exclusive ? at : at - es], c[l]));    \
+            }                                                                                                          \
+        }                                                                                                              \
+    }                                                                                                                  \
+    /* The same for the other ops and variants, through the terms of                                                   \
+     * scan_formulas.h without the cases of a line's ends, which the caller                                            \
+     * steps through with dc_scan_terms. */                                                                            \
     DC_INLINE void adjoint_steps_##SFX(int op, bool exclusive, int mode, int nl, const T *x, const T *y, const T *g,   \
                                        T *gx, int64_t hi, int64_t lo, int64_t es, int64_t ls, dc_scan_affine *acc)     \
     {                                                                                                                  \
@@ -241,25 +271,6 @@ DEFINE_SUM_RUNS(double, f64)
                 const int64_t at = l * ls + i * es;                                                                    \
                 dc_scan_terms t;                                                                                       \
                 t.c = (double)g[exclusive ? at + es : at];                                                             \
-                if (op == DC_REDUCE_SUM) {                                                                             \
-                    /* k = s = 1: dc_scan_mul(1, v) is v + 0.0; the carry                                              \
-                     * runs raw (see below), one add on its path */                                                    \
-                    acc[l].c = t.c + acc[l].c;                                                                         \
-                    if (mode != SUMMARIZE)                                                                             \
-                        STORE_ADJOINT(T, mode, gx[at], acc[l].c + 0.0);                                                \
-                    continue;                                                                                          \
-                }                                                                                                      \
-                if (op == PROD_NONZERO) {                                                                              \
-                    /* the products', without the zero-safe tests; the                                                 \
-                     * carry (and m) raw, a multiply and an add on its path */                                         \
-                    acc[l].c = t.c + (double)x[at + es] * acc[l].c;                                                    \
-                    if (mode == SUMMARIZE)                                                                             \
-                        acc[l].m = (double)x[at + es] * acc[l].m;                                                      \
-                    else                                                                                               \
-                        STORE_ADJOINT(T, mode, gx[at],                                                                 \
-                                      dc_scan_mul_nonzero((double)y[exclusive ? at : at - es], acc[l].c));             \
-                    continue;                                                                                          \
-                }                                                                                                      \
                 if (op == DC_REDUCE_PROD) {                                                                            \
                     t.k = (double)x[at + es];                                                                          \
                     t.s = (double)y[exclusive ? at : at - es];                                                         \
@@ -290,91 +301,47 @@ DEFINE_SUM_RUNS(double, f64)
      * lines) are stepped alone first: tiles walked down from n - 1 straddled                                          \
      * two cache lines in every other load and store. A sum's summary of side                                          \
      * by side lanes (es 1) is no recurrence: sum_runs adds the positions'                                             \
-     * terms to the carry instead, LANES lines at a time. Its carry then                                               \
-     * needs no + 0.0 (below): sum_runs' sums start at +0, and adding to +0                                            \
-     * never gives -0. */                                                                                              \
+     * terms to the carry instead. */                                                                                  \
     DC_INLINE void adjoint_lines_##SFX(int op, bool exclusive, int mode, int nl, const T *x, const T *y, const T *g,   \
                                        T *gx, int64_t n, int64_t es, int64_t ls, bool stream, dc_scan_affine *acc)     \
     {                                                                                                                  \
-        if (mode == SUMMARIZE && op == DC_REDUCE_SUM && es == 1 && n > 2) {                                            \
-            for (int l0 = 0; l0 < nl; l0 += LANES) {                                                                   \
-                const int m = nl - l0 < LANES ? nl - l0 : LANES;                                                       \
-                double c[LANES];                                                                                       \
-                for (int l = 0; l < m; ++l)                                                                            \
-                    c[l] = acc[l0 + l].c;                                                                              \
-                sum_runs_##SFX(g + l0 * ls + (exclusive ? 2 : 1), m, ls, n - 2, c);                                    \
-                for (int l = 0; l < m; ++l)                                                                            \
-                    acc[l0 + l].c = c[l];                                                                              \
-            }                                                                                                          \
+        if (op != DC_REDUCE_SUM && op != PROD_NONZERO) {                                                               \
+            adjoint_steps_##SFX(op, exclusive, mode, nl, x, y, g, gx, n - 1, 1, es, ls, acc);                          \
             return;                                                                                                    \
         }                                                                                                              \
+        double c[CPU_WIDTH], m[CPU_WIDTH];                                                                             \
+        for (int l = 0; l < nl; ++l) {                                                                                 \
+            c[l] = acc[l].c;                                                                                           \
+            m[l] = acc[l].m;                                                                                           \
+        }                                                                                                              \
         int64_t top = n - 1;                                                                                           \
-        if (TILED(T, nl, es) && (op == DC_REDUCE_SUM || op == PROD_NONZERO) && n > 2) {                                \
+        if (mode == SUMMARIZE && op == DC_REDUCE_SUM && es == 1 && n > 2) {                                            \
+            sum_runs_##SFX(g + (exclusive ? 2 : 1), nl, ls, n - 2, c);                                                 \
+            top = 1;                                                                                                   \
+        } else if (TILED(T, nl, es) && n > 2) {                                                                        \
             const T *edge = mode == SUMMARIZE ? g + (exclusive ? 1 : 0) : gx;                                          \
             const uintptr_t line = stream && mode == APPLY ? 64 : 32;                                                  \
             const int64_t above = (int64_t)(((uintptr_t)(edge + top) % line) / sizeof(T));                             \
             const int64_t aligned = top - above > 1 ? top - above : 1;                                                 \
-            adjoint_steps_##SFX(op, exclusive, mode, nl, x, y, g, gx, top, aligned, es, ls, acc);                      \
-            top = aligned;                                                                                             \
-            double c[LANES], m[LANES];                                                                                 \
-            for (int l = 0; l < LANES; ++l) {                                                                          \
-                c[l] = acc[l].c;                                                                                       \
-                m[l] = acc[l].m;                                                                                       \
-            }                                                                                                          \
+            raw_steps_##SFX(op, exclusive, mode, nl, x, y, g, gx, top, aligned, es, ls, c, m);                         \
             top = tiles_adjoint_f32(op == PROD_NONZERO, exclusive, mode, (const float *)x, (const float *)y,           \
-                                    (const float *)g, (float *)gx, top, ls, stream, c, m);                             \
-            for (int l = 0; l < LANES; ++l) {                                                                          \
-                acc[l].c = c[l];                                                                                       \
-                acc[l].m = m[l];                                                                                       \
-            }                                                                                                          \
+                                    (const float *)g, (float *)gx, aligned, ls, stream, c, m);                         \
         }                                                                                                              \
-        if ((op == DC_REDUCE_SUM || op == PROD_NONZERO) && es != 1) {                                                  \
-            /* columns, side by side in memory: adjoint_steps' sum and                                                 \
-             * nonzero products, the same operations, with the carries and                                             \
-             * summaries in arrays of their own, which the loop over the                                               \
-             * lines reads and writes as vectors (acc's c and m interleave) */                                         \
-            double c[CPU_WIDTH], m[CPU_WIDTH];                                                                         \
-            for (int l = 0; l < nl; ++l) {                                                                             \
-                c[l] = acc[l].c;                                                                                       \
-                m[l] = acc[l].m;                                                                                       \
-            }                                                                                                          \
-            for (int64_t i = top; i-- > 1;)                                                                            \
-                for (int l = 0; l < nl; ++l) {                                                                         \
-                    const int64_t at = l * ls + i * es;                                                                \
-                    const double t = (double)g[exclusive ? at + es : at];                                              \
-                    if (op == DC_REDUCE_SUM) {                                                                         \
-                        c[l] = t + c[l];                                                                               \
-                        if (mode != SUMMARIZE)                                                                         \
-                            STORE_ADJOINT(T, mode, gx[at], c[l] + 0.0);                                                \
-                        continue;                                                                                      \
-                    }                                                                                                  \
-                    c[l] = t + (double)x[at + es] * c[l];                                                              \
-                    if (mode == SUMMARIZE)                                                                             \
-                        m[l] = (double)x[at + es] * m[l];                                                              \
-                    else                                                                                               \
-                        STORE_ADJOINT(T, mode, gx[at],                                                                 \
-                                      dc_scan_mul_nonzero((double)y[exclusive ? at : at - es], c[l]));                 \
-                }                                                                                                      \
-            for (int l = 0; l < nl; ++l) {                                                                             \
-                acc[l].c = c[l];                                                                                       \
-                acc[l].m = m[l];                                                                                       \
-            }                                                                                                          \
-        } else {                                                                                                       \
-            adjoint_steps_##SFX(op, exclusive, mode, nl, x, y, g, gx, top, 1, es, ls, acc);                            \
+        raw_steps_##SFX(op, exclusive, mode, nl, x, y, g, gx, top, 1, es, ls, c, m);                                   \
+        /* The carry c and summary m ran raw: c' = t + k c where the terms say                                         \
+         * t + (k c + 0.0) (dc_scan_mul_nonzero; k 1 for the sum), and m' = k m                                        \
+         * where they say k m + 0.0. After a step the two differ only where                                            \
+         * the raw one is -0 and the other +0 (by induction: k times either                                            \
+         * differs at most in a zero's sign, and adding t, then 0.0, maps both                                         \
+         * to one value), so the raw one plus 0.0 is the other, bit for bit: so                                        \
+         * are the stores above, and the carry and summary leaving the run.                                            \
+         * sum_runs' total is never -0 (its sums start at +0, and adding to +0                                         \
+         * never gives -0), nor is the carry it leaves: plus 0.0 changes                                               \
+         * neither. */                                                                                                 \
+        for (int l = 0; l < nl; ++l) {                                                                                 \
+            acc[l].c = n > 2 ? c[l] + 0.0 : c[l];                                                                      \
+            acc[l].m = n > 2 ? m[l] + 0.0 : m[l];                                                                      \
         }                                                                                                              \
-        /* The sum's and the nonzero products' carry c and summary m ran raw:                                          \
-         * c' = t + k c where the terms say t + (k c + 0.0) (dc_scan_mul_nonzero;                                      \
-         * k 1 for the sum), and m' = k m where they say k m + 0.0. After a                                            \
-         * step the two differ only where the raw one is -0 and the other +0                                           \
-         * (by induction: k times either differs at most in a zero's sign, and                                         \
-         * adding t, then 0.0, maps both to one value), so the raw one plus 0.0                                        \
-         * is the other, bit for bit: so are the stores above, and the carry                                           \
-         * and summary leaving the run. */                                                                             \
-        if (n > 2 && (op == DC_REDUCE_SUM || op == PROD_NONZERO))                                                      \
-            for (int l = 0; l < nl; ++l) {                                                                             \
-                acc[l].c = acc[l].c + 0.0;                                                                             \
-                acc[l].m = acc[l].m + 0.0;                                                                             \
-            }                                                                                                          \
     }                                                                                                                  \
     static void adjoint_run_##SFX(int op, bool exclusive, int mode, int nl, const T *x, const T *y, const T *g, T *gx, \
                                   int64_t n, int64_t es, int64_t ls, bool stream, dc_scan_affine *acc)                 \
