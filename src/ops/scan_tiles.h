@@ -130,6 +130,17 @@ static inline tile_wide tile_wide_zero(void)
 }
 #endif
 
+/* The inverse of tile_load for two tiles, with streaming stores
+ * (tiles8.h's dc_tile8_store2_rows): lo holds positions 0..7 of the lanes,
+ * hi positions 8..15, so that each lane's sixteen numbers, a whole 64-byte
+ * line, go out together; a lane not on a 64-byte boundary is stored as
+ * usual. */
+static inline void tile_stream2(float *p, int64_t ls, __m256 lo[TILE], __m256 hi[TILE])
+{
+    const int64_t at[TILE] = {0, ls, 2 * ls, 3 * ls, 4 * ls, 5 * ls, 6 * ls, 7 * ls};
+    dc_tile8_store2_rows(p, at, DC_TILE8_STREAM, lo, hi);
+}
+
 /* Positions i .. i + 7 of the forward of tiles_forward_f32, from the
  * carries a; out: the output at them (APPLY). */
 DC_INLINE void tile_forward_f32(bool mul, bool exclusive, int mode, const float *x, int64_t i, int64_t ls, tile_wide *a,
@@ -146,14 +157,15 @@ DC_INLINE void tile_forward_f32(bool mul, bool exclusive, int mode, const float 
     }
 }
 
-static inline void tile_stream2(float *p, int64_t ls, __m256 lo[TILE], __m256 hi[TILE]);
-
 /* The forward of a sum (mul false) or a product over positions [0, n) of
  * eight lanes, as forward_lines steps them from the carries acc: in whole
  * tiles, as far as they go. With stream (a sum's APPLY only: the products'
  * loop stays as it was, a stream flag no cost to it), two tiles at a time
  * go out in streaming stores (tile_stream2), the same numbers. Returns the
- * positions done (acc then the carries after them). */
+ * positions done (acc then the carries after them). The plain loop keeps
+ * its own copy of tile_forward_f32's steps: through the helper, a float32
+ * sum's scan of 10^7 took 2.80-2.87 ms against 2.69-2.78 (three alternating
+ * runs). */
 DC_INLINE int64_t tiles_forward_f32(bool mul, bool exclusive, int mode, const float *x, float *y, int64_t n, int64_t ls,
                                     bool stream, double *acc)
 {
@@ -184,17 +196,6 @@ DC_INLINE int64_t tiles_forward_f32(bool mul, bool exclusive, int mode, const fl
     }
     tile_wide_store(acc, a);
     return i;
-}
-
-/* The inverse of tile_load for two tiles, with streaming stores
- * (tiles8.h's dc_tile8_store2_rows): lo holds positions 0..7 of the lanes,
- * hi positions 8..15, so that each lane's sixteen numbers, a whole 64-byte
- * line, go out together; a lane not on a 64-byte boundary is stored as
- * usual. */
-static inline void tile_stream2(float *p, int64_t ls, __m256 lo[TILE], __m256 hi[TILE])
-{
-    const int64_t at[TILE] = {0, ls, 2 * ls, 3 * ls, 4 * ls, 5 * ls, 6 * ls, 7 * ls};
-    dc_tile8_store2_rows(p, at, DC_TILE8_STREAM, lo, hi);
 }
 
 /* Positions i0 + 7 down to i0 of the adjoint of tiles_adjoint_f32, from
