@@ -258,13 +258,16 @@ struct back_then {
 
 /* The scan adjoint's carry passes through a run of steps as an affine map
  * c -> M c + v (M by columns, entry (f, q) at q * kFields + f, then v, as in the
- * launch's maps). map_then: a, then b. */
+ * launch's maps). map_then: a, then b. The carries and a's columns are
+ * adjoints: times b's entries through dc_assoc_adj_mul, as the CPU's
+ * dc_assoc_map_carry, so that a zero adjoint meeting an infinite or NaN
+ * entry gives 0. */
 __device__ static inline void map_apply(const dc_real *m, const dc_real *c, dc_real *out)
 {
     for (int f = 0; f < kFields; ++f) {
         dc_real t = m[kFields * kFields + f];
         for (int q = 0; q < kFields; ++q)
-            t += m[q * kFields + f] * c[q];
+            t += DC_BFN_ID(dc_assoc_adj_mul)(c[q], m[q * kFields + f]);
         out[f] = t;
     }
 }
@@ -273,9 +276,9 @@ struct map_then {
     {
         for (int q = 0; q < kFields; ++q)
             for (int f = 0; f < kFields; ++f) {
-                dc_real t = b[f] * a[q * kFields];
+                dc_real t = DC_BFN_ID(dc_assoc_adj_mul)(a[q * kFields], b[f]);
                 for (int p = 1; p < kFields; ++p)
-                    t += b[p * kFields + f] * a[q * kFields + p];
+                    t += DC_BFN_ID(dc_assoc_adj_mul)(a[q * kFields + p], b[p * kFields + f]);
                 out[q * kFields + f] = t;
             }
         map_apply(b, a + kFields * kFields, out + kFields * kFields);

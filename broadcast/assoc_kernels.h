@@ -167,13 +167,37 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_group)(const dc_assoc_scan_launch *
 
 #else /* DC_BFN_DUAL */
 
+/* An adjoint times a partial: their product, but 0 where a zero adjoint
+ * meets an infinite or NaN partial (p - p is 0 for a finite p only). A zero
+ * adjoint times a finite partial keeps the product's signed zero, so that
+ * wherever every partial is finite this is the plain product to the bit.
+ * Also the product of a carry (an adjoint) and its map's entries where maps
+ * carry adjoints across pieces (dc_assoc_map_carry, CUDA's map_apply and
+ * map_then). */
+DC_INLINE DC_HD dc_real DC_BFN_ID(dc_assoc_adj_mul)(dc_real adj, dc_real partial)
+{
+    return adj == (dc_real)0 && !(partial - partial == (dc_real)0) ? (dc_real)0 : adj * partial;
+}
+
 /* lambda^T J for the partials of out (the body's result on seeded inputs):
- * entry j is the sum over fields f of lambda[f] * d out_f / d input j. */
+ * entry j is the sum over fields f of lambda[f] * d out_f / d input j, each
+ * product through dc_assoc_adj_mul. */
 #define DC_ASSOC_VJP_TERM(lambda, out, j, g)                                                       \
     {                                                                                              \
-        g = DC_BFN_P_(adj_mul)(lambda[0], DC_BFN_PARTIAL(out[0], j));                              \
+        g = DC_BFN_ID(dc_assoc_adj_mul)(lambda[0], DC_BFN_PARTIAL(out[0], j));                       \
         DC_UNROLL for (int dc_q_ = 1; dc_q_ < DC_ASSOC_K; ++dc_q_)                                 \
-            g += DC_BFN_P_(adj_mul)(lambda[dc_q_], DC_BFN_PARTIAL(out[dc_q_], j));                 \
+            g += DC_BFN_ID(dc_assoc_adj_mul)(lambda[dc_q_], DC_BFN_PARTIAL(out[dc_q_], j));          \
+    }
+
+/* DC_ASSOC_VJP_TERM with plain products: the same sum, to the bit, wherever
+ * every partial is finite; where one is not, the sum is infinite or NaN,
+ * which is how dc_assoc_adjoint_group_tile tells that it needs
+ * DC_ASSOC_VJP_TERM. */
+#define DC_ASSOC_VJP_TERM_PLAIN(lambda, out, j, g)                                                 \
+    {                                                                                              \
+        g = lambda[0] * DC_BFN_PARTIAL(out[0], j);                                                 \
+        DC_UNROLL for (int dc_q_ = 1; dc_q_ < DC_ASSOC_K; ++dc_q_)                                 \
+            g += lambda[dc_q_] * DC_BFN_PARTIAL(out[dc_q_], j);                                    \
     }
 
 /* Element e of a vector-Jacobian launch, at index (i0, i1, i2). */
@@ -307,14 +331,15 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_map_identity)(dc_real *M)
 }
 
 /* The carry leaving a piece whose map is M, from the carry entering it:
- * M carry + v (next is not carry). */
+ * M carry + v (next is not carry), a zero carry times an infinite or NaN
+ * entry of M giving 0 (dc_assoc_adj_mul). */
 DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_map_carry)(const dc_real *M, const dc_real *carry, dc_real *next)
 {
     DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
     {
         next[f] = M[DC_ASSOC_K * DC_ASSOC_K + f];
         DC_UNROLL for (int q = 0; q < DC_ASSOC_K; ++q)
-            next[f] += M[q * DC_ASSOC_K + f] * carry[q];
+            next[f] += DC_BFN_ID(dc_assoc_adj_mul)(carry[q], M[q * DC_ASSOC_K + f]);
     }
 }
 
@@ -444,9 +469,10 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_unstage)(dc_real *x, const int64_t *firs
  * adjoint given at the step (fields with none: 0), p, the state before it,
  * and a, its element: the maps phase composes the step into the piece's map
  * M; else the adjoint carried in carry goes one step back and t gets the
- * element's adjoint. */
+ * element's adjoint. plain: the products of the adjoints and the partials
+ * by DC_ASSOC_VJP_TERM_PLAIN (a constant where this is inlined). */
 DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_adjoint_group_core)(const dc_real *gj, const dc_real *p, const dc_real *a,
-                                                            int maps_phase, int g,
+                                                            int maps_phase, int plain, int g,
                                                             dc_real (*carry)[DC_ASSOC_RED_GROUP],
                                                             dc_real (*M)[DC_ASSOC_RED_GROUP], dc_real *t)
 {
@@ -460,32 +486,41 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_adjoint_group_core)(const dc_real *gj, c
         lr[K + f] = DC_BFN_SEED(a[f], K + f);
     }
     DC_ASSOC_BODY(lr, lr + K, o);
+#define DC_ASSOC_TERM(lambda, out, j, g)                                                           \
+    if (plain)                                                                                     \
+        DC_ASSOC_VJP_TERM_PLAIN(lambda, out, j, g)                                                 \
+    else                                                                                           \
+        DC_ASSOC_VJP_TERM(lambda, out, j, g)
     if (maps_phase) {
         DC_UNROLL for (int f = 0; f < K; ++f)
-            DC_ASSOC_VJP_TERM(lambda, o, f, M[K * K + f][g])
+        {
+            DC_ASSOC_TERM(lambda, o, f, M[K * K + f][g])
+        }
         DC_UNROLL for (int q = 0; q < K; ++q)
         {
             dc_real col[K];
             DC_UNROLL for (int f = 0; f < K; ++f)
                 col[f] = M[q * K + f][g];
             DC_UNROLL for (int f = 0; f < K; ++f)
-                DC_ASSOC_VJP_TERM(col, o, f, M[q * K + f][g])
+            {
+                DC_ASSOC_TERM(col, o, f, M[q * K + f][g])
+            }
         }
     } else {
         DC_UNROLL for (int f = 0; f < K; ++f)
         {
-            DC_ASSOC_VJP_TERM(lambda, o, f, carry[f][g])
-            DC_ASSOC_VJP_TERM(lambda, o, K + f, t[f])
+            DC_ASSOC_TERM(lambda, o, f, carry[f][g])
+            DC_ASSOC_TERM(lambda, o, K + f, t[f])
         }
     }
+#undef DC_ASSOC_TERM
 }
 
 /* Step s of each piece of a group (dc_assoc_adjoint_group), read from and
- * written to memory: at element first[g] + s, step j0[g] + s of its row.
- * Where `edge` is 0, s is neither a row's first step nor its last. */
+ * written to memory: at element first[g] + s, step j0[g] + s of its row. */
 DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_adjoint_group_step)(const dc_assoc_scan_adjoint_launch *L,
                                                             const int64_t *first, const int64_t *j0, int64_t s,
-                                                            int edge, int maps_phase,
+                                                            int maps_phase,
                                                             dc_real (*carry)[DC_ASSOC_RED_GROUP],
                                                             dc_real (*M)[DC_ASSOC_RED_GROUP])
 {
@@ -501,13 +536,13 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_adjoint_group_step)(const dc_assoc_scan_
             gj[f] = (dc_real)0;
             if (gf && !L->exclusive)
                 gj[f] = gf[at];
-            else if (gf && (!edge || j + 1 < len))
+            else if (gf && j + 1 < len)
                 gj[f] = gf[at + 1];
             const dc_real *y = (const dc_real *)L->y[f];
-            p[f] = L->exclusive ? y[at] : !edge || j > 0 ? y[at - 1] : DC_ASSOC_NEUTRAL(f);
+            p[f] = L->exclusive ? y[at] : j > 0 ? y[at - 1] : DC_ASSOC_NEUTRAL(f);
             a[f] = ((const dc_real *)L->x[f])[at];
         }
-        DC_BFN_ID(dc_assoc_adjoint_group_core)(gj, p, a, maps_phase, g, carry, M, t);
+        DC_BFN_ID(dc_assoc_adjoint_group_core)(gj, p, a, maps_phase, 0, g, carry, M, t);
         if (!maps_phase)
             DC_UNROLL for (int f = 0; f < K; ++f)
             {
@@ -518,16 +553,59 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_adjoint_group_step)(const dc_assoc_scan_
     }
 }
 
+/* The steps of a tile (dc_assoc_adjoint_group_tile), the last first, from
+ * its staged inputs (xs, ys, gs: by field, step, piece, T * G numbers a
+ * field; gs zeros for a field without adjoints); vs receives the gradients
+ * in the pieces phase. plain: as dc_assoc_adjoint_group_core's. */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_adjoint_tile_steps)(int maps_phase, int plain, const dc_real *xs,
+                                                            const dc_real *ys, const dc_real *gs, dc_real *vs,
+                                                            dc_real (*carry)[DC_ASSOC_RED_GROUP],
+                                                            dc_real (*M)[DC_ASSOC_RED_GROUP])
+{
+    enum { K = DC_ASSOC_K, G = DC_ASSOC_RED_GROUP, TG = DC_BFN_ID(dc_assoc_tile) * DC_ASSOC_RED_GROUP };
+    for (int j = DC_BFN_ID(dc_assoc_tile); j-- > 0;) {
+        DC_ASSOC_IVDEP for (int g = 0; g < G; ++g)
+        {
+            dc_real gj[K], p[K], a[K], t[K];
+            DC_UNROLL for (int f = 0; f < K; ++f)
+            {
+                gj[f] = gs[f * TG + j * G + g];
+                p[f] = ys[f * TG + j * G + g];
+                a[f] = xs[f * TG + j * G + g];
+            }
+            DC_BFN_ID(dc_assoc_adjoint_group_core)(gj, p, a, maps_phase, plain, g, carry, M, t);
+            if (!maps_phase)
+                DC_UNROLL for (int f = 0; f < K; ++f)
+                    vs[f * TG + j * G + g] = t[f];
+        }
+    }
+}
+
+/* Whether the n numbers at x are all finite (x - x is 0 for a finite x,
+ * NaN for an infinite or NaN one). */
+DC_INLINE DC_HD int DC_BFN_ID(dc_assoc_all_finite)(const dc_real *x, int n)
+{
+    int bad = 0;
+    for (int i = 0; i < n; ++i)
+        bad |= !(x[i] - x[i] == (dc_real)0);
+    return !bad;
+}
+
 /* Steps s0 + T - 1 down to s0 of each piece of a group (T =
  * dc_assoc_tile), none of them a row's first step or its last, through
  * tiles of its inputs and of its gradients (dc_assoc_stage): as
- * dc_assoc_adjoint_group_step steps them, to the same bits. */
+ * dc_assoc_adjoint_group_step steps them, to the same bits. First with
+ * plain products of the adjoints and the partials, which keep the chain of a
+ * step short (DC_ASSOC_VJP_TERM_PLAIN); where that leaves a number that is
+ * not finite (a partial was infinite or NaN, and a zero adjoint times it
+ * must give zero), the tile is done again from the state it started with,
+ * through DC_ASSOC_VJP_TERM. */
 DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_adjoint_group_tile)(const dc_assoc_scan_adjoint_launch *L,
                                                             const int64_t *first, int64_t s0, int maps_phase,
                                                             dc_real (*carry)[DC_ASSOC_RED_GROUP],
                                                             dc_real (*M)[DC_ASSOC_RED_GROUP])
 {
-    enum { K = DC_ASSOC_K, G = DC_ASSOC_RED_GROUP, T = DC_BFN_ID(dc_assoc_tile) };
+    enum { K = DC_ASSOC_K, G = DC_ASSOC_RED_GROUP, T = DC_BFN_ID(dc_assoc_tile), MAP = K * K + K };
     /* the tiles by field, step, piece: x, the states before, the adjoints
      * given, the gradients */
     dc_real xs[K][T * G], ys[K][T * G], gs[K][T * G], vs[K][T * G];
@@ -537,22 +615,22 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_adjoint_group_tile)(const dc_assoc_scan_
         DC_BFN_ID(dc_assoc_stage)((const dc_real *)L->y[f], first, L->exclusive ? s0 : s0 - 1, T, ys[f]);
         if (L->g[f])
             DC_BFN_ID(dc_assoc_stage)((const dc_real *)L->g[f], first, L->exclusive ? s0 + 1 : s0, T, gs[f]);
+        else
+            for (int i = 0; i < T * G; ++i)
+                gs[f][i] = (dc_real)0;
     }
-    for (int j = T; j-- > 0;) {
-        DC_ASSOC_IVDEP for (int g = 0; g < G; ++g)
-        {
-            dc_real gj[K], p[K], a[K], t[K];
-            DC_UNROLL for (int f = 0; f < K; ++f)
-            {
-                gj[f] = L->g[f] ? gs[f][j * G + g] : (dc_real)0;
-                p[f] = ys[f][j * G + g];
-                a[f] = xs[f][j * G + g];
-            }
-            DC_BFN_ID(dc_assoc_adjoint_group_core)(gj, p, a, maps_phase, g, carry, M, t);
-            if (!maps_phase)
-                DC_UNROLL for (int f = 0; f < K; ++f)
-                    vs[f][j * G + g] = t[f];
-        }
+    /* the state the tile starts from: M in the maps phase, else carry */
+    dc_real *state = maps_phase ? &M[0][0] : &carry[0][0];
+    const int n_state = (maps_phase ? MAP : K) * G;
+    dc_real saved[MAP * G];
+    for (int i = 0; i < n_state; ++i)
+        saved[i] = state[i];
+    DC_BFN_ID(dc_assoc_adjoint_tile_steps)(maps_phase, 1, &xs[0][0], &ys[0][0], &gs[0][0], &vs[0][0], carry, M);
+    if (!DC_BFN_ID(dc_assoc_all_finite)(state, n_state) ||
+        (!maps_phase && !DC_BFN_ID(dc_assoc_all_finite)(&vs[0][0], K * T * G))) {
+        for (int i = 0; i < n_state; ++i)
+            state[i] = saved[i];
+        DC_BFN_ID(dc_assoc_adjoint_tile_steps)(maps_phase, 0, &xs[0][0], &ys[0][0], &gs[0][0], &vs[0][0], carry, M);
     }
     if (!maps_phase)
         DC_UNROLL for (int f = 0; f < K; ++f)
@@ -563,28 +641,38 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_adjoint_group_tile)(const dc_assoc_scan_
         }
 }
 
+/* Whether the steps s0 .. s0 + T - 1 of each piece of a group (T =
+ * dc_assoc_tile) are neither a row's first step nor its last (j0: each
+ * piece's first step in its row), so that dc_assoc_adjoint_group_tile may
+ * take them. */
+DC_INLINE DC_HD int DC_BFN_ID(dc_assoc_tile_inside)(const dc_assoc_scan_adjoint_launch *L, const int64_t *j0,
+                                                    int64_t s0)
+{
+    for (int g = 0; g < DC_ASSOC_RED_GROUP; ++g)
+        if (j0[g] + s0 == 0 || j0[g] + s0 + DC_BFN_ID(dc_assoc_tile) >= L->len)
+            return 0;
+    return 1;
+}
+
 /* The steps of a group's pieces (dc_assoc_adjoint_group), the last first:
- * from the second to the last but one through tiles where these start at
- * multiples of dc_assoc_tile steps (s0 from the highest down to T), the
- * rest one by one. */
+ * those above the last multiple of dc_assoc_tile one by one, then tile by
+ * tile, where a tile holds a row's first or last step one by one. */
 DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_adjoint_group_walk)(const dc_assoc_scan_adjoint_launch *L,
                                                             const int64_t *first, const int64_t *j0, int maps_phase,
                                                             dc_real (*carry)[DC_ASSOC_RED_GROUP],
                                                             dc_real (*M)[DC_ASSOC_RED_GROUP])
 {
     enum { T = DC_BFN_ID(dc_assoc_tile) };
-    const int64_t chunk = L->chunk, top = chunk - 1 >= 2 * T ? (chunk - 1 - T) / T * T : 0;
-    DC_BFN_ID(dc_assoc_adjoint_group_step)(L, first, j0, chunk - 1, 1, maps_phase, carry, M);
-    int64_t s = chunk - 2;
-    for (; s > 0 && (top == 0 || s >= top + T); --s)
-        DC_BFN_ID(dc_assoc_adjoint_group_step)(L, first, j0, s, 0, maps_phase, carry, M);
-    for (int64_t s0 = top; s0 >= T; s0 -= T)
-        DC_BFN_ID(dc_assoc_adjoint_group_tile)(L, first, s0, maps_phase, carry, M);
-    if (top)
-        s = T - 1;
-    for (; s > 0; --s)
-        DC_BFN_ID(dc_assoc_adjoint_group_step)(L, first, j0, s, 0, maps_phase, carry, M);
-    DC_BFN_ID(dc_assoc_adjoint_group_step)(L, first, j0, 0, 1, maps_phase, carry, M);
+    const int64_t chunk = L->chunk, top = chunk - chunk % T;
+    for (int64_t s = chunk - 1; s >= top; --s)
+        DC_BFN_ID(dc_assoc_adjoint_group_step)(L, first, j0, s, maps_phase, carry, M);
+    for (int64_t s0 = top - T; s0 >= 0; s0 -= T) {
+        if (DC_BFN_ID(dc_assoc_tile_inside)(L, j0, s0))
+            DC_BFN_ID(dc_assoc_adjoint_group_tile)(L, first, s0, maps_phase, carry, M);
+        else
+            for (int64_t s = s0 + T - 1; s >= s0; --s)
+                DC_BFN_ID(dc_assoc_adjoint_group_step)(L, first, j0, s, maps_phase, carry, M);
+    }
 }
 
 /* Pieces [p0, p0 + DC_ASSOC_RED_GROUP) of a scan-adjoint launch in phase
@@ -752,6 +840,44 @@ DC_INLINE DC_HD int DC_BFN_ID(dc_assoc_reduce_group_fits)(const dc_assoc_reduce_
     return L->inner == 1 && L->chunk <= DC_ASSOC_MAX_CHUNK && DC_BFN_ID(dc_assoc_group_whole)(L->len, L->chunk, p0);
 }
 
+/* Steps s0 .. s0 + count - 1 of a group's pieces in dc_assoc_reduce_group's
+ * walk from the left: from the tile of their elements xs and the states
+ * after each step in buf (dc_assoc_reduce_group's layouts), c (the states
+ * before, by field and piece) walks on and vs (by field, step and piece, a
+ * tile's T * G numbers a field) receives the gradients. plain: the
+ * products of the adjoints and the partials by DC_ASSOC_VJP_TERM_PLAIN
+ * (a constant where this is inlined). */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_reduce_tile_steps)(int plain, int64_t s0, int count, const dc_real *xs,
+                                                           const dc_real *buf, dc_real (*c)[DC_ASSOC_RED_GROUP],
+                                                           dc_real (*ybar)[DC_ASSOC_RED_GROUP], dc_real *vs)
+{
+    enum { K = DC_ASSOC_K, G = DC_ASSOC_RED_GROUP, TG = DC_BFN_ID(dc_assoc_tile) * DC_ASSOC_RED_GROUP };
+    for (int j = 0; j < count; ++j) {
+        DC_ASSOC_IVDEP for (int g = 0; g < G; ++g)
+        {
+            dc_var la[2 * K], tr[2 * K], u[K];
+            dc_real yb[K];
+            DC_UNROLL for (int f = 0; f < K; ++f)
+            {
+                la[f] = DC_BFN_CONST(c[f][g]);
+                la[K + f] = DC_BFN_SEED(xs[f * TG + j * G + g], K + f);
+                tr[K + f] = DC_BFN_CONST(buf[((s0 + j) * K + f) * G + g]);
+                yb[f] = ybar[f][g];
+            }
+            DC_ASSOC_BODY(la, la + K, tr);
+            DC_ASSOC_BODY(tr, tr + K, u);
+            DC_UNROLL for (int f = 0; f < K; ++f)
+            {
+                c[f][g] = tr[f].v;
+                if (plain)
+                    DC_ASSOC_VJP_TERM_PLAIN(yb, u, K + f, vs[f * TG + j * G + g])
+                else
+                    DC_ASSOC_VJP_TERM(yb, u, K + f, vs[f * TG + j * G + g])
+            }
+        }
+    }
+}
+
 /* Pieces [p0, p0 + DC_ASSOC_RED_GROUP) of a launch that suits them, walked
  * together step by step so that their chains of operations overlap (buf:
  * chunk * DC_ASSOC_RED_BUF numbers, the r_j as [chunk][k][group]); each
@@ -811,26 +937,21 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_reduce_group)(const dc_assoc_reduce_adjo
         const int count = (int)(chunk - s0 < (int64_t)T ? chunk - s0 : (int64_t)T);
         DC_UNROLL for (int f = 0; f < K; ++f)
             DC_BFN_ID(dc_assoc_stage)((const dc_real *)L->x[f], first, s0, count, xs[f]);
-        for (int j = 0; j < count; ++j) {
-            DC_ASSOC_IVDEP for (int g = 0; g < G; ++g)
-            {
-                dc_var la[2 * K], tr[2 * K], u[K];
-                dc_real yb[K];
-                DC_UNROLL for (int f = 0; f < K; ++f)
-                {
-                    la[f] = DC_BFN_CONST(c[f][g]);
-                    la[K + f] = DC_BFN_SEED(xs[f][j * G + g], K + f);
-                    tr[K + f] = DC_BFN_CONST(buf[((s0 + j) * K + f) * G + g]);
-                    yb[f] = ybar[f][g];
-                }
-                DC_ASSOC_BODY(la, la + K, tr);
-                DC_ASSOC_BODY(tr, tr + K, u);
-                DC_UNROLL for (int f = 0; f < K; ++f)
-                {
-                    c[f][g] = tr[f].v;
-                    DC_ASSOC_VJP_TERM(yb, u, K + f, vs[f][j * G + g])
-                }
-            }
+        /* plain products first; again through the guarded ones where that
+         * leaves a gradient that is not finite (as dc_assoc_adjoint_group_tile) */
+        dc_real c0[K][G];
+        DC_UNROLL for (int f = 0; f < K; ++f)
+            DC_UNROLL for (int g = 0; g < G; ++g)
+                c0[f][g] = c[f][g];
+        DC_BFN_ID(dc_assoc_reduce_tile_steps)(1, s0, count, &xs[0][0], buf, c, ybar, &vs[0][0]);
+        int finite = 1;
+        DC_UNROLL for (int f = 0; f < K; ++f)
+            finite &= DC_BFN_ID(dc_assoc_all_finite)(vs[f], count * G);
+        if (!finite) {
+            DC_UNROLL for (int f = 0; f < K; ++f)
+                DC_UNROLL for (int g = 0; g < G; ++g)
+                    c[f][g] = c0[f][g];
+            DC_BFN_ID(dc_assoc_reduce_tile_steps)(0, s0, count, &xs[0][0], buf, c, ybar, &vs[0][0]);
         }
         DC_UNROLL for (int f = 0; f < K; ++f)
         {
@@ -842,6 +963,7 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_reduce_group)(const dc_assoc_reduce_adjo
 }
 
 #undef DC_ASSOC_VJP_TERM
+#undef DC_ASSOC_VJP_TERM_PLAIN
 #undef DC_ASSOC_RED_GROUP
 
 #endif /* DC_BFN_DUAL */

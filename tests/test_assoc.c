@@ -931,6 +931,113 @@ static void test_streamed_gradients_match_pieces(void **state)
     dc_ctx_free(ctx);
 }
 
+/* Gradients of the linear recurrence along a row of 9 pieces (the CPU
+ * walks the first eight as a group, through plain products first) where an
+ * infinite element meets zero adjoints: each gradient takes zero from a zero
+ * adjoint times an infinite or NaN partial, and from a zero carry times an
+ * infinite map between pieces, as assoc.h documents; the references follow
+ * the recurrence in double.
+ * - scan, a[t] = inf, y_b's adjoint g before t and 0 from t on: from t on
+ *   every adjoint is 0; before it lambda_i = g_i + a_{i+1} lambda_{i+1},
+ *   abar_i = lambda_i y_b[i - 1], bbar_i = lambda_i;
+ * - scan, b[t] = inf, y_a's adjoint g: y_b, infinite from t on, is the
+ *   partial of y_b's step in a, whose adjoint is 0: abar_i = lambda_i
+ *   y_a[i - 1] with lambda_i = g_i + a_{i+1} lambda_{i+1}, bbar_i = 0;
+ * - reduce, b[t] = inf, the product's adjoint 1: abar_i is the product of
+ *   the other a. */
+static void zero_adjoints_meet_infinite_partials(dc_ctx *ctx)
+{
+    int n_cases;
+    const op_case *linrec = &cases(&n_cases)[1];
+    const int64_t n = 9 * DC_ASSOC_CHUNK, t = 3 * DC_ASSOC_CHUNK + 500;
+    double *v = malloc(2 * (size_t)n * sizeof *v), *g = malloc((size_t)n * sizeof *g);
+    double *ref = malloc(2 * (size_t)n * sizeof *ref);
+    assert_true(v && g && ref);
+    for (int run = 0; run < 3; ++run)
+        for (int dt = 0; dt < 2; ++dt) {
+            const dc_dtype dtype = dt ? DC_F64 : DC_F32;
+            const bool reduce = run == 2;
+            const int inf_field = run == 0 ? 0 : 1, seeded = run == 0 ? 1 : 0;
+            for (int64_t i = 0; i < n; ++i) {
+                /* near 1 for the reduction, whose gradients are products of n - 1 of them */
+                v[i] = reduce ? 0.999 + 0.002 * uniform() : 0.5 + 0.5 * uniform();
+                v[n + i] = 2.0 * uniform() - 1.0;
+                g[i] = run == 0 && i >= t ? 0.0 : 0.5 + uniform();
+            }
+            v[inf_field * n + t] = INFINITY;
+            /* the references in double, field a's at ref, b's at ref + n */
+            if (reduce) {
+                double *suffix = malloc((size_t)(n + 1) * sizeof *suffix), prefix = 1.0;
+                assert_non_null(suffix);
+                suffix[n] = 1.0;
+                for (int64_t i = n - 1; i >= 0; --i)
+                    suffix[i] = suffix[i + 1] * v[i];
+                for (int64_t i = 0; i < n; ++i) {
+                    ref[i] = prefix * suffix[i + 1];
+                    ref[n + i] = 0.0;
+                    prefix *= v[i];
+                }
+                free(suffix);
+            } else {
+                /* lambda from the last element down (ref + n holds it for
+                 * now), a zero lambda times anything 0; then abar_i =
+                 * lambda_i times the state before i, y_b (run 0) or y_a */
+                double lambda = 0.0, ya = 1.0, yb = 0.0;
+                for (int64_t i = n - 1; i >= 0; --i) {
+                    lambda = g[i] + (lambda == 0.0 ? 0.0 : v[i + 1] * lambda);
+                    ref[n + i] = lambda;
+                }
+                for (int64_t i = 0; i < n; ++i) {
+                    const double lam = ref[n + i];
+                    ref[i] = lam == 0.0 ? 0.0 : lam * (run == 0 ? yb : ya);
+                    ref[n + i] = run == 0 ? lam : 0.0;
+                    ya *= v[i];
+                    yb = v[i] * yb + v[n + i];
+                }
+            }
+            dc_tensor *x[2], *out[2];
+            make_fields(ctx, dtype, 2, 1, &n, v, n, x);
+            for (int f = 0; f < 2; ++f)
+                TEST_OK(ctx, dc_tensor_set_requires_grad(x[f], true));
+            dc_tape *tape = dc_tape_new(ctx);
+            dc_tensor *adjoint;
+            if (reduce) {
+                TEST_OK(ctx, dc_op_reduce_fn(tape, linrec->op, x, 0, NULL, false, out));
+                adjoint = dc_tensor_new(ctx, dtype, 0, NULL);
+                TEST_OK(ctx, dc_tensor_fill(adjoint, 1.0));
+            } else {
+                TEST_OK(ctx, dc_op_scan_fn(tape, linrec->op, x, 0, false, out));
+                make_fields(ctx, dtype, 1, 1, &n, g, n, &adjoint);
+            }
+            TEST_OK(ctx, dc_backward_with(tape, out[seeded], adjoint));
+            for (int f = 0; f < 2; ++f) {
+                double *got = test_values(dc_tensor_grad(x[f]));
+                for (int64_t i = 0; i < n; ++i)
+                    if (!isfinite(got[i]))
+                        fail_msg("run %d, %s, field %d: the gradient at %lld is %g", run, dc_dtype_name(dtype), f,
+                                 (long long)i, got[i]);
+                char label[64];
+                snprintf(label, sizeof label, "run %d, %s, field %d", run, dc_dtype_name(dtype), f);
+                test_assert_close(got, ref + f * n, n, dt ? 1e-12 : 1e-5, dt ? 1e-9 : 1e-3, label);
+                free(got);
+            }
+            dc_tensor_free(adjoint);
+            dc_tape_free(tape);
+            free_fields(2, x);
+        }
+    free(ref);
+    free(g);
+    free(v);
+}
+
+static void test_zero_adjoints_meet_infinite_partials(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    zero_adjoints_meet_infinite_partials(ctx);
+    dc_ctx_free(ctx);
+}
+
 /* ---- refusals ---- */
 
 static void expect_error(dc_ctx *ctx, dc_status st, dc_status want, const char *a, const char *b)
@@ -1102,6 +1209,16 @@ static void test_cuda_matches_cpu(void **state)
     dc_ctx_free(cpu);
 }
 
+/* CUDA's maps between runs and pieces (map_apply, map_then) give zero for
+ * a zero carry times an infinite or NaN entry, as the CPU's do. */
+static void test_cuda_zero_adjoints_meet_infinite_partials(void **state)
+{
+    (void)state;
+    if (!gpu)
+        skip();
+    zero_adjoints_meet_infinite_partials(gpu);
+}
+
 /* Rows of one lane, where CUDA's adjoints take a piece per block (runs of
  * consecutive steps a thread, the runs' states scanned in the block) as
  * its primal does from 2 * 128 steps: at the edges of that choice and of
@@ -1172,9 +1289,11 @@ int main(void)
         cmocka_unit_test(test_threads_give_identical_bits),
         cmocka_unit_test(test_grouped_pieces_match_lanes),
         cmocka_unit_test(test_streamed_gradients_match_pieces),
+        cmocka_unit_test(test_zero_adjoints_meet_infinite_partials),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_cuda_matches_cpu),
         cmocka_unit_test(test_cuda_block_adjoints_at_piece_edges),
+        cmocka_unit_test(test_cuda_zero_adjoints_meet_infinite_partials),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     dc_ctx_free(gpu);
