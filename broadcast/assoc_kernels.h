@@ -905,12 +905,15 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_reduce_group)(const dc_assoc_reduce_adjo
             ybar[f][g] = L->g[f] ? ((const dc_real *)L->g[f])[o] : (dc_real)0;
         }
     }
-    for (int64_t s = chunk - 1;; --s) {
-        DC_UNROLL for (int f = 0; f < K; ++f)
-            DC_UNROLL for (int g = 0; g < G; ++g)
-                buf[(s * K + f) * G + g] = c[f][g];
-        if (s == 0)
-            break;
+    /* the walk from the right: each step's state from the one after it,
+     * read from and written to buf. Carried in c instead, gcc 12 keeps the
+     * pieces' states in scalar registers and walks them one by one (the
+     * linear recurrence's gradient at 10^6 float32: 0.95 ms against 0.82-0.87
+     * through buf; 1.09-1.12 with both) */
+    DC_UNROLL for (int f = 0; f < K; ++f)
+        DC_UNROLL for (int g = 0; g < G; ++g)
+            buf[((chunk - 1) * K + f) * G + g] = c[f][g];
+    for (int64_t s = chunk - 1; s > 0; --s) {
         const int64_t s0 = s - s % T;
         if (s == chunk - 1 || s % T == T - 1) {
             DC_UNROLL for (int f = 0; f < K; ++f)
@@ -923,11 +926,11 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_reduce_group)(const dc_assoc_reduce_adjo
             DC_UNROLL for (int f = 0; f < K; ++f)
             {
                 a[f] = xs[f][(s - s0) * G + g];
-                r[f] = c[f][g];
+                r[f] = buf[(s * K + f) * G + g];
             }
             DC_ASSOC_PRIMAL_BODY(a, r, out);
             DC_UNROLL for (int f = 0; f < K; ++f)
-                c[f][g] = out[f];
+                buf[((s - 1) * K + f) * G + g] = out[f];
         }
     }
     DC_UNROLL for (int f = 0; f < K; ++f)
