@@ -581,14 +581,23 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_adjoint_tile_steps)(int maps_phase, int 
     }
 }
 
-/* Whether the n numbers at x are all finite (x - x is 0 for a finite x,
- * NaN for an infinite or NaN one). */
+/* Whether the n numbers at x, a multiple of a group's pieces, are all
+ * finite: x - x is 0 for a finite x and NaN for an infinite or NaN one, and
+ * a sum with a NaN is NaN. Summed by rows of a group's pieces, which gcc
+ * vectorizes however few rows (a flag per number, or per piece, it tested
+ * one number at a time). */
 DC_INLINE DC_HD int DC_BFN_ID(dc_assoc_all_finite)(const dc_real *x, int n)
 {
-    int bad = 0;
-    for (int i = 0; i < n; ++i)
-        bad |= !(x[i] - x[i] == (dc_real)0);
-    return !bad;
+    enum { G = DC_ASSOC_RED_GROUP };
+    dc_real zero[G], all = (dc_real)0;
+    DC_UNROLL for (int g = 0; g < G; ++g)
+        zero[g] = (dc_real)0;
+    for (int i = 0; i < n; i += G)
+        DC_UNROLL for (int g = 0; g < G; ++g)
+            zero[g] += x[i + g] - x[i + g];
+    DC_UNROLL for (int g = 0; g < G; ++g)
+        all += zero[g];
+    return all == (dc_real)0;
 }
 
 /* Steps s0 + T - 1 down to s0 of each piece of a group (T =
