@@ -22,6 +22,13 @@
 #include "tiles8.h"
 #include <dualcast/assoc_abi.h>
 
+/* The gradients' guards and the check that picks them (assoc_kernels.h,
+ * dc_assoc_adj_mul, dc_assoc_all_finite) test for infinities and NaN, which
+ * -ffinite-math-only (and -ffast-math) would assume away. */
+#if defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__
+#error "an associative operator's kernels need infinities and NaN: compile them without -ffinite-math-only or -ffast-math"
+#endif
+
 #if DC_BFN_BITS == 32
 #define DC_S float
 #define DC_SFX f32

@@ -191,8 +191,8 @@ DC_INLINE DC_HD dc_real DC_BFN_ID(dc_assoc_adj_mul)(dc_real adj, dc_real partial
 
 /* DC_ASSOC_VJP_TERM with plain products: the same sum, to the bit, wherever
  * every partial is finite; where one is not, the sum is infinite or NaN,
- * which is how dc_assoc_adjoint_group_tile tells that it needs
- * DC_ASSOC_VJP_TERM. */
+ * which is how dc_assoc_adjoint_group_tile and dc_assoc_reduce_group tell
+ * that they need DC_ASSOC_VJP_TERM. */
 #define DC_ASSOC_VJP_TERM_PLAIN(lambda, out, j, g)                                                 \
     {                                                                                              \
         g = lambda[0] * DC_BFN_PARTIAL(out[0], j);                                                 \
@@ -409,11 +409,10 @@ DC_INLINE DC_HD int DC_BFN_ID(dc_assoc_group_whole)(int64_t len, int64_t chunk, 
 
 /* Whether pieces [p0, p0 + DC_ASSOC_RED_GROUP) of a scan-adjoint launch in
  * phase DC_ASSOC_ADJ_MAPS or DC_ASSOC_ADJ_PIECES suit
- * dc_assoc_adjoint_group: one lane, each a whole chunk of two steps or
- * more. */
+ * dc_assoc_adjoint_group: one lane, each a whole chunk. */
 DC_INLINE DC_HD int DC_BFN_ID(dc_assoc_adjoint_group_fits)(const dc_assoc_scan_adjoint_launch *L, int64_t p0)
 {
-    return L->inner == 1 && L->chunk >= 2 && DC_BFN_ID(dc_assoc_group_whole)(L->len, L->chunk, p0);
+    return L->inner == 1 && DC_BFN_ID(dc_assoc_group_whole)(L->len, L->chunk, p0);
 }
 
 /* Steps of a tile of the group's inputs and outputs (dc_assoc_stage): two
@@ -431,8 +430,13 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_stage)(const dc_real *x, const int64_t *
     enum { G = DC_ASSOC_RED_GROUP };
 #if defined(DC_TILES8)
     if (sizeof(dc_real) == sizeof(float) && G == 8 && count == DC_BFN_ID(dc_assoc_tile)) {
-        dc_tile8_gather_f32((const float *)x, first, s0, (float *)to);
-        dc_tile8_gather_f32((const float *)x, first, s0 + 8, (float *)to + 64);
+        /* the pieces' offsets moved by s0, which may be -1 (the states
+         * before a tile's first step): no pointer before x is formed */
+        int64_t at[G];
+        for (int g = 0; g < G; ++g)
+            at[g] = first[g] + s0;
+        dc_tile8_gather_f32((const float *)x, at, 0, (float *)to);
+        dc_tile8_gather_f32((const float *)x, at, 8, (float *)to + 64);
         return;
     }
 #endif
@@ -606,9 +610,10 @@ DC_INLINE DC_HD int DC_BFN_ID(dc_assoc_all_finite)(const dc_real *x, int n)
  * dc_assoc_adjoint_group_step steps them, to the same bits. First with
  * plain products of the adjoints and the partials, which keep the chain of a
  * step short (DC_ASSOC_VJP_TERM_PLAIN); where that leaves a number that is
- * not finite (a partial was infinite or NaN, and a zero adjoint times it
- * must give zero), the tile is done again from the state it started with,
- * through DC_ASSOC_VJP_TERM. */
+ * not finite in the state carried (carry, or M) or in a gradient asked for
+ * (a partial was infinite or NaN, and a zero adjoint times it must give
+ * zero), the tile is done again from the state it started with, through
+ * DC_ASSOC_VJP_TERM. */
 DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_adjoint_group_tile)(const dc_assoc_scan_adjoint_launch *L,
                                                             const int64_t *first, int64_t s0, int maps_phase,
                                                             dc_real (*carry)[DC_ASSOC_RED_GROUP],
@@ -635,8 +640,10 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_adjoint_group_tile)(const dc_assoc_scan_
     for (int i = 0; i < n_state; ++i)
         saved[i] = state[i];
     DC_BFN_ID(dc_assoc_adjoint_tile_steps)(maps_phase, 1, &xs[0][0], &ys[0][0], &gs[0][0], &vs[0][0], carry, M);
-    if (!DC_BFN_ID(dc_assoc_all_finite)(state, n_state) ||
-        (!maps_phase && !DC_BFN_ID(dc_assoc_all_finite)(&vs[0][0], K * T * G))) {
+    int finite = DC_BFN_ID(dc_assoc_all_finite)(state, n_state);
+    DC_UNROLL for (int f = 0; f < K; ++f)
+        finite &= maps_phase || !L->gx[f] || DC_BFN_ID(dc_assoc_all_finite)(vs[f], T * G);
+    if (!finite) {
         for (int i = 0; i < n_state; ++i)
             state[i] = saved[i];
         DC_BFN_ID(dc_assoc_adjoint_tile_steps)(maps_phase, 0, &xs[0][0], &ys[0][0], &gs[0][0], &vs[0][0], carry, M);
@@ -958,7 +965,7 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_reduce_group)(const dc_assoc_reduce_adjo
         DC_BFN_ID(dc_assoc_reduce_tile_steps)(1, s0, count, &xs[0][0], buf, c, ybar, &vs[0][0]);
         int finite = 1;
         DC_UNROLL for (int f = 0; f < K; ++f)
-            finite &= DC_BFN_ID(dc_assoc_all_finite)(vs[f], count * G);
+            finite &= !L->gx[f] || DC_BFN_ID(dc_assoc_all_finite)(vs[f], count * G);
         if (!finite) {
             DC_UNROLL for (int f = 0; f < K; ++f)
                 DC_UNROLL for (int g = 0; g < G; ++g)

@@ -9,9 +9,11 @@
 #
 # The generated sources are compiled with -fno-trapping-math and
 # -fno-math-errno (so that gcc can if-convert and vectorize a body with
-# branches) and a raised loop-unswitching limit (so that a loop whose control
-# inputs are constant is split per branch), each flag only where the compiler
-# in use accepts it (see _dc_bfn_c_flags).
+# branches), -fno-finite-math-only (the gradients' guards test for
+# infinities and NaN, whatever flags the project sets) and a raised
+# loop-unswitching limit (so that a loop whose control inputs are constant
+# is split per branch), each flag only where the compiler in use accepts it
+# (see _dc_bfn_c_flags).
 
 include(CheckCCompilerFlag)
 
@@ -53,7 +55,7 @@ function(_dc_bfn_c_flags out_var)
     message(FATAL_ERROR "dc_add_broadcast_fn: the generated kernels are C; enable the C language in this project "
                         "(project(... LANGUAGES C ...) or enable_language(C))")
   endif()
-  set(wanted -fno-trapping-math -fno-math-errno -ffp-contract=off -Wno-unused-parameter)
+  set(wanted -fno-trapping-math -fno-math-errno -ffp-contract=off -fno-finite-math-only -Wno-unused-parameter)
   if(CMAKE_C_COMPILER_ID STREQUAL "GNU")
     list(APPEND wanted --param=max-unswitch-insns=5000 --param=max-unswitch-level=4)
   endif()

@@ -56,7 +56,10 @@
  *   each segment from the left and from the right.
  * Where the operator is not differentiable (a maximum at a tie, a branch's
  * edge) the partials are those of the branch the body takes. A NaN or an
- * infinite partial times a zero adjoint adds exactly zero. A NaN among the
+ * infinite partial times a zero adjoint adds exactly zero (a zero, whose
+ * sign is that of the product where the partial is finite), and so does a
+ * zero adjoint carried across pieces through a scan's map in which such a
+ * partial left an infinite or NaN entry. A NaN among the
  * inputs goes where the body sends it (a comparison through dc_val with a
  * NaN is false). Each field's input gets its gradient when it requires
  * one; an output no gradient reached counts as a zero adjoint.
