@@ -776,48 +776,59 @@ static void test_threads_give_identical_bits(void **state)
     dc_ctx_free(two);
 }
 
-/* Outputs and gradients (in dtype) of a row of n steps repeated in `width`
- * lanes ([n, width], reduced or scanned along axis 0), lane 0's only, as
- * raw bytes (malloc'd). */
-static unsigned char *lane_bits(dc_ctx *ctx, const op_case *c, run_kind kind, bool exclusive, const double *v,
-                                int64_t n, int64_t width, dc_dtype dtype, size_t *size)
+/* Outputs and gradients (in dtype) of the case run by s on [shape[0],
+ * shape[1]] inputs (v: k fields of shape[0] * shape[1] values), of every
+ * width-th element from the first only, as raw bytes (malloc'd): each
+ * field's outputs, then its gradients. */
+static unsigned char *case_bits(dc_ctx *ctx, const op_case *c, const run_spec *s, const double *v,
+                                const int64_t shape[2], int64_t width, dc_dtype dtype, size_t *size)
 {
     const int k = c->op->n_state;
     const size_t es = dc_dtype_size(dtype);
-    double *wide = calloc((size_t)(k * n * width), sizeof *wide);
-    assert_non_null(wide);
-    for (int f = 0; f < k; ++f)
-        for (int64_t i = 0; i < n * width; ++i)
-            wide[f * n * width + i] = v[f * n + i / width];
-    const int64_t shape[2] = {n, width};
-    dc_tensor *x[4];
-    make_fields(ctx, dtype, k, 2, shape, wide, n * width, x);
-    free(wide);
+    const int64_t total = shape[0] * shape[1], n = total / width;
+    dc_tensor *x[4], *out[4];
+    make_fields(ctx, dtype, k, 2, shape, v, total, x);
     for (int f = 0; f < k; ++f)
         TEST_OK(ctx, dc_tensor_set_requires_grad(x[f], true));
     dc_tape *tape = dc_tape_new(ctx);
-    run_spec s = {.op = c->op, .kind = kind, .n_axes = 1, .axes = {0}, .flag = kind == RUN_SCAN && exclusive};
-    dc_tensor *out[4];
-    TEST_OK(ctx, run_op(tape, &s, x, out));
+    TEST_OK(ctx, run_op(tape, s, x, out));
     const int64_t m = dc_tensor_numel(out[0]) / width;
-    dc_tensor *loss = loss_of(tape, &s, x);
+    dc_tensor *loss = loss_of(tape, s, x);
     TEST_NONNULL(ctx, loss);
     TEST_OK(ctx, dc_backward(tape, loss));
     *size = (size_t)(k * (m + n)) * es;
     unsigned char *bits = malloc(*size), *at = bits;
-    unsigned char *h = malloc((size_t)(n * width) * es);
+    unsigned char *h = malloc((size_t)total * es);
     assert_true(bits && h);
     for (int f = 0; f < k; ++f) {
         TEST_OK(ctx, dc_tensor_to_host(out[f], h, (size_t)(m * width) * es));
         for (int64_t i = 0; i < m; ++i, at += es)
             memcpy(at, h + (size_t)(i * width) * es, es);
-        TEST_OK(ctx, dc_tensor_to_host(dc_tensor_grad(x[f]), h, (size_t)(n * width) * es));
+        TEST_OK(ctx, dc_tensor_to_host(dc_tensor_grad(x[f]), h, (size_t)total * es));
         for (int64_t i = 0; i < n; ++i, at += es)
             memcpy(at, h + (size_t)(i * width) * es, es);
     }
     free(h);
     dc_tape_free(tape);
     free_fields(k, x);
+    return bits;
+}
+
+/* case_bits of a row of n steps repeated in `width` lanes ([n, width],
+ * reduced or scanned along axis 0), lane 0's only. */
+static unsigned char *lane_bits(dc_ctx *ctx, const op_case *c, run_kind kind, bool exclusive, const double *v,
+                                int64_t n, int64_t width, dc_dtype dtype, size_t *size)
+{
+    const int k = c->op->n_state;
+    double *wide = calloc((size_t)(k * n * width), sizeof *wide);
+    assert_non_null(wide);
+    for (int f = 0; f < k; ++f)
+        for (int64_t i = 0; i < n * width; ++i)
+            wide[f * n * width + i] = v[f * n + i / width];
+    const int64_t shape[2] = {n, width};
+    const run_spec s = {.op = c->op, .kind = kind, .n_axes = 1, .axes = {0}, .flag = kind == RUN_SCAN && exclusive};
+    unsigned char *bits = case_bits(ctx, c, &s, wide, shape, width, dtype, size);
+    free(wide);
     return bits;
 }
 
@@ -855,38 +866,14 @@ static void test_grouped_pieces_match_lanes(void **state)
     dc_ctx_free(ctx);
 }
 
-/* Outputs and gradients of `rows` rows of n steps ([rows, n], reduced or
- * scanned along axis 1; v: k fields of rows * n values), as raw bytes
- * (malloc'd): each field's outputs, then its gradients. */
+/* case_bits of `rows` rows of n steps ([rows, n], reduced or scanned
+ * along axis 1; v: k fields of rows * n values), every element. */
 static unsigned char *rows_bits(dc_ctx *ctx, const op_case *c, run_kind kind, bool exclusive, const double *v,
                                 int64_t rows, int64_t n, dc_dtype dtype, size_t *size)
 {
-    const int k = c->op->n_state;
-    const size_t es = dc_dtype_size(dtype);
     const int64_t shape[2] = {rows, n};
-    dc_tensor *x[4], *out[4];
-    make_fields(ctx, dtype, k, 2, shape, v, rows * n, x);
-    for (int f = 0; f < k; ++f)
-        TEST_OK(ctx, dc_tensor_set_requires_grad(x[f], true));
-    dc_tape *tape = dc_tape_new(ctx);
     const run_spec s = {.op = c->op, .kind = kind, .n_axes = 1, .axes = {1}, .flag = kind == RUN_SCAN && exclusive};
-    TEST_OK(ctx, run_op(tape, &s, x, out));
-    const int64_t m = dc_tensor_numel(out[0]);
-    dc_tensor *loss = loss_of(tape, &s, x);
-    TEST_NONNULL(ctx, loss);
-    TEST_OK(ctx, dc_backward(tape, loss));
-    *size = (size_t)(k * (m + rows * n)) * es;
-    unsigned char *bits = malloc(*size), *at = bits;
-    assert_non_null(bits);
-    for (int f = 0; f < k; ++f) {
-        TEST_OK(ctx, dc_tensor_to_host(out[f], at, (size_t)m * es));
-        at += (size_t)m * es;
-        TEST_OK(ctx, dc_tensor_to_host(dc_tensor_grad(x[f]), at, (size_t)(rows * n) * es));
-        at += (size_t)(rows * n) * es;
-    }
-    dc_tape_free(tape);
-    free_fields(k, x);
-    return bits;
+    return case_bits(ctx, c, &s, v, shape, 1, dtype, size);
 }
 
 /* Rows of whole pieces, four rows of two pieces a group (eight pieces; four
