@@ -115,13 +115,18 @@ __global__ void claim_index_error(const double *parts, int n_parts, const T *val
  * each tile (tile_digit_counts), scans the counts of each digit over the
  * tiles (scan_digit_rows), and places each pair at its digit's start, plus
  * the counts of that digit in the tiles before, in the threads before and
- * in its thread's ids before it (scatter_by_digit). Then each id's start is
+ * in its thread's ids before it (scatter_by_digit: the tile's order is
+ * staged in shared memory, so that consecutive threads write consecutive
+ * places of a digit). Then each id's start is
  * a binary search in the sorted ids (group_starts). Tiles do not depend on
  * the grid and nothing is atomic: the same ids give the same groups.
  *
  * Each thread counts its own ids in its own 4-byte counters (no two threads
  * write a word between barriers), one per digit: 64 digits of 128 threads
- * fill 33 KB of shared memory, which bounds the digit's width. */
+ * fill 33 KB of shared memory, which bounds the digit's width; with the
+ * tile's digits, then its order, staged (4 bytes an id, 8 KB) 42 KB of the
+ * 48 a block may declare, which bounds the tile. Ids are read from global
+ * memory by consecutive threads (a warp's reads one run of 256 bytes). */
 
 constexpr int kGroupThreads = 128;
 constexpr int kGroupItems = DC_CUDA_GROUP_TILE / kGroupThreads;
@@ -158,29 +163,50 @@ __device__ T block_exclusive_scan(T v, T *scratch, T *total)
     return inclusive - v;
 }
 
+/* Where id m of a tile stages its digit: one word skipped every 32, so that
+ * the threads reading their consecutive ids take different banks. */
+__device__ __forceinline__ int staged_digit_at(int m) { return m + m / 32; }
+constexpr int kStagedDigits = DC_CUDA_GROUP_TILE + DC_CUDA_GROUP_TILE / 32;
+
 /* The digit (at `shift`) of each of this thread's ids of the tile beginning
  * at id `first`, -1 past the end, and their counts in the thread's column
- * of `counts`. */
-__device__ void count_digits(const int64_t *keys, int64_t first, int64_t n, int shift, int *counts, int *digit)
+ * of `counts`. The tile's digits are staged in `stage` (kStagedDigits
+ * shared words) from ids read by consecutive threads; the caller
+ * synchronizes before `stage` is written again. */
+__device__ void count_digits(const int64_t *keys, int64_t first, int64_t n, int shift, int *counts, int *digit,
+                             int *stage)
 {
+#pragma unroll
+    for (int k = 0; k < kGroupItems; ++k) {
+        const int m = k * kGroupThreads + (int)threadIdx.x;
+        stage[staged_digit_at(m)] = first + m < n ? (int)((keys[first + m] >> shift) & (kDigits - 1)) : -1;
+    }
     for (int d = 0; d < kDigits; ++d)
         counts[d * kCountStride + threadIdx.x] = 0;
-    const int64_t mine = first + (int64_t)threadIdx.x * kGroupItems;
+    __syncthreads();
     for (int k = 0; k < kGroupItems; ++k) {
-        const int64_t i = mine + k;
-        digit[k] = i < n ? (int)((keys[i] >> shift) & (kDigits - 1)) : -1;
+        digit[k] = stage[staged_digit_at((int)threadIdx.x * kGroupItems + k)];
         if (digit[k] >= 0)
             ++counts[digit[k] * kCountStride + threadIdx.x];
     }
 }
 
-/* hist[d * n_tiles + tile]: how many ids of the tile have digit d. */
+/* hist[d * n_tiles + tile]: how many ids of the tile have digit d. A count
+ * needs no order: thread t counts ids t, t + kGroupThreads, ... of the
+ * tile, so that a warp reads consecutive ids. */
 __global__ void tile_digit_counts(const int64_t *keys, int64_t n, int shift, int64_t n_tiles, int64_t *hist)
 {
     __shared__ int counts[kDigits * kCountStride];
-    int digit[kGroupItems];
     for (int64_t tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
-        count_digits(keys, tile * DC_CUDA_GROUP_TILE, n, shift, counts, digit);
+        for (int d = 0; d < kDigits; ++d)
+            counts[d * kCountStride + threadIdx.x] = 0;
+        const int64_t first = tile * DC_CUDA_GROUP_TILE;
+#pragma unroll
+        for (int k = 0; k < kGroupItems; ++k) {
+            const int64_t i = first + (int64_t)k * kGroupThreads + threadIdx.x;
+            if (i < n)
+                ++counts[(int)((keys[i] >> shift) & (kDigits - 1)) * kCountStride + threadIdx.x];
+        }
         __syncthreads();
         if ((int)threadIdx.x < kDigits) {
             int sum = 0;
@@ -225,6 +251,7 @@ __global__ void scatter_by_digit(const int64_t *keys, const int64_t *pos, int64_
     __shared__ int piece_sum[kGroupThreads];
     __shared__ int64_t digit_start[kDigits];
     __shared__ int64_t adjust[kDigits];
+    __shared__ int source[kStagedDigits]; /* the tile's digits, then its order */
     int digit[kGroupItems];
     if (threadIdx.x == 0) {
         int64_t s = 0;
@@ -235,7 +262,7 @@ __global__ void scatter_by_digit(const int64_t *keys, const int64_t *pos, int64_
     }
     for (int64_t tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
         const int64_t first = tile * DC_CUDA_GROUP_TILE;
-        count_digits(keys, first, n, shift, counts, digit);
+        count_digits(keys, first, n, shift, counts, digit, source);
         __syncthreads();
         /* the counts in (digit, thread) order turned into exclusive prefix
          * sums: where each thread's ids of each digit begin in the tile */
@@ -257,15 +284,24 @@ __global__ void scatter_by_digit(const int64_t *keys, const int64_t *pos, int64_
             adjust[threadIdx.x] = digit_start[threadIdx.x] + base[(int64_t)threadIdx.x * n_tiles + tile] -
                                   counts[threadIdx.x * kCountStride];
         __syncthreads();
-        const int64_t mine = first + (int64_t)threadIdx.x * kGroupItems;
+        /* each id's place in the tile's order by digit, recorded as the
+         * place's source (an id of the tile) */
+        const int mine = (int)threadIdx.x * kGroupItems;
         for (int k = 0; k < kGroupItems; ++k) {
             if (digit[k] < 0)
                 continue;
             int *at = &counts[digit[k] * kCountStride + threadIdx.x];
-            const int64_t dest = adjust[digit[k]] + *at;
+            source[*at] = mine + k;
             ++*at;
-            const int64_t i = mine + k;
-            keys_out[dest] = keys[i];
+        }
+        __syncthreads();
+        /* the tile's ids written out in that order, consecutive threads to
+         * consecutive places of a digit */
+        for (int j = (int)threadIdx.x; j < tile_total; j += kGroupThreads) {
+            const int64_t i = first + source[j];
+            const int64_t key = keys[i];
+            const int64_t dest = adjust[(key >> shift) & (kDigits - 1)] + j;
+            keys_out[dest] = key;
             pos_out[dest] = pos ? pos[i] : i;
         }
         __syncthreads();

@@ -40,7 +40,7 @@ dc_status dc_cuda_read_indices(dc_ctx *ctx, dc_dtype dtype, const void *values, 
                                int64_t *out, double *parts);
 
 /* The grouping's tiles (consecutive ids) and digits per pass. */
-#define DC_CUDA_GROUP_TILE 4096
+#define DC_CUDA_GROUP_TILE 2048
 #define DC_CUDA_GROUP_DIGITS 64
 
 /* int64 entries of the scratch dc_cuda_group_indices needs for n ids. */
