@@ -379,26 +379,62 @@ __global__ void scan_adjoint_carries_block_kernel(dc_assoc_scan_adjoint_launch L
 /* Phase DC_ASSOC_RED_PIECES: the totals of the runs, scanned from the left
  * and from the right, give the states before and after each run (from
  * those before and after the piece); each thread then walks its run
- * (dc_assoc_reduce_run) with its r_j in a buffer of its own. */
-enum { kRunMax = (DC_ASSOC_MAX_CHUNK + kBlockThreads - 1) / kBlockThreads };
+ * (dc_assoc_reduce_run) with its r_j in a buffer of its own.
+ *
+ * The block stages the piece's elements in shared memory first, read from
+ * the launch's arrays by consecutive threads at consecutive steps, and
+ * writes the gradients back the same way: a thread walks consecutive
+ * steps, so that its own reads from global memory would leave a warp's
+ * accesses a run's length apart. Step s of thread t's run sits at
+ * s * kStageStride + t (one more than the threads: the staging's writes,
+ * consecutive steps of a run, take different banks), so that the walks,
+ * consecutive threads at one step of their runs, read consecutive words.
+ * A gradient overwrites its element in the staging (a step's elements are
+ * read before its gradients are written), and is added to the launch's
+ * array on the way out where it accumulates. */
+enum { kRunMax = (DC_ASSOC_MAX_CHUNK + kBlockThreads - 1) / kBlockThreads, kStageStride = kBlockThreads + 1 };
+static_assert((kFields * kRunMax * kStageStride + 2 * kFields * kBlockThreads) * sizeof(dc_real) <= 48 * 1024,
+              "the reduction adjoint's staging and scans fit a block's static shared memory");
+
+/* Where step p of a piece whose runs are `per` steps long is staged. */
+__device__ static inline int staged_at(int64_t p, int64_t per) { return (int)(p % per * kStageStride + p / per); }
 
 __global__ void reduce_adjoint_block_kernel(dc_assoc_reduce_adjoint_launch L, int64_t pieces)
 {
     __shared__ dc_real states[2][kFields][kBlockThreads];
+    __shared__ dc_real staged[kFields][kRunMax * kStageStride];
     const int tid = (int)threadIdx.x;
     const int64_t n_chunks = (L.len + L.chunk - 1) / L.chunk;
+    /* the runs' walks read and write the staging: step s of thread t at
+     * t + s * kStageStride; the gradients wanted are written in place */
+    dc_assoc_reduce_adjoint_launch S = L;
+    S.inner = kStageStride;
+    S.accumulate = 0;
+    for (int f = 0; f < kFields; ++f) {
+        S.x[f] = staged[f];
+        S.gx[f] = L.gx[f] ? staged[f] : nullptr;
+    }
     for (int64_t piece = blockIdx.x; piece < pieces; piece += gridDim.x) {
         const int64_t o = piece / n_chunks, s0 = piece % n_chunks * L.chunk;
         const int64_t count = L.len - s0 < L.chunk ? L.len - s0 : L.chunk;
         const int64_t base = o * L.len + s0;
+        const int64_t per = (count + kBlockThreads - 1) / kBlockThreads;
+#pragma unroll
+        for (int j = 0; j < kRunMax; ++j) { /* unrolled: every load issued before the first store waits */
+            const int64_t p = tid + (int64_t)j * kBlockThreads;
+            if (p < count)
+                for (int f = 0; f < kFields; ++f)
+                    staged[f][staged_at(p, per)] = ((const dc_real *)L.x[f])[base + p];
+        }
+        __syncthreads();
         int64_t r0, r1;
         run_of(count, tid, &r0, &r1);
         dc_real total[kFields], a[kFields], out[kFields];
         for (int f = 0; f < kFields; ++f)
             total[f] = dc_assoc_neutral_dual(f);
-        for (int64_t s = r0; s < r1; ++s) {
+        for (int64_t s = 0; s < r1 - r0; ++s) {
             for (int f = 0; f < kFields; ++f)
-                a[f] = ((const dc_real *)L.x[f])[base + s];
+                a[f] = staged[f][s * kStageStride + tid];
             DC_ASSOC_PRIMAL_BODY(total, a, out);
             for (int f = 0; f < kFields; ++f)
                 total[f] = out[f];
@@ -427,9 +463,24 @@ __global__ void reduce_adjoint_block_kernel(dc_assoc_reduce_adjoint_launch L, in
             for (int f = 0; f < kFields; ++f)
                 r[f] = out[f];
         }
-        __syncthreads(); /* read before the next piece rewrites it */
         dc_real buf[kRunMax * kFields];
-        dc_assoc_reduce_run_dual(&L, base + r0, r1 - r0, l, r, ybar, buf);
+        dc_assoc_reduce_run_dual(&S, tid, r1 - r0, l, r, ybar, buf);
+        __syncthreads(); /* the gradients staged; the scans' states read before the next piece rewrites them */
+        for (int f = 0; f < kFields; ++f) {
+            dc_real *gx = (dc_real *)L.gx[f];
+            if (!gx)
+                continue;
+            const bool add = (L.accumulate >> f) & 1u;
+#pragma unroll
+            for (int j = 0; j < kRunMax; ++j) {
+                const int64_t p = tid + (int64_t)j * kBlockThreads;
+                if (p < count) {
+                    const dc_real v = staged[f][staged_at(p, per)];
+                    gx[base + p] = add ? gx[base + p] + v : v;
+                }
+            }
+        }
+        __syncthreads(); /* the staging read out before the next piece's is written */
     }
 }
 

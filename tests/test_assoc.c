@@ -599,12 +599,11 @@ static void grads_once_and_twice(dc_ctx *ctx, const run_spec *s, dc_tensor **x, 
 
 /* The reduction's adjoint added in place to an earlier gradient on a row of
  * nine pieces (the CPU walks eight together, float32 ones as tiles of
- * steps, broadcast/tiles8.h), in float32 and float64: the inputs
+ * steps, broadcast/tiles8.h; CUDA a piece per block, its gradients added
+ * as they leave the block's staging), in float32 and float64: the inputs
  * reduced twice get exactly twice the gradient of one reduction. */
-static void test_reduce_adjoint_added_in_place(void **state)
+static void reduce_adjoint_added_in_place(dc_ctx *ctx)
 {
-    (void)state;
-    dc_ctx *ctx = test_cpu_ctx();
     int n_cases;
     const op_case *linrec = &cases(&n_cases)[1];
     const int64_t n = 9 * DC_ASSOC_CHUNK;
@@ -633,6 +632,13 @@ static void test_reduce_adjoint_added_in_place(void **state)
         free_fields(2, x);
     }
     free(v);
+}
+
+static void test_reduce_adjoint_added_in_place(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    reduce_adjoint_added_in_place(ctx);
     dc_ctx_free(ctx);
 }
 
@@ -1291,6 +1297,14 @@ static void test_cuda_zero_adjoints_meet_infinite_partials(void **state)
     zero_adjoints_meet_infinite_partials(gpu);
 }
 
+static void test_cuda_reduce_adjoint_added_in_place(void **state)
+{
+    (void)state;
+    if (!gpu)
+        skip();
+    reduce_adjoint_added_in_place(gpu);
+}
+
 /* Rows of one lane, where CUDA's adjoints take a piece per block (runs of
  * consecutive steps a thread, the runs' states scanned in the block) as
  * its primal does from 2 * 128 steps: at the edges of that choice and of
@@ -1367,6 +1381,7 @@ int main(void)
         cmocka_unit_test(test_cuda_matches_cpu),
         cmocka_unit_test(test_cuda_block_adjoints_at_piece_edges),
         cmocka_unit_test(test_cuda_zero_adjoints_meet_infinite_partials),
+        cmocka_unit_test(test_cuda_reduce_adjoint_added_in_place),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     dc_ctx_free(gpu);
