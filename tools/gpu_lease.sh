@@ -26,7 +26,8 @@
 #                  minutes; tools/gpu_check.sh runs it)
 #         bench    bench_cuda, bench_reduce and bench_sparse --device cuda,
 #                  demo (a short hmlstm_demo --device cuda with its
-#                  comparison)
+#                  comparison); bench_axes --device cuda (reductions and
+#                  scans over one axis of a matrix) only when named
 #         peers    peers_hmlstm and peers_cupdate (bench/peers/compare.py
 #                  --device cuda: the HM-LSTM step, the c-update),
 #                  reduce_peers and sparse_peers (reduce_peers.py and
@@ -184,6 +185,7 @@ run_part() {
     bench_cuda) step bench_cuda 60 "$B/bench/bench_cuda" --dims 2048,4096 --reps 20 ;;
     bench_reduce) step bench_reduce 60 "$B/bench/bench_reduce" --device cuda ;;
     bench_sparse) step bench_sparse 30 "$B/bench/bench_sparse" --device cuda ;;
+    bench_axes) step bench_axes 40 "$B/bench/bench_axes" --device cuda ;;
     demo) step demo 40 "$B/hmlstm_demo/hmlstm_demo" --device cuda --minutes 0.3 --compare 10 --checkpoint '' --sample 100 ;;
     peers) for p in peers_hmlstm reduce_peers sparse_peers peers_cupdate; do run_part $p; done ;;
     peers_hmlstm) step peers_hmlstm 150 python3 "$pp/compare.py" --build "$B" --device cuda --parts hmlstm --compile-limit 40 ;;
