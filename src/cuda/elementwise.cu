@@ -477,6 +477,43 @@ template <typename T, class Src> __global__ void route_by_block(route_params p, 
     }
 }
 
+/* Groups of kRouteGroup threads, a kept element each (kBlock / kRouteGroup
+ * of them a block), for many kept elements with short sums over the inner
+ * axes (a row of a few hundred summed): the group's threads stride its
+ * elements, then a tree in shared memory whose order the group's size
+ * fixes. A block per kept element left most of its threads idle there. */
+constexpr int kRouteGroup = 32;
+template <typename T, class Src> __global__ void route_by_group(route_params p, Src src)
+{
+    __shared__ double part[kBlock];
+    constexpr int kGroups = kBlock / kRouteGroup;
+    const int lane = (int)threadIdx.x % kRouteGroup;
+    for (int64_t k0 = (int64_t)blockIdx.x * kGroups; k0 < p.n_kept; k0 += (int64_t)gridDim.x * kGroups) {
+        /* k0 is uniform over the block: every thread meets every barrier */
+        const int64_t k = k0 + (int64_t)threadIdx.x / kRouteGroup;
+        int64_t src0 = 0, dst = 0;
+        double s = 0;
+        if (k < p.n_kept) {
+            split(k, p.n_kept_axes, p.kept_shape, p.kept_src, p.kept_dst, &src0, &dst);
+            for (int64_t r = lane; r < p.n_red; r += kRouteGroup) {
+                int64_t ro;
+                split(r, p.n_red_axes, p.red_shape, p.red_src, NULL, &ro, NULL);
+                s += src.at(src0 + ro);
+            }
+        }
+        part[threadIdx.x] = s;
+        __syncthreads();
+        for (int w = kRouteGroup / 2; w > 0; w /= 2) {
+            if (lane < w)
+                part[threadIdx.x] += part[threadIdx.x + w];
+            __syncthreads();
+        }
+        if (lane == 0 && k < p.n_kept)
+            route_store<T>(p, dst, part[threadIdx.x]);
+        __syncthreads(); /* part read before the next kept elements write it */
+    }
+}
+
 /* route_chunks for the chunks of route_by_block, up to one per block of
  * the grid for each kept element: a block per kept element, each thread
  * adding its strided share of the partial sums in order, then the tree. */
@@ -611,7 +648,16 @@ dc_status route(dc_ctx *ctx, int ndim, const int64_t *shape, const Src &src, con
     }
     cudaStream_t st = ctx->cuda->stream;
     const int64_t items = p.n_kept * p.n_chunks;
-    if (inner_reduced) {
+    /* sums over the inner axes: a block each when long; else a group of
+     * threads each; a thread each when they are a few elements (a row of
+     * four: neighbouring threads read neighbouring rows) */
+    const int64_t kShortSum = 16, kGroupSum = 4 * kBlock;
+    if (inner_reduced && p.n_chunks == 1 && p.n_red <= kShortSum) {
+        route_by_thread<T, Src><<<blocks_for(ctx, items), kBlock, 0, st>>>(p, src);
+    } else if (inner_reduced && p.n_chunks == 1 && p.n_red < kGroupSum) {
+        const int64_t groups = (p.n_kept + kBlock / kRouteGroup - 1) / (kBlock / kRouteGroup);
+        route_by_group<T, Src><<<(unsigned)(groups < 65535 ? groups : 65535), kBlock, 0, st>>>(p, src);
+    } else if (inner_reduced) {
         const unsigned grid = (unsigned)(items < 65535 ? items : 65535);
         route_by_block<T, Src><<<grid, kBlock, 0, st>>>(p, src);
     } else {
