@@ -221,6 +221,28 @@ __global__ void combine_pieces(int kind, int pass, int64_t rows, int64_t splits,
     }
 }
 
+/* f(col[l * inner], l) for l = l0 .. l1 - 1 in order, the elements loaded
+ * kColumnBatch at a time ahead of their steps: a thread walking a column
+ * alone then waits on memory once a batch, not once a step (the same
+ * steps in the same order: the same bits). */
+constexpr int kColumnBatch = 8;
+template <typename T, typename F>
+__device__ __forceinline__ void walk_column(const T *col, int64_t inner, int64_t l0, int64_t l1, F f)
+{
+    int64_t l = l0;
+    for (; l + kColumnBatch <= l1; l += kColumnBatch) {
+        T v[kColumnBatch];
+#pragma unroll
+        for (int j = 0; j < kColumnBatch; ++j)
+            v[j] = col[(l + j) * inner];
+#pragma unroll
+        for (int j = 0; j < kColumnBatch; ++j)
+            f(v[j], l + j);
+    }
+    for (; l < l1; ++l)
+        f(col[l * inner], l);
+}
+
 /* A thread per output (o, c) of the [outer, len, inner] block x, walking
  * len in order; neighbouring threads read neighbouring columns (or short
  * rows). */
@@ -233,13 +255,12 @@ __global__ void reduce_columns(int kind, const T *x, int64_t outer, int64_t len,
          i += (int64_t)gridDim.x * blockDim.x) {
         const T *col = x + i / inner * len * inner + i % inner;
         state st = rf<T>::init(kind);
-        for (int64_t l = 0; l < len; ++l)
-            rf<T>::step(kind, &st, col[l * inner], l);
+        walk_column(col, inner, 0, len, [&](T v, int64_t l) { rf<T>::step(kind, &st, v, l); });
         if (kind == DC_RK_LSE) {
             const T m = st.acc;
             T sum = 0;
-            for (int64_t l = 0; rf<T>::lse_sums(m) && l < len; ++l)
-                sum += rf<T>::lse_term(col[l * inner], m);
+            if (rf<T>::lse_sums(m))
+                walk_column(col, inner, 0, len, [&](T v, int64_t) { sum += rf<T>::lse_term(v, m); });
             st.acc = rf<T>::lse_finish(m, sum);
         }
         y[i] = st.acc;
@@ -267,12 +288,12 @@ __global__ void reduce_column_cuts(int kind, int pass, const T *x, int64_t outer
         const T *col = x + i / inner * len * inner + i % inner;
         state st = rf<T>::init(pass ? DC_RK_SUM : kind);
         if (pass == 0) {
-            for (int64_t l = l0; l < l1; ++l)
-                rf<T>::step(kind, &st, col[l * inner], l);
+            walk_column(col, inner, l0, l1, [&](T v, int64_t l) { rf<T>::step(kind, &st, v, l); });
         } else {
             const T m = y[i];
-            for (int64_t l = l0; l < l1; ++l)
-                st.acc += rf<T>::lse_sums(m) ? (typename rf<T>::wide)rf<T>::lse_term(col[l * inner], m) : 0.0;
+            walk_column(col, inner, l0, l1, [&](T v, int64_t) {
+                st.acc += rf<T>::lse_sums(m) ? (typename rf<T>::wide)rf<T>::lse_term(v, m) : 0.0;
+            });
         }
         part[t] = st;
     }
