@@ -386,9 +386,11 @@ __global__ void scan_adjoint_carries_block_kernel(dc_assoc_scan_adjoint_launch L
  * writes the gradients back the same way: a thread walks consecutive
  * steps, so that its own reads from global memory would leave a warp's
  * accesses a run's length apart. Step s of thread t's run sits at
- * s * kStageStride + t (one more than the threads: the staging's writes,
- * consecutive steps of a run, take different banks), so that the walks,
- * consecutive threads at one step of their runs, read consecutive words.
+ * s * kStageStride + t, so that the walks, consecutive threads at one step
+ * of their runs, read consecutive words (the stride one more than the
+ * threads: the staging's float32 writes, a warp's 32 steps of four runs,
+ * meet at most four to a bank, where a stride of 128 would put eight on
+ * one).
  * A gradient overwrites its element in the staging (a step's elements are
  * read before its gradients are written), and is added to the launch's
  * array on the way out where it accumulates. */

@@ -771,7 +771,9 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_reduce_carries)(const dc_assoc_reduce_ad
  * count * k numbers. The states after each step (r_j) walk back into buf,
  * then l walks forward, per step one dual pass of t = l (+) a seeded on a
  * and one of t (+) r_j carrying those partials, ybar^T of which is a's
- * adjoint; t's value is the next step's l. */
+ * adjoint; t's value is the next step's l. gx[f] may be x[f]: a step's
+ * elements are all read before its gradients are written, and not read
+ * after (CUDA's blocks write the gradients over their staged elements). */
 DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_reduce_run)(const dc_assoc_reduce_adjoint_launch *L, int64_t base,
                                                     int64_t count, const dc_real *l, const dc_real *r,
                                                     const dc_real *ybar, dc_real *buf)

@@ -489,8 +489,9 @@ static void gradcheck_case(dc_ctx *ctx, const op_case *c, run_spec *s, int ndim,
     o.max_per_input = 60;
     /* the loss sums squares of outputs up to a few units: some hundreds for
      * the small shapes, thousands for the long rows. Its central differences
-     * (step 1e-6) round at about 2.2e-16 * |loss| / 1e-6, 1e-7 and 1e-6 */
-    o.atol = n > 1000 ? 1e-6 : 2e-7;
+     * (step 1e-6) round at about 2.2e-16 * |loss| / 1e-6, 1e-7 and 1e-6 or
+     * more (1.2e-6 seen for ema_reset's long rows, a loss near 5000) */
+    o.atol = n > 1000 ? 2e-6 : 2e-7;
     dc_gradcheck_report r;
     const dc_status st = dc_gradcheck(ctx, gradcheck_fn, s, k, x, &o, &r);
     if (st != DC_OK)
@@ -598,15 +599,16 @@ static void grads_once_and_twice(dc_ctx *ctx, const run_spec *s, dc_tensor **x, 
 }
 
 /* The reduction's adjoint added in place to an earlier gradient on a row of
- * nine pieces (the CPU walks eight together, float32 ones as tiles of
- * steps, broadcast/tiles8.h; CUDA a piece per block, its gradients added
- * as they leave the block's staging), in float32 and float64: the inputs
- * reduced twice get exactly twice the gradient of one reduction. */
+ * nine pieces and a short tenth (the CPU walks eight together, float32 ones
+ * as tiles of steps, broadcast/tiles8.h; CUDA a piece per block, its
+ * gradients added as they leave the block's staging, the short piece in
+ * runs of two steps), in float32 and float64: the inputs reduced twice get
+ * exactly twice the gradient of one reduction. */
 static void reduce_adjoint_added_in_place(dc_ctx *ctx)
 {
     int n_cases;
     const op_case *linrec = &cases(&n_cases)[1];
-    const int64_t n = 9 * DC_ASSOC_CHUNK;
+    const int64_t n = 9 * DC_ASSOC_CHUNK + 133;
     double *v = case_values(linrec, n);
     for (int dt = 0; dt < 2; ++dt) {
         const dc_dtype dtype = dt ? DC_F32 : DC_F64;

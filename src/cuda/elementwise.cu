@@ -421,8 +421,9 @@ template <typename T> __device__ __forceinline__ void route_store(const route_pa
 
 /* Threads (chunk of the reduced elements, kept element), the kept element
  * fastest, so that neighbouring threads read neighbours when the innermost
- * axis is kept (a bias row summed over a batch). Each thread sums its chunk
- * in order. With one chunk per kept element it writes the result; with more
+ * axis is kept (a bias row summed over a batch), or neighbouring short
+ * rows when it is reduced (rows of 16 elements or fewer, one chunk each).
+ * Each thread sums its chunk in order. With one chunk per kept element it writes the result; with more
  * (few kept elements with long sums: a bias row over a large batch), its
  * partial sum, which route_chunks adds up in chunk order. */
 template <typename T, class Src> __global__ void route_by_thread(route_params p, Src src)
@@ -479,7 +480,7 @@ template <typename T, class Src> __global__ void route_by_block(route_params p, 
 
 /* Groups of kRouteGroup threads, a kept element each (kBlock / kRouteGroup
  * of them a block), for many kept elements with short sums over the inner
- * axes (a row of a few hundred summed): the group's threads stride its
+ * axes (rows of 17 to 1023 elements summed): the group's threads stride its
  * elements, then a tree in shared memory whose order the group's size
  * fixes. A block per kept element left most of its threads idle there. */
 constexpr int kRouteGroup = 32;
@@ -651,7 +652,7 @@ dc_status route(dc_ctx *ctx, int ndim, const int64_t *shape, const Src &src, con
     /* sums over the inner axes: a block each when long; else a group of
      * threads each; a thread each when they are a few elements (a row of
      * four: neighbouring threads read neighbouring rows) */
-    const int64_t kShortSum = 16, kGroupSum = 4 * kBlock;
+    const int64_t kShortSum = 16, kGroupSum = 4 * kBlock; /* below 16 * kBlock: one chunk each (above) */
     if (inner_reduced && p.n_chunks == 1 && p.n_red <= kShortSum) {
         route_by_thread<T, Src><<<blocks_for(ctx, items), kBlock, 0, st>>>(p, src);
     } else if (inner_reduced && p.n_chunks == 1 && p.n_red < kGroupSum) {

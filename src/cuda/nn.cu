@@ -110,23 +110,25 @@ __global__ void claim_index_error(const double *parts, int n_parts, const T *val
  * Each pass orders the (id, position) pairs stably by one digit of the id
  * (kDigitBits wide, the lowest first), so that after the last the pairs are
  * in ascending id and, within an id, ascending position. The ids are cut
- * into tiles of DC_CUDA_GROUP_TILE consecutive ones, a thread of the tile's
- * block taking kGroupItems consecutive ones: a pass counts the digits of
- * each tile (tile_digit_counts), scans the counts of each digit over the
- * tiles (scan_digit_rows), and places each pair at its digit's start, plus
- * the counts of that digit in the tiles before, in the threads before and
- * in its thread's ids before it (scatter_by_digit: the tile's order is
- * staged in shared memory, so that consecutive threads write consecutive
- * places of a digit). Then each id's start is
- * a binary search in the sorted ids (group_starts). Tiles do not depend on
- * the grid and nothing is atomic: the same ids give the same groups.
+ * into tiles of DC_CUDA_GROUP_TILE consecutive ones: a pass counts the
+ * digits of each tile (tile_digit_counts, in any order), scans the counts
+ * of each digit over the tiles (scan_digit_rows), and places each pair at
+ * its digit's start, plus the counts of that digit in the tiles before, in
+ * the threads before and in its thread's ids before it (scatter_by_digit,
+ * a thread of the tile's block taking kGroupItems consecutive ids; the
+ * tile's order is staged in shared memory, so that consecutive threads
+ * write consecutive places of a digit, gathering the pairs from the tile).
+ * Then each id's start is a binary search in the sorted ids
+ * (group_starts). Tiles do not depend on the grid and nothing is atomic:
+ * the same ids give the same groups.
  *
  * Each thread counts its own ids in its own 4-byte counters (no two threads
  * write a word between barriers), one per digit: 64 digits of 128 threads
  * fill 33 KB of shared memory, which bounds the digit's width; with the
  * tile's digits, then its order, staged (4 bytes an id, 8 KB) 42 KB of the
- * 48 a block may declare, which bounds the tile. Ids are read from global
- * memory by consecutive threads (a warp's reads one run of 256 bytes). */
+ * 48 a block may declare, which bounds the tile. The counts read ids from
+ * global memory with consecutive threads (a warp's reads one run of 256
+ * bytes). */
 
 constexpr int kGroupThreads = 128;
 constexpr int kGroupItems = DC_CUDA_GROUP_TILE / kGroupThreads;
