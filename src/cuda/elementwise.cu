@@ -423,9 +423,10 @@ template <typename T> __device__ __forceinline__ void route_store(const route_pa
  * fastest, so that neighbouring threads read neighbours when the innermost
  * axis is kept (a bias row summed over a batch), or neighbouring short
  * rows when it is reduced (rows of 16 elements or fewer, one chunk each).
- * Each thread sums its chunk in order. With one chunk per kept element it writes the result; with more
- * (few kept elements with long sums: a bias row over a large batch), its
- * partial sum, which route_chunks adds up in chunk order. */
+ * Each thread sums its chunk in order. With one chunk per kept element it
+ * writes the result; with more (few kept elements with long sums: a bias
+ * row over a large batch), its partial sum, which route_chunks adds up in
+ * chunk order. */
 template <typename T, class Src> __global__ void route_by_thread(route_params p, Src src)
 {
     const int64_t n_items = p.n_kept * p.n_chunks;
