@@ -21,21 +21,30 @@ inline unsigned grid_for(const dc_ctx *ctx, int64_t n)
     return (unsigned)(b > 0 ? b : 1);
 }
 
+/* Sum (or maximum) of v over each group of `width` consecutive threads of
+ * a block (a power of two dividing the block), by a tree whose order the
+ * width fixes, returned to every thread of the group. Every thread of the
+ * block calls it. `scratch` is a __shared__ array of a double per thread. */
+__device__ __forceinline__ double group_reduce(double v, double *scratch, int width, bool take_max)
+{
+    const int t = (int)threadIdx.x, lane = t % width;
+    scratch[t] = v;
+    __syncthreads();
+    for (int w = width / 2; w > 0; w /= 2) {
+        if (lane < w)
+            scratch[t] = take_max ? fmax(scratch[t], scratch[t + w]) : scratch[t] + scratch[t + w];
+        __syncthreads();
+    }
+    const double r = scratch[t - lane];
+    __syncthreads();
+    return r;
+}
+
 /* Sum (or maximum) of v over the kBlock threads of a block, returned to
  * every thread. `scratch` is a __shared__ array of kBlock doubles. */
 __device__ __forceinline__ double block_reduce(double v, double *scratch, bool take_max)
 {
-    scratch[threadIdx.x] = v;
-    __syncthreads();
-    for (int w = blockDim.x / 2; w > 0; w /= 2) {
-        if ((int)threadIdx.x < w)
-            scratch[threadIdx.x] = take_max ? fmax(scratch[threadIdx.x], scratch[threadIdx.x + w])
-                                            : scratch[threadIdx.x] + scratch[threadIdx.x + w];
-        __syncthreads();
-    }
-    const double r = scratch[0];
-    __syncthreads();
-    return r;
+    return group_reduce(v, scratch, (int)blockDim.x, take_max);
 }
 
 } // namespace dc_cuda

@@ -37,6 +37,7 @@ extern "C" {
 #undef DC_SFX
 
 using dc_cuda::block_reduce;
+using dc_cuda::group_reduce;
 using dc_cuda::vec16;
 using dc_cuda::kBlock;
 
@@ -483,7 +484,8 @@ template <typename T, class Src> __global__ void route_by_block(route_params p, 
  * of them a block), for many kept elements with short sums over the inner
  * axes (rows of 17 to 1023 elements summed): the group's threads stride its
  * elements, then a tree in shared memory whose order the group's size
- * fixes. A block per kept element left most of its threads idle there. */
+ * fixes (group_reduce). A block per kept element left most of its threads
+ * idle there. */
 constexpr int kRouteGroup = 32;
 template <typename T, class Src> __global__ void route_by_group(route_params p, Src src)
 {
@@ -503,16 +505,9 @@ template <typename T, class Src> __global__ void route_by_group(route_params p, 
                 s += src.at(src0 + ro);
             }
         }
-        part[threadIdx.x] = s;
-        __syncthreads();
-        for (int w = kRouteGroup / 2; w > 0; w /= 2) {
-            if (lane < w)
-                part[threadIdx.x] += part[threadIdx.x + w];
-            __syncthreads();
-        }
+        s = group_reduce(s, part, kRouteGroup, false);
         if (lane == 0 && k < p.n_kept)
-            route_store<T>(p, dst, part[threadIdx.x]);
-        __syncthreads(); /* part read before the next kept elements write it */
+            route_store<T>(p, dst, s);
     }
 }
 
