@@ -1097,6 +1097,89 @@ static void test_segment_pieces_and_one_piece(void **state)
     dc_ctx_free(ctx);
 }
 
+/* Maxima and minima by segment over rows in pieces (more rows than a
+ * piece, few segments), where the CPU finds the extrema first and the
+ * winners after, unless a piece holds a NaN: zeros of both signs (the
+ * first row's zero, its sign kept), a segment of -inf, ties of the extremum
+ * across pieces, a NaN in the last piece only (it wins, the earlier pieces
+ * found their extrema the fast way), an empty segment; float32 and float64,
+ * one column and three. Against a reference that steps the documented rule
+ * row by row: values exactly, the adjoint at the winner only. */
+static void test_segment_extrema_in_pieces(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    enum { S = 5 };
+    const int64_t n = 70001;
+    for (int wc = 0; wc < 2; ++wc) {
+        const int64_t width = wc ? 3 : 1, numel = n * width;
+        double *v = malloc((size_t)numel * sizeof *v), *index = malloc((size_t)n * sizeof *index);
+        unsigned h = 12345u;
+        for (int64_t i = 0; i < n; ++i) {
+            const int seg = (int)(i % 4); /* segment 4 stays empty */
+            index[i] = seg;
+            for (int64_t c = 0; c < width; ++c) {
+                h = h * 1103515245u + 12345u;
+                const unsigned r = h >> 16;
+                double x;
+                if (seg == 0)
+                    x = r & 1u ? -0.0 : 0.0;
+                else if (seg == 1)
+                    x = -INFINITY;
+                else if (seg == 2)
+                    x = r % 3 == 0 ? -1.0 : r % 3 == 1 ? 0.5 : 2.0;
+                else
+                    x = (double)(r % 20000) / 10000.0 - 1.0;
+                v[i * width + c] = x;
+            }
+        }
+        v[(66001 - 66001 % 4 + 3) * width] = NAN; /* segment 3, column 0, the last piece */
+        v[(69001 - 69001 % 4 + 3) * width] = NAN;
+        const int64_t shape[2] = {n, width}, ishape[1] = {n};
+        for (int dt = 0; dt < 2; ++dt) {
+            const dc_dtype dtype = dt ? DC_F32 : DC_F64;
+            dc_tensor *x = make(ctx, dtype, wc ? 2 : 1, shape, v), *idx = make_const(ctx, dtype, 1, ishape, index);
+            for (int op = DC_REDUCE_MAX; op <= DC_REDUCE_MIN; ++op) {
+                double want[S * 3];
+                int64_t win[S * 3];
+                for (int64_t k = 0; k < S * width; ++k) {
+                    want[k] = op == DC_REDUCE_MAX ? -INFINITY : INFINITY;
+                    win[k] = -1;
+                }
+                for (int64_t i = 0; i < n; ++i)
+                    for (int64_t c = 0; c < width; ++c) {
+                        const int64_t k = (int64_t)index[i] * width + c;
+                        const double e = dt ? (double)(float)v[i * width + c] : v[i * width + c], w = want[k];
+                        const bool takes = win[k] < 0 || (!isnan(w) && (isnan(e) || (op == DC_REDUCE_MAX ? e > w : e < w)));
+                        if (takes) {
+                            want[k] = e;
+                            win[k] = i;
+                        }
+                    }
+                segment_arg a = {idx, S, (dc_reduction)op};
+                run_result r = run(ctx, x, build_segment, &a, false);
+                char what[96];
+                snprintf(what, sizeof what, "%s by segment in pieces, %s, width %lld",
+                         dc_reduction_name((dc_reduction)op), dt ? "f32" : "f64", (long long)width);
+                assert_int_equal(r.ny, S * width);
+                assert_exact(r.y, want, S * width, what);
+                for (int64_t e = 0; e < numel; ++e) {
+                    const int64_t k = (int64_t)index[e / width] * width + e % width;
+                    const double g = win[k] == e / width ? 1.0 : 0.0;
+                    if (r.gx[e] != g)
+                        fail_msg("%s: element %lld: gradient %g, want %g", what, (long long)e, r.gx[e], g);
+                }
+                free_result(&r);
+            }
+            dc_tensor_free(x);
+            dc_tensor_free(idx);
+        }
+        free(v);
+        free(index);
+    }
+    dc_ctx_free(ctx);
+}
+
 /* Products of float32 elements accumulate in double: 10^6 factors near 1,
  * where float32 lanes drift by about 10^-4, within float32's rounding of
  * the exact product; over axes and by segment (one segment, in pieces). */
@@ -1716,6 +1799,7 @@ int main(void)
         cmocka_unit_test(test_segment_shapes_and_edges),
         cmocka_unit_test(test_segment_bad_arguments),
         cmocka_unit_test(test_segment_pieces_and_one_piece),
+        cmocka_unit_test(test_segment_extrema_in_pieces),
         cmocka_unit_test(test_float32_products_accumulate_in_double),
         cmocka_unit_test(test_whole_reduction_gradients_fill),
         cmocka_unit_test(test_same_bits_on_one_and_two_threads),

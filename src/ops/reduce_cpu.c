@@ -512,6 +512,47 @@ void dc_cpu_reduce_block_grad(const dc_ctx *ctx, int kind, dc_dtype dtype, const
     }
 }
 
+/* A maximum or minimum of a piece's rows into its bins (fresh, as
+ * dc_rf_init left them) in two walks, where the piece holds no NaN: the
+ * extrema by a select (a strict compare: of equal elements, two zeros of
+ * different signs among them, the first stays), then each bin's first
+ * element equal to its extremum takes the win. The same states as
+ * dc_rf_step element by element, whose branch on a win, taken about one
+ * step in eight at random over uniform values, was mispredicted: segment_max
+ * at 10^6 rows took 3.9 times segment_sum on an AMD EPYC (2.9 after).
+ * Rows [r0, r1) of columns [c0, c1), row r0 + j's segment seg[j];
+ * extrema_walk returns whether the rows hold a NaN (the bins then to be set
+ * up again and stepped). */
+#define DEFINE_SEGMENT_EXTREMA_CPU(T, SFX)                                                                             \
+    DC_INLINE bool extrema_walk_##SFX(int kind, const T *v, int64_t width, const int64_t *seg, int64_t r0, int64_t r1, \
+                                      int64_t c0, int64_t c1, dc_rf_state_##SFX *bins)                                 \
+    {                                                                                                                  \
+        bool nan = false;                                                                                              \
+        for (int64_t i = r0; i < r1; ++i) {                                                                            \
+            dc_rf_state_##SFX *b = bins + seg[i - r0] * width;                                                         \
+            for (int64_t c = c0; c < c1; ++c) {                                                                        \
+                const double x = (double)v[i * width + c], m = b[c].acc;                                               \
+                nan |= x != x;                                                                                         \
+                b[c].acc = (kind == DC_RK_MIN ? x < m : x > m) ? x : m;                                                \
+            }                                                                                                          \
+        }                                                                                                              \
+        return nan;                                                                                                    \
+    }                                                                                                                  \
+    DC_INLINE void extrema_winners_##SFX(const T *v, int64_t width, const int64_t *seg, int64_t r0, int64_t r1,        \
+                                         int64_t c0, int64_t c1, dc_rf_state_##SFX *bins)                              \
+    {                                                                                                                  \
+        for (int64_t i = r0; i < r1; ++i) {                                                                            \
+            dc_rf_state_##SFX *b = bins + seg[i - r0] * width;                                                         \
+            for (int64_t c = c0; c < c1; ++c) {                                                                        \
+                const double x = (double)v[i * width + c];                                                             \
+                if (x == b[c].acc && b[c].aux < 0)                                                                     \
+                    b[c].aux = i;                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+    }
+DEFINE_SEGMENT_EXTREMA_CPU(float, f32)
+DEFINE_SEGMENT_EXTREMA_CPU(double, f64)
+
 /* Rows [r0, r1), columns [c0, c1) of each, into bins ([outputs], output s
  * * width + c), initialized first; the states of outputs [k0, k1) from
  * their pieces' (piece p's bins at part + p * outputs), in order. */
@@ -523,6 +564,20 @@ void dc_cpu_reduce_block_grad(const dc_ctx *ctx, int kind, dc_dtype dtype, const
         for (int64_t s = 0; s < n_segments; ++s)                                                                       \
             for (int64_t c = c0; c < c1; ++c)                                                                          \
                 bins[s * width + c] = s0;                                                                              \
+        if (kind == DC_RK_MAX || kind == DC_RK_MIN) {                                                                  \
+            const bool nan = width == 1 ? extrema_walk_##SFX(kind, v, 1, index + r0, r0, r1, 0, 1, bins)              \
+                                        : extrema_walk_##SFX(kind, v, width, index + r0, r0, r1, c0, c1, bins);       \
+            if (!nan) {                                                                                                \
+                if (width == 1)                                                                                        \
+                    extrema_winners_##SFX(v, 1, index + r0, r0, r1, 0, 1, bins);                                       \
+                else                                                                                                   \
+                    extrema_winners_##SFX(v, width, index + r0, r0, r1, c0, c1, bins);                                 \
+                return;                                                                                                \
+            }                                                                                                          \
+            for (int64_t s = 0; s < n_segments; ++s)                                                                   \
+                for (int64_t c = c0; c < c1; ++c)                                                                      \
+                    bins[s * width + c] = s0;                                                                          \
+        }                                                                                                              \
         if (width == 1) { /* no loop over the columns: its set-up per row would cost more than the row */              \
             for (int64_t i = r0; i < r1; ++i)                                                                          \
                 dc_rf_step_##SFX(kind, &bins[index[i]], v[i], i);                                                      \
@@ -558,28 +613,61 @@ enum { kIndexChunk = 512 };
  * 0..n_segments-1 (the bins then incomplete), else r1. The gradient of
  * elements e0..e1 from such an index, checked by the forward. */
 #define DEFINE_SEGMENT_INDEX_CPU(T, SFX)                                                                               \
+    /* rows [i0, i0 + m) of the index into at; the first row whose index is \
+     * not a segment, else -1 */                                                                                       \
+    DC_INLINE int64_t segment_chunk_##SFX(const T *idx, int64_t n_segments, int64_t i0, int m, int64_t *at)            \
+    {                                                                                                                  \
+        const double top = (double)n_segments;                                                                         \
+        int bad = 0;                                                                                                   \
+        for (int k = 0; k < m; ++k) {                                                                                  \
+            const double u = (double)idx[i0 + k];                                                                      \
+            const int ok = (u >= 0) & (u < top) & (u == floor(u));                                                     \
+            bad += 1 - ok;                                                                                             \
+            at[k] = (int64_t)(ok ? u : 0.0);                                                                           \
+        }                                                                                                              \
+        for (int k = 0; bad && k < m; ++k) {                                                                           \
+            const double u = (double)idx[i0 + k];                                                                      \
+            if (!(u >= 0 && u < top) || u != floor(u))                                                                 \
+                return i0 + k;                                                                                         \
+        }                                                                                                              \
+        return -1;                                                                                                     \
+    }                                                                                                                  \
     DC_INLINE int64_t segment_bins_checked_##SFX(int kind, const T *v, int64_t width, const T *idx,                    \
                                                  int64_t n_segments, int64_t r0, int64_t r1, dc_rf_state_##SFX *bins)  \
     {                                                                                                                  \
         const dc_rf_state_##SFX s0 = dc_rf_init_##SFX(kind);                                                           \
         for (int64_t k = 0; k < n_segments * width; ++k)                                                               \
             bins[k] = s0;                                                                                              \
-        const double top = (double)n_segments;                                                                         \
+        int64_t at[kIndexChunk];                                                                                       \
+        if (kind == DC_RK_MAX || kind == DC_RK_MIN) { /* in two walks (DEFINE_SEGMENT_EXTREMA_CPU) */                  \
+            bool nan = false;                                                                                          \
+            for (int64_t i0 = r0; i0 < r1; i0 += kIndexChunk) {                                                        \
+                const int m = r1 - i0 < kIndexChunk ? (int)(r1 - i0) : kIndexChunk;                                    \
+                const int64_t bad = segment_chunk_##SFX(idx, n_segments, i0, m, at);                                   \
+                if (bad >= 0)                                                                                          \
+                    return bad;                                                                                        \
+                nan |= width == 1 ? extrema_walk_##SFX(kind, v, 1, at, i0, i0 + m, 0, 1, bins)                         \
+                                  : extrema_walk_##SFX(kind, v, width, at, i0, i0 + m, 0, width, bins);                \
+            }                                                                                                          \
+            if (!nan) {                                                                                                \
+                for (int64_t i0 = r0; i0 < r1; i0 += kIndexChunk) {                                                    \
+                    const int m = r1 - i0 < kIndexChunk ? (int)(r1 - i0) : kIndexChunk;                                \
+                    segment_chunk_##SFX(idx, n_segments, i0, m, at);                                                   \
+                    if (width == 1)                                                                                    \
+                        extrema_winners_##SFX(v, 1, at, i0, i0 + m, 0, 1, bins);                                       \
+                    else                                                                                               \
+                        extrema_winners_##SFX(v, width, at, i0, i0 + m, 0, width, bins);                               \
+                }                                                                                                      \
+                return r1;                                                                                             \
+            }                                                                                                          \
+            for (int64_t k = 0; k < n_segments * width; ++k)                                                           \
+                bins[k] = s0;                                                                                          \
+        }                                                                                                              \
         for (int64_t i0 = r0; i0 < r1; i0 += kIndexChunk) {                                                            \
             const int m = r1 - i0 < kIndexChunk ? (int)(r1 - i0) : kIndexChunk;                                        \
-            int64_t at[kIndexChunk];                                                                                   \
-            int bad = 0;                                                                                               \
-            for (int k = 0; k < m; ++k) {                                                                              \
-                const double u = (double)idx[i0 + k];                                                                  \
-                const int ok = (u >= 0) & (u < top) & (u == floor(u));                                                 \
-                bad += 1 - ok;                                                                                         \
-                at[k] = (int64_t)(ok ? u : 0.0);                                                                       \
-            }                                                                                                          \
-            for (int k = 0; bad && k < m; ++k) {                                                                       \
-                const double u = (double)idx[i0 + k];                                                                  \
-                if (!(u >= 0 && u < top) || u != floor(u))                                                             \
-                    return i0 + k;                                                                                     \
-            }                                                                                                          \
+            const int64_t bad = segment_chunk_##SFX(idx, n_segments, i0, m, at);                                       \
+            if (bad >= 0)                                                                                              \
+                return bad;                                                                                            \
             if (width == 1) {                                                                                          \
                 for (int k = 0; k < m; ++k)                                                                            \
                     dc_rf_step_##SFX(kind, &bins[at[k]], v[i0 + k], i0 + k);                                           \
