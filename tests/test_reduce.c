@@ -1150,7 +1150,8 @@ static void test_segment_extrema_in_pieces(void **state)
                     for (int64_t c = 0; c < width; ++c) {
                         const int64_t k = (int64_t)index[i] * width + c;
                         const double e = dt ? (double)(float)v[i * width + c] : v[i * width + c], w = want[k];
-                        const bool takes = win[k] < 0 || (!isnan(w) && (isnan(e) || (op == DC_REDUCE_MAX ? e > w : e < w)));
+                        const bool takes =
+                            win[k] < 0 || (!isnan(w) && (isnan(e) || (op == DC_REDUCE_MAX ? e > w : e < w)));
                         if (takes) {
                             want[k] = e;
                             win[k] = i;

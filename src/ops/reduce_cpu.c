@@ -591,8 +591,8 @@ DEFINE_SEGMENT_SUM_CPU(double, f64)
             for (int64_t c = c0; c < c1; ++c)                                                                          \
                 bins[s * width + c] = s0;                                                                              \
         if (kind == DC_RK_MAX || kind == DC_RK_MIN) {                                                                  \
-            const bool nan = width == 1 ? extrema_walk_##SFX(kind, v, 1, index + r0, r0, r1, 0, 1, bins)              \
-                                        : extrema_walk_##SFX(kind, v, width, index + r0, r0, r1, c0, c1, bins);       \
+            const bool nan = width == 1 ? extrema_walk_##SFX(kind, v, 1, index + r0, r0, r1, 0, 1, bins)               \
+                                        : extrema_walk_##SFX(kind, v, width, index + r0, r0, r1, c0, c1, bins);        \
             if (!nan) {                                                                                                \
                 if (width == 1)                                                                                        \
                     extrema_winners_##SFX(v, 1, index + r0, r0, r1, 0, 1, bins);                                       \
@@ -643,7 +643,7 @@ enum { kIndexChunk = 512 };
  * 0..n_segments-1 (the bins then incomplete), else r1. The gradient of
  * elements e0..e1 from such an index, checked by the forward. */
 #define DEFINE_SEGMENT_INDEX_CPU(T, SFX)                                                                               \
-    /* rows [i0, i0 + m) of the index into at; the first row whose index is \
+    /* rows [i0, i0 + m) of the index into at; the first row whose index is                                            \
      * not a segment, else -1 */                                                                                       \
     DC_INLINE int64_t segment_chunk_##SFX(const T *idx, int64_t n_segments, int64_t i0, int m, int64_t *at)            \
     {                                                                                                                  \
