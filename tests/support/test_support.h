@@ -18,6 +18,10 @@ dc_ctx *test_cpu_ctx(void);
  * given seed, whatever the machine has; fails the test if it cannot be made. */
 dc_ctx *test_cpu_ctx_threads(int threads, uint64_t seed);
 
+/* Sets every element of t from `values` (numel doubles, row-major): in one
+ * copy where t is contiguous, element by element where it is a view. */
+void test_set_values(dc_tensor *t, const double *values);
+
 /* A persistent tensor of the given shape with values from `values`
  * (numel doubles), in `dtype`. */
 dc_tensor *test_tensor(dc_ctx *ctx, dc_dtype dtype, int ndim, const int64_t *shape, const double *values);
