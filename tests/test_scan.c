@@ -861,6 +861,107 @@ static void test_streamed_gradients(void **state)
     dc_ctx_free(two);
 }
 
+/* x's gradient from scanning it twice along `axis` (its adjoint assigned,
+ * then added), seeded with gv for both scans. */
+static double *grad_of_twice(dc_ctx *ctx, dc_dtype dtype, const scan_case *c, int ndim, const int64_t *shape,
+                             const double *xv, const double *gv)
+{
+    dc_tensor *x = tensor_of(ctx, dtype, ndim, shape, xv);
+    TEST_OK(ctx, dc_tensor_set_requires_grad(x, true));
+    dc_tensor *g = tensor_of(ctx, dtype, ndim, shape, gv);
+    dc_tape *tape = dc_tape_new(ctx);
+    TEST_NONNULL(ctx, tape);
+    dc_tensor *a = dc_op_scan(tape, x, c->op, c->axis, c->exclusive);
+    dc_tensor *b = a ? dc_op_scan(tape, x, c->op, c->axis, c->exclusive) : NULL;
+    dc_tensor *out = b ? dc_op_add(tape, a, b) : NULL;
+    TEST_NONNULL(ctx, out);
+    TEST_OK(ctx, dc_backward_with(tape, out, g));
+    double *got = values_of(dc_tensor_grad(x));
+    dc_tape_free(tape);
+    dc_tensor_free(g);
+    dc_tensor_free(x);
+    return got;
+}
+
+/* Rows shorter than 16 along the last axis, which the CPU takes 64 side by
+ * side: 131 rows (two batches and three rows) and 65 (a batch and a row
+ * alone), of 1 to 16 elements. Values and gradients the same bits as each
+ * row scanned alone, and the reference's; the gradient added to (x scanned
+ * twice) twice the one assigned. Products with no zero in a row up to only
+ * zeros; maxima and minima with ties, infinities and NaN; zero adjoints. */
+static void test_short_rows(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t lens[] = {1, 2, 3, 4, 7, 15, 16}, row_counts[] = {131, 65};
+    double *xv = malloc(131 * 16 * sizeof *xv), *gv = malloc(131 * 16 * sizeof *gv);
+    double *want = malloc(131 * 16 * sizeof *want);
+    assert_non_null(xv);
+    assert_non_null(gv);
+    assert_non_null(want);
+    for (size_t l = 0; l < sizeof lens / sizeof *lens; ++l)
+        for (size_t rc = 0; rc < sizeof row_counts / sizeof *row_counts; ++rc)
+            for (int o = 0; o < 4; ++o)
+                for (int e = 0; e < 2; ++e)
+                    for (int dt = 0; dt < 2; ++dt) {
+                        const int64_t len = lens[l], rows = row_counts[rc], n = rows * len;
+                        const int64_t shape[2] = {rows, len};
+                        const dc_dtype dtype = dt ? DC_F32 : DC_F64;
+                        const dc_reduction op = ops[o];
+                        fill_for(op, xv, n, (uint64_t)(300 + 10 * l + o));
+                        fill(gv, n, -1, 1, (uint64_t)(400 + l));
+                        for (int64_t i = 0; i < n; i += 9)
+                            gv[i] = 0.0;
+                        for (int64_t r = 0; r < rows; ++r) {
+                            double *row = xv + r * len;
+                            if (op == DC_REDUCE_PROD) { /* up to r % 4 zeros; only zeros for r % 4 == 3 */
+                                const int64_t zeros = r % 4 == 3 ? len : r % 4 < len ? r % 4 : len;
+                                for (int64_t z = 0; z < zeros; ++z)
+                                    row[(r + 2 * z) % len] = 0.0;
+                            } else if (op != DC_REDUCE_SUM) { /* ties among small integers, a special value */
+                                for (int64_t i = 0; i < len; ++i)
+                                    row[i] = floor(row[i] * 1.25);
+                                const double special[3] = {NAN, INFINITY, -INFINITY};
+                                if (r % 4 != 0)
+                                    row[r % len] = special[r % 4 - 1];
+                            }
+                        }
+                        if (dtype == DC_F32)
+                            for (int64_t i = 0; i < n; ++i)
+                                xv[i] = (float)xv[i], gv[i] = (float)gv[i];
+                        const scan_case c = {op, e == 1, 1, false};
+                        char what[128];
+                        snprintf(what, sizeof what, "%s %s %s of [%lld, %lld]", dc_dtype_name(dtype),
+                                 dc_reduction_name(op), e ? "exclusive" : "inclusive", (long long)rows,
+                                 (long long)len);
+                        double *y, *gx;
+                        run_scan(ctx, dtype, &c, 2, shape, xv, gv, &y, &gx);
+                        for (int64_t r = 0; r < rows; ++r) {
+                            const scan_case alone = {op, e == 1, 0, false};
+                            double *yr, *gr;
+                            run_scan(ctx, dtype, &alone, 1, &len, xv + r * len, gv + r * len, &yr, &gr);
+                            assert_same_bits(y + r * len, yr, len, what);
+                            assert_same_bits(gx + r * len, gr, len, what);
+                            free(yr);
+                            free(gr);
+                        }
+                        ref_grad(op, e == 1, 2, shape, 1, xv, gv, want);
+                        const double tol = dtype == DC_F64 ? 1e-12 : 1e-5;
+                        assert_close(gx, want, n, tol, tol, what);
+                        double *twice = grad_of_twice(ctx, dtype, &c, 2, shape, xv, gv);
+                        for (int64_t i = 0; i < n; ++i)
+                            want[i] = 2.0 * gx[i];
+                        assert_same_bits(twice, want, n, what);
+                        free(twice);
+                        free(y);
+                        free(gx);
+                    }
+    free(xv);
+    free(gv);
+    free(want);
+    dc_ctx_free(ctx);
+}
+
 /* x's gradient written straight into it (assigned, then added by a second
  * scan of x) and, where it is a view into a wider tensor's (a slice),
  * added through its layout: twice the reference inside the slice, zero
@@ -1269,7 +1370,7 @@ int main(void)
         cmocka_unit_test(test_cuda_edges),        cmocka_unit_test(test_cuda_launches),
         cmocka_unit_test(test_cuda_graph_replay), cmocka_unit_test(test_fast_pieces),
         cmocka_unit_test(test_write_modes),       cmocka_unit_test(test_cuda_write_modes),
-        cmocka_unit_test(test_streamed_gradients),
+        cmocka_unit_test(test_streamed_gradients), cmocka_unit_test(test_short_rows),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     dc_ctx_free(gpu);

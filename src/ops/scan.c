@@ -364,6 +364,55 @@ DEFINE_SUM_RUNS(double, f64)
                 STORE_ADJOINT(T, mode, gx[at + i * p->inner], v);                                                      \
         }                                                                                                              \
     }                                                                                                                  \
+    /* Position i of nl short rows (whole rows, ls apart) through the general                                          \
+     * terms, the rows' carries in c: adjoint_step's APPLY (and APPLY_ADD),                                            \
+     * first and last constant where this is inlined, so that their tests                                             \
+     * fold away. The lanes' loop is vectorized (omp simd: each lane's steps                                          \
+     * alone, the same operations) with strided loads; left to itself, gcc 12                                         \
+     * kept it scalar, its branches mispredicted on random data. A maximum's                                           \
+     * or minimum's k and s are 0 or 1, and dc_scan_mul(1, v) is v + 0.0: the                                          \
+     * same values without dc_scan_mul's zero tests, whose mix with the terms'                                         \
+     * tests kept gcc 12 from vectorizing even so */                                                                   \
+    DC_INLINE void short_rows_at_##SFX(int op, bool exclusive, int mode, bool first, bool last, int nl, const T *x,    \
+                                       const T *y, const T *g, T *gx, int64_t i, int64_t ls, double *c)                \
+    {                                                                                                                  \
+        _Pragma("omp simd") for (int l = 0; l < nl; ++l) {                                                             \
+            const int64_t at = l * ls;                                                                                 \
+            const dc_scan_terms t =                                                                                    \
+                dc_scan_terms_at_##SFX(op, exclusive, first, last, x + at, y + at, g + at, i, 1);                      \
+            if (op == DC_REDUCE_MAX || op == DC_REDUCE_MIN) {                                                          \
+                c[l] = t.c + (t.k != 0.0 ? c[l] + 0.0 : 0.0);                                                          \
+                STORE_ADJOINT(T, mode, gx[at + i], t.s != 0.0 ? c[l] + 0.0 : 0.0);                                     \
+            } else {                                                                                                   \
+                c[l] = t.c + dc_scan_mul(t.k, c[l]);                                                                   \
+                STORE_ADJOINT(T, mode, gx[at + i], dc_scan_mul(t.s, c[l]));                                            \
+            }                                                                                                          \
+        }                                                                                                              \
+    }                                                                                                                  \
+    /* The adjoint of nl short rows of len positions, ls apart, from the                                               \
+     * last position down: the terms and steps of the other paths, the same                                            \
+     * bits */                                                                                                         \
+    DC_INLINE void short_rows_lines_##SFX(int op, bool exclusive, int mode, int nl, const T *x, const T *y,            \
+                                          const T *g, T *gx, int64_t len, int64_t ls)                                  \
+    {                                                                                                                  \
+        double c[SHORT_LANES];                                                                                         \
+        for (int l = 0; l < nl; ++l)                                                                                   \
+            c[l] = dc_scan_affine_identity().c;                                                                        \
+        if (len == 1) {                                                                                                \
+            short_rows_at_##SFX(op, exclusive, mode, true, true, nl, x, y, g, gx, 0, ls, c);                           \
+            return;                                                                                                    \
+        }                                                                                                              \
+        short_rows_at_##SFX(op, exclusive, mode, false, true, nl, x, y, g, gx, len - 1, ls, c);                        \
+        for (int64_t i = len - 2; i > 0; --i)                                                                          \
+            short_rows_at_##SFX(op, exclusive, mode, false, false, nl, x, y, g, gx, i, ls, c);                         \
+        short_rows_at_##SFX(op, exclusive, mode, true, false, nl, x, y, g, gx, 0, ls, c);                              \
+    }                                                                                                                  \
+    static void short_rows_run_##SFX(int op, bool exclusive, int mode, int nl, const T *x, const T *y, const T *g,     \
+                                     T *gx, int64_t len, int64_t ls)                                                   \
+    {                                                                                                                  \
+        _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wswitch\"")                                  \
+            FOR_EACH_SHORT_ROWS_VARIANT(short_rows_lines_##SFX, x, y, g, gx, len, ls) _Pragma("GCC diagnostic pop")    \
+    }                                                                                                                  \
     /* Whether the n elements of v at stride es are all finite and not zero                                            \
      * (dc_scan_prod_factor_ok, in T: the same test, exact in either type),                                            \
      * one test over the whole run, which the compiler vectorizes where the                                            \
@@ -470,8 +519,36 @@ DEFINE_SUM_RUNS(double, f64)
         SCAN_VARIANT_OP(KERNEL, ADJOINT_VARIANT_MODES, DC_REDUCE_MIN, __VA_ARGS__)                                     \
     }
 
+/* The short rows' adjoint: each op, both directions, APPLY and APPLY_ADD
+ * (whole rows are never summarized). */
+#define SHORT_ROWS_OP(KERNEL, OP, ...)                                                                                 \
+    case OP:                                                                                                           \
+        if (mode == APPLY_ADD && exclusive)                                                                            \
+            KERNEL(OP, true, APPLY_ADD, nl, __VA_ARGS__);                                                              \
+        else if (mode == APPLY_ADD)                                                                                    \
+            KERNEL(OP, false, APPLY_ADD, nl, __VA_ARGS__);                                                             \
+        else if (exclusive)                                                                                            \
+            KERNEL(OP, true, APPLY, nl, __VA_ARGS__);                                                                  \
+        else                                                                                                           \
+            KERNEL(OP, false, APPLY, nl, __VA_ARGS__);                                                                 \
+        break;
+#define FOR_EACH_SHORT_ROWS_VARIANT(KERNEL, ...)                                                                       \
+    switch (op) {                                                                                                      \
+        SHORT_ROWS_OP(KERNEL, DC_REDUCE_SUM, __VA_ARGS__)                                                              \
+        SHORT_ROWS_OP(KERNEL, DC_REDUCE_PROD, __VA_ARGS__)                                                             \
+        SHORT_ROWS_OP(KERNEL, DC_REDUCE_MAX, __VA_ARGS__)                                                              \
+        SHORT_ROWS_OP(KERNEL, DC_REDUCE_MIN, __VA_ARGS__)                                                              \
+    }
+
 DEFINE_CPU_KERNELS(float, f32)
 DEFINE_CPU_KERNELS(double, f64)
+
+/* Whether p's pieces are whole rows shorter than SHORT_ROW (inner 1): they go
+ * SHORT_LANES at a time, their adjoint through short_rows_run, every
+ * position through the general terms, which take every variant's place
+ * (adjoint_variant's give the same bits): a recorded product does not test
+ * its factors for them. */
+static bool short_rows(const cpu_plan *p) { return p->inner == 1 && p->chunks == 1 && p->len < SHORT_ROW; }
 
 /* Whether pieces k0 .. k0 + nl - 1 can be the lanes of one kernel call:
  * pieces of rows (inner 1), of the same length, evenly spaced (chunks of one
@@ -542,6 +619,11 @@ static bool as_lanes(const cpu_plan *p, int64_t k0, int nl, int64_t *ls)
     {                                                                                                                  \
         int64_t ls;                                                                                                    \
         dc_scan_affine acc[CPU_WIDTH];                                                                                 \
+        if (nl > 1 && short_rows(p) && as_lanes(p, k0, nl, &ls)) {                                                     \
+            const int64_t o = k0 * p->len;                                                                             \
+            short_rows_run_##SFX(p->op, p->exclusive, mode, nl, x + o, y + o, g + o, gx + o, p->len, ls);              \
+            return;                                                                                                    \
+        }                                                                                                              \
         if (nl > 1 && as_lanes(p, k0, nl, &ls)) {                                                                      \
             /* whole rows (one chunk a row) share their positions: their                                               \
              * pieces follow from the first, and their ends are stepped                                                \
@@ -645,7 +727,7 @@ static dc_status scan_cpu(dc_tape *tape, const cpu_plan *p, dc_dtype dtype, bool
 {
     const int64_t n_pieces = p->groups * p->chunks;
     /* rows' pieces go LANES (short rows SHORT_LANES) at a time */
-    const int64_t batch = p->inner != 1 ? 1 : p->chunk < SHORT_ROW ? SHORT_LANES : LANES;
+    const int64_t batch = p->inner != 1 ? 1 : short_rows(p) ? SHORT_LANES : LANES;
     const int64_t n_batches = (n_pieces + batch - 1) / batch;
     const int64_t numel = p->groups * p->width * p->len;
     const int n_threads = numel > 32768 ? tape->ctx->cpu.num_threads : 1;
@@ -717,7 +799,7 @@ dc_tensor *dc_op_scan(dc_tape *tape, dc_tensor *x, dc_reduction op, int axis, bo
     } else {
         /* a recorded product tests its pieces' factors while they are in
          * the cache, for its adjoint */
-        if (record && op == DC_REDUCE_PROD && p.groups * p.chunks > 0 &&
+        if (record && op == DC_REDUCE_PROD && p.groups * p.chunks > 0 && !short_rows(&p) &&
             !(p.factors_ok = dc_tape_alloc_meta(tape, (size_t)(p.groups * p.chunks))))
             return NULL;
         /* a sum's output past the caches goes out in streaming stores: no

@@ -148,13 +148,12 @@ DC_INLINE DC_HD dc_scan_terms dc_scan_terms_of(int op, bool exclusive, bool firs
 
 #define DC_SCF(name) DC_PP_CAT(DC_PP_CAT(dc_scan_, name), DC_PP_CAT(_, DC_SFX))
 
-/* The terms of position i of a line of len elements: x, y (the scan's
- * output) and g (its adjoint) read at element i * stride, each value only
- * where the op needs it. */
-DC_INLINE DC_HD dc_scan_terms DC_SCF(terms)(int op, bool exclusive, const DC_S *x, const DC_S *y, const DC_S *g,
-                                            int64_t i, int64_t len, int64_t stride)
+/* The terms of position i of a line, which it begins (first) or ends
+ * (last) or neither: x, y (the scan's output) and g (its adjoint) read at
+ * element i * stride, each value only where the op needs it. */
+DC_INLINE DC_HD dc_scan_terms DC_SCF(terms_at)(int op, bool exclusive, bool first, bool last, const DC_S *x,
+                                               const DC_S *y, const DC_S *g, int64_t i, int64_t stride)
 {
-    const bool first = i == 0, last = i + 1 == len;
     dc_scan_window w = {0, 0, 0, 0, 0, 0, 0};
     if (exclusive)
         w.g_next = last ? 0.0 : (double)g[(i + 1) * stride];
@@ -173,6 +172,13 @@ DC_INLINE DC_HD dc_scan_terms DC_SCF(terms)(int op, bool exclusive, const DC_S *
         }
     }
     return dc_scan_terms_of(op, exclusive, first, last, w);
+}
+
+/* The terms of position i of a line of len elements. */
+DC_INLINE DC_HD dc_scan_terms DC_SCF(terms)(int op, bool exclusive, const DC_S *x, const DC_S *y, const DC_S *g,
+                                            int64_t i, int64_t len, int64_t stride)
+{
+    return DC_SCF(terms_at)(op, exclusive, i == 0, i + 1 == len, x, y, g, i, stride);
 }
 
 /* The inclusive result at position i (i >= 0) of a maximum or minimum from
