@@ -883,9 +883,9 @@ static double *grad_of_twice(dc_ctx *ctx, dc_dtype dtype, const scan_case *c, in
     return got;
 }
 
-/* Rows shorter than 16 along the last axis, which the CPU takes 64 side by
- * side: 131 rows (two batches and three rows) and 65 (a batch and a row
- * alone), of 1 to 16 elements. Values and gradients the same bits as each
+/* Rows shorter than 16 along the last axis (a maximum's or minimum's up to
+ * 32), which the CPU takes 64 side by side: 131 rows (two batches and three
+ * rows) and 65 (a batch and a row alone), of 1 to 33 elements. Values and gradients the same bits as each
  * row scanned alone, and the reference's; the gradient added to (x scanned
  * twice) twice the one assigned. Products with no zero in a row up to only
  * zeros; maxima and minima with ties, infinities and NaN; zero adjoints. */
@@ -893,9 +893,9 @@ static void test_short_rows(void **state)
 {
     (void)state;
     dc_ctx *ctx = test_cpu_ctx();
-    const int64_t lens[] = {1, 2, 3, 4, 7, 15, 16}, row_counts[] = {131, 65};
-    double *xv = malloc(131 * 16 * sizeof *xv), *gv = malloc(131 * 16 * sizeof *gv);
-    double *want = malloc(131 * 16 * sizeof *want);
+    const int64_t lens[] = {1, 2, 3, 4, 7, 15, 16, 32, 33}, row_counts[] = {131, 65};
+    double *xv = malloc(131 * 33 * sizeof *xv), *gv = malloc(131 * 33 * sizeof *gv);
+    double *want = malloc(131 * 33 * sizeof *want);
     assert_non_null(xv);
     assert_non_null(gv);
     assert_non_null(want);
