@@ -753,15 +753,15 @@ static void test_fast_pieces(void **state)
     dc_ctx_free(two);
 }
 
-/* x's float32 gradient from the scan of x ([rows, len], along axis 1) with
- * adjoint gv, on ctx: assigned by a first backward (twice = false), or
+/* x's gradient in dtype from the scan of x ([rows, len], along axis 1)
+ * with adjoint gv, on ctx: assigned by a first backward (twice = false), or
  * then added to by a second one (twice = true); the scan's output in
  * *y_out where y_out is not NULL. */
-static double *streamed_grad(dc_ctx *ctx, dc_reduction op, bool exclusive, int64_t rows, int64_t len, const double *xv,
-                             const double *gv, bool twice, double **y_out)
+static double *rows_grad(dc_ctx *ctx, dc_dtype dtype, dc_reduction op, bool exclusive, int64_t rows, int64_t len,
+                         const double *xv, const double *gv, bool twice, double **y_out)
 {
     const int64_t shape[2] = {rows, len};
-    dc_tensor *x = tensor_of(ctx, DC_F32, 2, shape, xv), *g = tensor_of(ctx, DC_F32, 2, shape, gv);
+    dc_tensor *x = tensor_of(ctx, dtype, 2, shape, xv), *g = tensor_of(ctx, dtype, 2, shape, gv);
     TEST_OK(ctx, dc_tensor_set_requires_grad(x, true));
     dc_tape *tape = dc_tape_new(ctx);
     TEST_NONNULL(ctx, tape);
@@ -816,9 +816,9 @@ static void test_streamed_gradients(void **state)
                 snprintf(what, sizeof what, "float32 %s %s of [%lld, %lld]", dc_reduction_name(ops[o]),
                          e ? "exclusive" : "inclusive", (long long)rows, (long long)len);
                 double *y1, *y2;
-                double *g1 = streamed_grad(one, ops[o], e == 1, rows, len, xv, gv, false, &y1);
-                double *g2 = streamed_grad(two, ops[o], e == 1, rows, len, xv, gv, false, &y2);
-                double *twice = streamed_grad(two, ops[o], e == 1, rows, len, xv, gv, true, NULL);
+                double *g1 = rows_grad(one, DC_F32, ops[o], e == 1, rows, len, xv, gv, false, &y1);
+                double *g2 = rows_grad(two, DC_F32, ops[o], e == 1, rows, len, xv, gv, false, &y2);
+                double *twice = rows_grad(two, DC_F32, ops[o], e == 1, rows, len, xv, gv, true, NULL);
                 assert_same_bits(y1, y2, n, what);
                 const int64_t shape[2] = {rows, len};
                 ref_scan(ops[o], e == 1, 2, shape, 1, xv, want);
@@ -861,33 +861,12 @@ static void test_streamed_gradients(void **state)
     dc_ctx_free(two);
 }
 
-/* x's gradient from scanning it twice along `axis` (its adjoint assigned,
- * then added), seeded with gv for both scans. */
-static double *grad_of_twice(dc_ctx *ctx, dc_dtype dtype, const scan_case *c, int ndim, const int64_t *shape,
-                             const double *xv, const double *gv)
-{
-    dc_tensor *x = tensor_of(ctx, dtype, ndim, shape, xv);
-    TEST_OK(ctx, dc_tensor_set_requires_grad(x, true));
-    dc_tensor *g = tensor_of(ctx, dtype, ndim, shape, gv);
-    dc_tape *tape = dc_tape_new(ctx);
-    TEST_NONNULL(ctx, tape);
-    dc_tensor *a = dc_op_scan(tape, x, c->op, c->axis, c->exclusive);
-    dc_tensor *b = a ? dc_op_scan(tape, x, c->op, c->axis, c->exclusive) : NULL;
-    dc_tensor *out = b ? dc_op_add(tape, a, b) : NULL;
-    TEST_NONNULL(ctx, out);
-    TEST_OK(ctx, dc_backward_with(tape, out, g));
-    double *got = values_of(dc_tensor_grad(x));
-    dc_tape_free(tape);
-    dc_tensor_free(g);
-    dc_tensor_free(x);
-    return got;
-}
-
 /* Rows shorter than 16 along the last axis (a maximum's or minimum's up to
  * 32), which the CPU takes 64 side by side: 131 rows (two batches and three
- * rows) and 65 (a batch and a row alone), of 1 to 33 elements. Values and gradients the same bits as each
- * row scanned alone, and the reference's; the gradient added to (x scanned
- * twice) twice the one assigned. Products with no zero in a row up to only
+ * rows) and 65 (a batch and a row alone), of 1 to 33 elements. Values
+ * and gradients the same bits as each row scanned alone, and the
+ * reference's; the gradient added to by a second backward twice the one
+ * assigned. Products with no zero in a row up to only
  * zeros; maxima and minima with ties, infinities and NaN; zero adjoints. */
 static void test_short_rows(void **state)
 {
@@ -932,8 +911,7 @@ static void test_short_rows(void **state)
                         const scan_case c = {op, e == 1, 1, false};
                         char what[128];
                         snprintf(what, sizeof what, "%s %s %s of [%lld, %lld]", dc_dtype_name(dtype),
-                                 dc_reduction_name(op), e ? "exclusive" : "inclusive", (long long)rows,
-                                 (long long)len);
+                                 dc_reduction_name(op), e ? "exclusive" : "inclusive", (long long)rows, (long long)len);
                         double *y, *gx;
                         run_scan(ctx, dtype, &c, 2, shape, xv, gv, &y, &gx);
                         for (int64_t r = 0; r < rows; ++r) {
@@ -948,7 +926,7 @@ static void test_short_rows(void **state)
                         ref_grad(op, e == 1, 2, shape, 1, xv, gv, want);
                         const double tol = dtype == DC_F64 ? 1e-12 : 1e-5;
                         assert_close(gx, want, n, tol, tol, what);
-                        double *twice = grad_of_twice(ctx, dtype, &c, 2, shape, xv, gv);
+                        double *twice = rows_grad(ctx, dtype, op, e == 1, rows, len, xv, gv, true, NULL);
                         for (int64_t i = 0; i < n; ++i)
                             want[i] = 2.0 * gx[i];
                         assert_same_bits(twice, want, n, what);
@@ -1364,13 +1342,13 @@ int main(void)
         cmocka_unit_test(test_matches_reference), cmocka_unit_test(test_gradcheck),
         cmocka_unit_test(test_gradcheck_long),    cmocka_unit_test(test_prod_zeros),
         cmocka_unit_test(test_max_min_winners),   cmocka_unit_test(test_empty_and_single),
-        cmocka_unit_test(test_threads_same_bits),
-        cmocka_unit_test(test_product_underflow_same_bits), cmocka_unit_test(test_long_gradients),
-        cmocka_unit_test(test_bad_arguments),     cmocka_unit_test(test_cuda_matches_cpu),
-        cmocka_unit_test(test_cuda_edges),        cmocka_unit_test(test_cuda_launches),
-        cmocka_unit_test(test_cuda_graph_replay), cmocka_unit_test(test_fast_pieces),
-        cmocka_unit_test(test_write_modes),       cmocka_unit_test(test_cuda_write_modes),
-        cmocka_unit_test(test_streamed_gradients), cmocka_unit_test(test_short_rows),
+        cmocka_unit_test(test_threads_same_bits), cmocka_unit_test(test_product_underflow_same_bits),
+        cmocka_unit_test(test_long_gradients),    cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_cuda_matches_cpu),  cmocka_unit_test(test_cuda_edges),
+        cmocka_unit_test(test_cuda_launches),     cmocka_unit_test(test_cuda_graph_replay),
+        cmocka_unit_test(test_fast_pieces),       cmocka_unit_test(test_write_modes),
+        cmocka_unit_test(test_cuda_write_modes),  cmocka_unit_test(test_streamed_gradients),
+        cmocka_unit_test(test_short_rows),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     dc_ctx_free(gpu);

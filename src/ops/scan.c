@@ -366,9 +366,9 @@ DEFINE_SUM_RUNS(double, f64)
     }                                                                                                                  \
     /* Position i of nl short rows (whole rows, ls apart) through the general                                          \
      * terms, the rows' carries in c: adjoint_step's APPLY (and APPLY_ADD),                                            \
-     * first and last constant where this is inlined, so that their tests                                             \
-     * fold away. The lanes' loop is vectorized (omp simd: each lane's steps                                          \
-     * alone, the same operations) with strided loads; left to itself, gcc 12                                         \
+     * first and last constant where this is inlined, so that their tests                                              \
+     * fold away. The lanes' loop is vectorized (omp simd: each lane's steps                                           \
+     * alone, the same operations) with strided loads; left to itself, gcc 12                                          \
      * kept it scalar, its branches mispredicted on random data. A maximum's                                           \
      * or minimum's k and s are 0 or 1, and dc_scan_mul(1, v) is v + 0.0: the                                          \
      * same values without dc_scan_mul's zero tests, whose mix with the terms'                                         \
@@ -376,10 +376,10 @@ DEFINE_SUM_RUNS(double, f64)
     DC_INLINE void short_rows_at_##SFX(int op, bool exclusive, int mode, bool first, bool last, int nl, const T *x,    \
                                        const T *y, const T *g, T *gx, int64_t i, int64_t ls, double *c)                \
     {                                                                                                                  \
-        _Pragma("omp simd") for (int l = 0; l < nl; ++l) {                                                             \
+        _Pragma("omp simd") for (int l = 0; l < nl; ++l)                                                               \
+        {                                                                                                              \
             const int64_t at = l * ls;                                                                                 \
-            const dc_scan_terms t =                                                                                    \
-                dc_scan_terms_at_##SFX(op, exclusive, first, last, x + at, y + at, g + at, i, 1);                      \
+            const dc_scan_terms t = dc_scan_terms_at_##SFX(op, exclusive, first, last, x + at, y + at, g + at, i, 1);  \
             if (op == DC_REDUCE_MAX || op == DC_REDUCE_MIN) {                                                          \
                 c[l] = t.c + (t.k != 0.0 ? c[l] + 0.0 : 0.0);                                                          \
                 STORE_ADJOINT(T, mode, gx[at + i], t.s != 0.0 ? c[l] + 0.0 : 0.0);                                     \
