@@ -863,11 +863,11 @@ static void test_streamed_gradients(void **state)
 
 /* Rows shorter than 16 along the last axis (a maximum's or minimum's up to
  * 32), which the CPU takes 64 side by side: 131 rows (two batches and three
- * rows) and 65 (a batch and a row alone), of 1 to 33 elements. Values
- * and gradients the same bits as each row scanned alone, and the
- * reference's; the gradient added to by a second backward twice the one
- * assigned. Products with no zero in a row up to only
- * zeros; maxima and minima with ties, infinities and NaN; zero adjoints. */
+ * rows) and 65 (a batch and a row alone), of 1 to 33 elements. Values and
+ * gradients the same bits as each row scanned alone, and the reference's;
+ * the gradient added to by a second backward twice the one assigned.
+ * Products with no zero in a row up to only zeros; maxima and minima with
+ * ties, infinities and NaN; zero adjoints. */
 static void test_short_rows(void **state)
 {
     (void)state;
