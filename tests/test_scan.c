@@ -864,10 +864,10 @@ static void test_streamed_gradients(void **state)
 /* Rows shorter than 16 along the last axis (a maximum's or minimum's up to
  * 32), which the CPU takes 64 side by side: 131 rows (two batches and three
  * rows) and 65 (a batch and a row alone), of 1 to 33 elements. Values and
- * gradients the same bits as each row scanned alone, and the reference's;
- * the gradient added to by a second backward twice the one assigned.
- * Products with no zero in a row up to only zeros; maxima and minima with
- * ties, infinities and NaN; zero adjoints. */
+ * gradients the same bits as rows scanned alone (every seventh and the last
+ * three), and the reference's; the gradient added to by a second backward
+ * twice the one assigned. Products with no zero in a row up to only zeros;
+ * maxima and minima with ties, infinities and NaN; zero adjoints. */
 static void test_short_rows(void **state)
 {
     (void)state;
@@ -915,6 +915,10 @@ static void test_short_rows(void **state)
                         double *y, *gx;
                         run_scan(ctx, dtype, &c, 2, shape, xv, gv, &y, &gx);
                         for (int64_t r = 0; r < rows; ++r) {
+                            /* every seventh row and the last three: a row alone is a
+                             * tape of its own, slow under the sanitizers */
+                            if (r % 7 != 0 && r < rows - 3)
+                                continue;
                             const scan_case alone = {op, e == 1, 0, false};
                             double *yr, *gr;
                             run_scan(ctx, dtype, &alone, 1, &len, xv + r * len, gv + r * len, &yr, &gr);
