@@ -753,6 +753,44 @@ static void test_fast_pieces(void **state)
     dc_ctx_free(two);
 }
 
+/* A product's pieces whose factors are all finite and not zero take a
+ * faster adjoint (src/ops/scan.c, factors_ok), whose plain products would
+ * turn a zero times an infinity into NaN where the zero-safe ones give 0:
+ * rows long enough to take it (not short rows) with an infinite factor and
+ * zero adjoints from it on, and with a zero factor and an infinite adjoint
+ * at the end. Every number exact: the gradients equal the zero-safe
+ * recurrence's bit for bit. */
+static void test_prod_factor_checks(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    enum { N = 40, AT = 20 };
+    double x[N], g[N], want[N], *y, *gx;
+    for (int kind = 0; kind < 2; ++kind)
+        for (int e = 0; e < 2; ++e)
+            for (int dt = 0; dt < 2; ++dt) {
+                for (int i = 0; i < N; ++i) {
+                    x[i] = i % 3 == 0 ? 2.0 : i % 3 == 1 ? 0.5 : 1.0;
+                    g[i] = kind == 0 ? (i < AT ? 1.0 : 0.0) : 0.0;
+                }
+                x[AT] = kind == 0 ? INFINITY : 0.0;
+                if (kind == 1)
+                    g[N - 1] = INFINITY;
+                const scan_case c = {DC_REDUCE_PROD, e == 1, 0, false};
+                const int64_t n = N;
+                ref_grad_recurrence(c.op, c.exclusive, n, x, g, want);
+                run_scan(ctx, dt ? DC_F32 : DC_F64, &c, 1, &n, x, g, &y, &gx);
+                char what[96];
+                snprintf(what, sizeof what, "%s prod %s with %s", dt ? "float32" : "float64",
+                         c.exclusive ? "exclusive" : "inclusive",
+                         kind == 0 ? "an infinite factor" : "a zero factor and an infinite adjoint");
+                assert_same_bits(gx, want, n, what);
+                free(y);
+                free(gx);
+            }
+    dc_ctx_free(ctx);
+}
+
 /* x's gradient in dtype from the scan of x ([rows, len], along axis 1)
  * with adjoint gv, on ctx: assigned by a first backward (twice = false), or
  * then added to by a second one (twice = true); the scan's output in
@@ -1344,7 +1382,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_reference), cmocka_unit_test(test_gradcheck),
-        cmocka_unit_test(test_gradcheck_long),    cmocka_unit_test(test_prod_zeros),
+        cmocka_unit_test(test_gradcheck_long),    cmocka_unit_test(test_prod_zeros), cmocka_unit_test(test_prod_factor_checks),
         cmocka_unit_test(test_max_min_winners),   cmocka_unit_test(test_empty_and_single),
         cmocka_unit_test(test_threads_same_bits), cmocka_unit_test(test_product_underflow_same_bits),
         cmocka_unit_test(test_long_gradients),    cmocka_unit_test(test_bad_arguments),

@@ -200,6 +200,29 @@ enum { SUM_WAYS = 16 };
 DEFINE_SUM_RUNS(float, f32)
 DEFINE_SUM_RUNS(double, f64)
 
+/* A factor's magnitude's bits less one, unsigned: a zero wraps round to the
+ * top, infinities and NaN lie at factor_bits(INFINITY) and above, every
+ * finite number but zero below. The greatest over a run tells whether all
+ * its factors are finite and not zero (dc_scan_prod_factor_ok), in a loop
+ * the compiler vectorizes into integer maxima, three operations a vector.
+ * Tested as two compares of floating-point numbers, the check took 4.0% of
+ * the samples of a float32 product's scan of 10^7 (primal and gradient,
+ * perf on a 2-core Xeon), this way 2.9%. */
+typedef uint32_t factor_bits_t_f32;
+typedef uint64_t factor_bits_t_f64;
+static inline uint32_t factor_bits_f32(float v)
+{
+    uint32_t b;
+    memcpy(&b, &v, sizeof b);
+    return (b & 0x7fffffffu) - 1u;
+}
+static inline uint64_t factor_bits_f64(double v)
+{
+    uint64_t b;
+    memcpy(&b, &v, sizeof b);
+    return (b & 0x7fffffffffffffffu) - 1u;
+}
+
 #define DEFINE_CPU_KERNELS(T, SFX)                                                                                     \
     /* acc: the lines' carries (SUMMARIZE: totals from the neutral element) */                                         \
     DC_INLINE void forward_lines_##SFX(int op, bool exclusive, int mode, int nl, const T *x, T *y, int64_t n,          \
@@ -414,19 +437,22 @@ DEFINE_SUM_RUNS(double, f64)
             FOR_EACH_SHORT_ROWS_VARIANT(short_rows_lines_##SFX, x, y, g, gx, len, ls) _Pragma("GCC diagnostic pop")    \
     }                                                                                                                  \
     /* Whether the n elements of v at stride es are all finite and not zero                                            \
-     * (dc_scan_prod_factor_ok, in T: the same test, exact in either type),                                            \
-     * one test over the whole run, which the compiler vectorizes where the                                            \
-     * elements are contiguous */                                                                                      \
+     * (dc_scan_prod_factor_ok: the same test, exact in either type), one                                              \
+     * test over the whole run (factor_bits) */                                                                        \
     static bool factors_ok_##SFX(const T *v, int64_t n, int64_t es)                                                    \
     {                                                                                                                  \
-        int bad = 0;                                                                                                   \
+        factor_bits_t_##SFX worst = 0;                                                                                 \
         if (es == 1)                                                                                                   \
-            for (int64_t i = 0; i < n; ++i)                                                                            \
-                bad |= (v[i] == (T)0) | (v[i] - v[i] != (T)0);                                                         \
+            for (int64_t i = 0; i < n; ++i) {                                                                          \
+                const factor_bits_t_##SFX b = factor_bits_##SFX(v[i]);                                                 \
+                worst = b > worst ? b : worst;                                                                         \
+            }                                                                                                          \
         else                                                                                                           \
-            for (int64_t i = 0; i < n; ++i)                                                                            \
-                bad |= (v[i * es] == (T)0) | (v[i * es] - v[i * es] != (T)0);                                          \
-        return !bad;                                                                                                   \
+            for (int64_t i = 0; i < n; ++i) {                                                                          \
+                const factor_bits_t_##SFX b = factor_bits_##SFX(v[i * es]);                                            \
+                worst = b > worst ? b : worst;                                                                         \
+            }                                                                                                          \
+        return worst < factor_bits_##SFX((T)INFINITY);                                                                 \
     }                                                                                                                  \
     /* factors_ok over a piece's n positions of `lines` neighbouring lines                                             \
      * (a position's elements contiguous), position after position as they                                             \
