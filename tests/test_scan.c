@@ -1382,7 +1382,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_reference), cmocka_unit_test(test_gradcheck),
-        cmocka_unit_test(test_gradcheck_long),    cmocka_unit_test(test_prod_zeros), cmocka_unit_test(test_prod_factor_checks),
+        cmocka_unit_test(test_gradcheck_long),    cmocka_unit_test(test_prod_zeros),
         cmocka_unit_test(test_max_min_winners),   cmocka_unit_test(test_empty_and_single),
         cmocka_unit_test(test_threads_same_bits), cmocka_unit_test(test_product_underflow_same_bits),
         cmocka_unit_test(test_long_gradients),    cmocka_unit_test(test_bad_arguments),
@@ -1390,7 +1390,7 @@ int main(void)
         cmocka_unit_test(test_cuda_launches),     cmocka_unit_test(test_cuda_graph_replay),
         cmocka_unit_test(test_fast_pieces),       cmocka_unit_test(test_write_modes),
         cmocka_unit_test(test_cuda_write_modes),  cmocka_unit_test(test_streamed_gradients),
-        cmocka_unit_test(test_short_rows),
+        cmocka_unit_test(test_short_rows),        cmocka_unit_test(test_prod_factor_checks),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     dc_ctx_free(gpu);
