@@ -37,11 +37,10 @@
  * with its running state in registers; several are walked together, step
  * by step, their states in the carry array, so that each step reads and
  * writes contiguous lanes. Both combine every lane's elements in order. */
-DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_piece)(const dc_assoc_scan_launch *L, int64_t piece, int64_t lane0,
-                                                    int64_t lane1)
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_piece_as)(const dc_assoc_scan_launch *L, int64_t piece, int64_t lane0,
+                                                       int64_t lane1, const int reverse, const int exclusive,
+                                                       const int write)
 {
-    const int reverse = (L->flags & DC_ASSOC_REVERSE) != 0;
-    const int exclusive = (L->flags & DC_ASSOC_EXCLUSIVE) != 0;
     const int from_neutral = (L->flags & DC_ASSOC_FROM_NEUTRAL) != 0;
     const int64_t inner = L->inner;
     const dc_real *x[DC_ASSOC_K];
@@ -52,7 +51,6 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_piece)(const dc_assoc_scan_launch *
         y[f] = (dc_real *)L->y[f];
         carry[f] = (dc_real *)L->carry[f] + piece * inner;
     }
-    const int write = L->y[0] != 0;
     /* step s of the piece lies at row (first + s) of the rows, or at row
      * seg_rows[first + s] in a segment */
     const int64_t *rows = L->seg_start ? L->seg_rows : 0;
@@ -97,6 +95,54 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_piece)(const dc_assoc_scan_launch *
     }
 }
 
+/* Calls fn(args..., reverse, exclusive, write) with the launch's flags as
+ * constants, one call for each combination of them, so that each inlined
+ * copy of fn's loops has no test of them: the loops unswitched by hand.
+ * gcc's own unswitching, raised by --param=max-unswitch-insns and
+ * max-unswitch-level for the broadcast kernels, did this too, and made an
+ * operator's units slow to compile (on a 2-core Xeon, gcc 12 -O3: the
+ * 2x2-matrix product's float32 unit 30.8 s, against 8.4 s now; the moving
+ * average with resets 27.8 against 4.3; linrec 8.3 against 3.1); without
+ * it or this, the linear recurrence's primal scan of 10^6 float32 was
+ * about 10% slower (bench/RESULTS.md). */
+#if defined(__CUDACC__)
+/* (On CUDA one copy: a branch on a flag that every thread takes alike
+ * costs little there.) */
+#define DC_ASSOC_BY_FLAGS(L, fn, ...)                                                              \
+    fn(__VA_ARGS__, ((L)->flags & DC_ASSOC_REVERSE) != 0, ((L)->flags & DC_ASSOC_EXCLUSIVE) != 0, \
+       (L)->y[0] != 0)
+#else
+#define DC_ASSOC_BY_FLAGS(L, fn, ...)                                                              \
+    do {                                                                                           \
+        const int r_ = ((L)->flags & DC_ASSOC_REVERSE) != 0;                                       \
+        const int e_ = ((L)->flags & DC_ASSOC_EXCLUSIVE) != 0;                                     \
+        const int w_ = (L)->y[0] != 0;                                                             \
+        if (r_ && e_ && w_)                                                                        \
+            fn(__VA_ARGS__, 1, 1, 1);                                                              \
+        else if (r_ && e_)                                                                         \
+            fn(__VA_ARGS__, 1, 1, 0);                                                              \
+        else if (r_ && w_)                                                                         \
+            fn(__VA_ARGS__, 1, 0, 1);                                                              \
+        else if (r_)                                                                               \
+            fn(__VA_ARGS__, 1, 0, 0);                                                              \
+        else if (e_ && w_)                                                                         \
+            fn(__VA_ARGS__, 0, 1, 1);                                                              \
+        else if (e_)                                                                               \
+            fn(__VA_ARGS__, 0, 1, 0);                                                              \
+        else if (w_)                                                                               \
+            fn(__VA_ARGS__, 0, 0, 1);                                                              \
+        else                                                                                       \
+            fn(__VA_ARGS__, 0, 0, 0);                                                              \
+    } while (0)
+#endif
+
+/* dc_assoc_scan_piece_as with the launch's flags. */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_piece)(const dc_assoc_scan_launch *L, int64_t piece, int64_t lane0,
+                                                    int64_t lane1)
+{
+    DC_ASSOC_BY_FLAGS(L, DC_BFN_ID(dc_assoc_scan_piece_as), L, piece, lane0, lane1);
+}
+
 /* Pieces that a CPU work item walks together (dc_assoc_scan_group). */
 #ifndef DC_ASSOC_GROUP
 #define DC_ASSOC_GROUP 8
@@ -127,12 +173,10 @@ DC_INLINE DC_HD int DC_BFN_ID(dc_assoc_scan_group_fits)(const dc_assoc_scan_laun
  * (dc_assoc_scan_group_fits), walked together step by step so that their
  * independent chains of operations overlap; each piece combines the same
  * elements in the same order as dc_assoc_scan_piece, to the same bits. */
-DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_group)(const dc_assoc_scan_launch *L, int64_t p0)
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_group_as)(const dc_assoc_scan_launch *L, int64_t p0, const int reverse,
+                                                       const int exclusive, const int write)
 {
-    const int reverse = (L->flags & DC_ASSOC_REVERSE) != 0;
-    const int exclusive = (L->flags & DC_ASSOC_EXCLUSIVE) != 0;
     const int from_neutral = (L->flags & DC_ASSOC_FROM_NEUTRAL) != 0;
-    const int write = L->y[0] != 0;
     const int64_t chunk = L->chunk, n_chunks = (L->len + chunk - 1) / chunk;
     const dc_real *x[DC_ASSOC_K];
     dc_real *y[DC_ASSOC_K], *carry[DC_ASSOC_K];
@@ -163,6 +207,13 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_group)(const dc_assoc_scan_launch *
             carry[f][p0 + g] = c[g][f];
 }
 
+/* dc_assoc_scan_group_as with the launch's flags. */
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_group)(const dc_assoc_scan_launch *L, int64_t p0)
+{
+    DC_ASSOC_BY_FLAGS(L, DC_BFN_ID(dc_assoc_scan_group_as), L, p0);
+}
+
+#undef DC_ASSOC_BY_FLAGS
 #undef DC_ASSOC_SCAN_STEP
 
 #else /* DC_BFN_DUAL */

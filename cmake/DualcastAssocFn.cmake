@@ -41,6 +41,10 @@ ${extra}#include <broadcast/assoc_cpu_instance.h>
   endforeach()
 
   _dc_bfn_c_flags(cflags)
+  # gcc's raised loop unswitching, which the broadcast kernels want, is
+  # dropped: the operator's loops are unswitched by hand
+  # (broadcast/assoc_kernels.h, DC_ASSOC_BY_FLAGS).
+  list(FILTER cflags EXCLUDE REGEX "^--param=max-unswitch-")
   set_source_files_properties(${sources} PROPERTIES COMPILE_OPTIONS "${cflags}")
 
   if(with_cuda)
