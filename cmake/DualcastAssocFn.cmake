@@ -8,7 +8,8 @@
 # dc_op_reduce_fn, dc_op_scan_fn or dc_op_segment_reduce_fn
 # (include/dualcast/assoc.h). <name> is the first argument of the DC_ASSOC
 # in <file>. The C units take the options of broadcast functions
-# (_dc_bfn_c_flags in DualcastBroadcastFn.cmake, which includes this file).
+# (_dc_bfn_c_flags in DualcastBroadcastFn.cmake, which includes this file)
+# but the raised loop-unswitching limit: their loops are unswitched by hand.
 
 # _dc_assoc_fn_sources(<file> <with_cuda> <cuda_suffix> <dir> <out_var>)
 #
