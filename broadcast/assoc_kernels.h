@@ -101,8 +101,8 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_piece_as)(const dc_assoc_scan_launc
  * gcc's own unswitching, raised by --param=max-unswitch-insns and
  * max-unswitch-level for the broadcast kernels, did this too, and made an
  * operator's units slow to compile (on a 2-core Xeon, gcc 12 -O3: the
- * 2x2-matrix product's float32 unit 30.8 s, against 8.4 s now; the moving
- * average with resets 27.8 against 4.3; linrec 8.3 against 3.1); without
+ * 2x2-matrix product's float32 unit 30.8 s, against 11.1 s now; the moving
+ * average with resets 27.8 against 5.6; linrec 8.3 against 4.1); without
  * it or this, the linear recurrence's primal scan of 10^6 float32 was
  * about 10% slower (bench/RESULTS.md). */
 #if defined(__CUDACC__)
@@ -173,33 +173,34 @@ DC_INLINE DC_HD int DC_BFN_ID(dc_assoc_scan_group_fits)(const dc_assoc_scan_laun
  * (dc_assoc_scan_group_fits), walked together step by step so that their
  * independent chains of operations overlap; each piece combines the same
  * elements in the same order as dc_assoc_scan_piece, to the same bits. */
-DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_group_as)(const dc_assoc_scan_launch *L, int64_t p0, const int reverse,
-                                                       const int exclusive, const int write)
+DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_group_as)(const dc_assoc_scan_launch *L, int64_t p0,
+                                                       const int64_t chunk, const int reverse, const int exclusive,
+                                                       const int write)
 {
     const int from_neutral = (L->flags & DC_ASSOC_FROM_NEUTRAL) != 0;
-    const int64_t chunk = L->chunk, n_chunks = (L->len + chunk - 1) / chunk;
+    const int64_t n_chunks = (L->len + chunk - 1) / chunk;
+    /* the group's pieces lie a chunk apart (dc_assoc_scan_group_fits: a
+     * group spans rows only where they hold whole chunks), piece g's
+     * elements at x[f] + g * chunk: one pointer a field, the pieces at
+     * offsets from it */
+    const int64_t first = p0 / n_chunks * L->len + p0 % n_chunks * chunk + (reverse ? chunk - 1 : 0);
     const dc_real *x[DC_ASSOC_K];
     dc_real *y[DC_ASSOC_K], *carry[DC_ASSOC_K];
     DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
     {
-        x[f] = (const dc_real *)L->x[f];
-        y[f] = (dc_real *)L->y[f];
+        x[f] = (const dc_real *)L->x[f] + first;
+        y[f] = write ? (dc_real *)L->y[f] + first : 0;
         carry[f] = (dc_real *)L->carry[f];
     }
-    int64_t first[DC_ASSOC_GROUP];
     dc_var c[DC_ASSOC_GROUP][DC_ASSOC_K];
     DC_UNROLL for (int g = 0; g < DC_ASSOC_GROUP; ++g)
-    {
-        const int64_t piece = p0 + g;
-        first[g] = piece / n_chunks * L->len + piece % n_chunks * chunk + (reverse ? chunk - 1 : 0);
         DC_UNROLL for (int f = 0; f < DC_ASSOC_K; ++f)
-            c[g][f] = from_neutral ? DC_ASSOC_NEUTRAL(f) : carry[f][piece];
-    }
+            c[g][f] = from_neutral ? DC_ASSOC_NEUTRAL(f) : carry[f][p0 + g];
     const int64_t dir = reverse ? -1 : 1;
     for (int64_t s = 0; s < chunk; ++s)
         DC_UNROLL for (int g = 0; g < DC_ASSOC_GROUP; ++g)
         {
-            const int64_t at = first[g] + dir * s;
+            const int64_t at = g * chunk + dir * s;
             DC_ASSOC_SCAN_STEP(c[g], at)
         }
     DC_UNROLL for (int g = 0; g < DC_ASSOC_GROUP; ++g)
@@ -207,10 +208,19 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_group_as)(const dc_assoc_scan_launc
             carry[f][p0 + g] = c[g][f];
 }
 
-/* dc_assoc_scan_group_as with the launch's flags. */
+/* dc_assoc_scan_group_as with the launch's flags, and its chunk a
+ * constant where it is the library's, DC_ASSOC_CHUNK: the pieces' offsets
+ * are then constants, where pointers a piece kept in registers spilled to
+ * the stack, one field of a group of eight taking eight. The linear
+ * recurrence's primal reduction of 10^7 float32, three alternating runs
+ * on a 2-core Xeon: 2.61-2.65 ms, against 2.87-3.48 with the chunk a
+ * variable and 2.89-3.10 before the loops were unswitched by hand. */
 DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_group)(const dc_assoc_scan_launch *L, int64_t p0)
 {
-    DC_ASSOC_BY_FLAGS(L, DC_BFN_ID(dc_assoc_scan_group_as), L, p0);
+    if (L->chunk == DC_ASSOC_CHUNK)
+        DC_ASSOC_BY_FLAGS(L, DC_BFN_ID(dc_assoc_scan_group_as), L, p0, (int64_t)DC_ASSOC_CHUNK);
+    else
+        DC_ASSOC_BY_FLAGS(L, DC_BFN_ID(dc_assoc_scan_group_as), L, p0, L->chunk);
 }
 
 #undef DC_ASSOC_BY_FLAGS

@@ -87,12 +87,6 @@
 extern "C" {
 #endif
 
-/* Elements per piece of a row (see Determinism above). Not a power of two:
- * the CPU walks several pieces side by side, and pieces 4 KiB apart would
- * share the same cache sets (the reduction's gradient of 10^7 float32
- * pairs took 2.8x longer with 1024); 1008 keeps each piece of float32 or
- * float64 on whole 64-byte lines. */
-#define DC_ASSOC_CHUNK 1008
 
 /* The reduction of x over n_axes axes (negative ones count from the end;
  * n_axes == 0 reduces every axis; keepdims keeps them with size 1), as

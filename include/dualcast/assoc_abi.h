@@ -25,6 +25,15 @@ extern "C" {
 
 #define DC_ASSOC_MAX_STATE 4 /* fields of one state */
 
+/* Elements per piece of a row (see Determinism in assoc.h): the chunk of
+ * the library's launches, which the kernels take as a constant where a
+ * launch's chunk is this one. Not a power of two: the CPU walks several
+ * pieces side by side, and pieces 4 KiB apart would share the same cache
+ * sets (the reduction's gradient of 10^7 float32 pairs took 2.8x longer
+ * with 1024); 1008 keeps each piece of float32 or float64 on whole 64-byte
+ * lines. */
+#define DC_ASSOC_CHUNK 1008
+
 /* The longest piece of a reduce-adjoint launch that a CPU kernel walks in a
  * buffer of its own (scratch NULL). */
 #define DC_ASSOC_MAX_CHUNK 1024
