@@ -539,8 +539,9 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_unstage)(dc_real *x, const int64_t *firs
  * 31.5-34.2 (10^6: 2.10-2.27 against 2.23-2.29); the 2x2-matrix
  * operator's float32 unit took 29 s to compile against 25. Sixteen
  * float32 pieces a group instead of eight, for more chains side by side,
- * made both gradients slower (the reduction's 9.9-10.7 ms -> 11.0; the
- * scan's 36 -> 47): twice the streams of the inputs to read at once.
+ * made the reduction's gradient no faster (10.6-11.8 ms against 11.0) and
+ * the scan's slower (36.2-36.7 against 47.3-47.8): twice the streams of
+ * the inputs to read at once.
  * DC_ASSOC_RUN divides dc_assoc_tile, so that a run never spans two tiles. */
 #ifndef DC_ASSOC_RUN
 #define DC_ASSOC_RUN 4
