@@ -102,9 +102,10 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_scan_piece_as)(const dc_assoc_scan_launc
  * max-unswitch-level for the broadcast kernels, did this too, and made an
  * operator's units slow to compile (on a 2-core Xeon, gcc 12 -O3: the
  * 2x2-matrix product's float32 unit 30.8 s, against 11.1 s now; the moving
- * average with resets 27.8 against 5.6; linrec 8.3 against 4.1); without
- * it or this, the linear recurrence's primal scan of 10^6 float32 was
- * about 10% slower (bench/RESULTS.md). */
+ * average with resets 27.8 against 5.6; linrec 8.3 against 4.1). Without
+ * either, the linear recurrence's primal scan of 10^6 float32 took
+ * 1.07-1.38 ms against 0.88-0.98, its reduction of 10^7 3.66-3.71 against
+ * 3.26-3.45 (three alternating runs on a 2-core AMD EPYC). */
 #if defined(__CUDACC__)
 /* (On CUDA one copy: a branch on a flag that every thread takes alike
  * costs little there.) */
@@ -537,7 +538,8 @@ DC_INLINE DC_HD void DC_BFN_ID(dc_assoc_unstage)(dc_real *x, const int64_t *firs
  * 10^7 float32, three alternating runs on a 2-core Xeon: reduction
  * 8.4-9.0 ms against 9.1-9.6 a step at a time, scan 31.5-33.1 against
  * 31.5-34.2 (10^6: 2.10-2.27 against 2.23-2.29); the 2x2-matrix
- * operator's float32 unit took 29 s to compile against 25. Sixteen
+ * operator's float32 unit took 29 s to compile against 25 (then with
+ * gcc's raised unswitching, see DC_ASSOC_BY_FLAGS). Sixteen
  * float32 pieces a group instead of eight, for more chains side by side,
  * made the reduction's gradient no faster (10.6-11.8 ms against 11.0) and
  * the scan's slower (36.2-36.7 against 47.3-47.8): twice the streams of
