@@ -38,6 +38,12 @@ extern "C" {
  * buffer of its own (scratch NULL). */
 #define DC_ASSOC_MAX_CHUNK 1024
 
+/* The CPU's reduce-adjoint group walks the library's pieces in such a
+ * buffer (broadcast/assoc_kernels.h, dc_assoc_reduce_group_fits). */
+#if DC_ASSOC_CHUNK > DC_ASSOC_MAX_CHUNK
+#error "DC_ASSOC_CHUNK must not exceed DC_ASSOC_MAX_CHUNK"
+#endif
+
 /* CUDA: the threads of a block that takes a whole piece (a scan's, or the
  * pieces of a reduce-adjoint launch), each walking a run of its steps. */
 #define DC_ASSOC_CUDA_BLOCK_THREADS 128
