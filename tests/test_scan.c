@@ -105,11 +105,16 @@ static void ref_grad(dc_reduction op, bool exclusive, int ndim, const int64_t *s
                     continue;
                 }
                 for (int64_t i = 0; i < end; ++i) {
+                    /* zero-safe: 0 where another element is 0, even beside
+                     * an infinity or NaN */
                     double partial = 1.0;
+                    bool zero = false;
                     for (int64_t m = 0; op == DC_REDUCE_PROD && m < end; ++m)
-                        if (m != i)
+                        if (m != i) {
                             partial *= x[(o * len + m) * inner + j];
-                    gx[(o * len + i) * inner + j] += gk * partial;
+                            zero = zero || x[(o * len + m) * inner + j] == 0;
+                        }
+                    gx[(o * len + i) * inner + j] += gk * (zero ? 0.0 : partial);
                 }
             }
 }
@@ -415,26 +420,36 @@ static void assert_row_exact(dc_ctx *ctx, dc_dtype dtype, const scan_case *c, in
 /* A product's gradient with no zero, one, two and only zeros, exact: the
  * values are small powers of two and integers, so every product is exact
  * in any order. With an infinity, the outputs whose adjoint is zero add
- * nothing (no 0 * inf). */
+ * nothing (no 0 * inf). A zero with an infinity or NaN before a position
+ * (whose output, the plain product, is NaN) makes every other partial of
+ * that prefix 0, as without them: the products before the position are
+ * zero-safe too. */
 static void test_prod_zeros(void **state)
 {
     (void)state;
     dc_ctx *ctx = test_cpu_ctx();
-    const double rows[5][6] = {
-        {2, -0.5, 3, 4, -1, 0.25},     /* no zero */
-        {2, -0.5, 0, 4, -1, 0.25},     /* one */
-        {0, -0.5, 3, 0, -1, 0.25},     /* two */
-        {0, 0, 0, 0, 0, 0},            /* only zeros */
-        {2, INFINITY, 0, 3, -1, 0.25}, /* an infinity, then a zero: with zero adjoints there */
+    enum { ROWS = 9 };
+    const double rows[ROWS][6] = {
+        {2, -0.5, 3, 4, -1, 0.25},        /* no zero */
+        {2, -0.5, 0, 4, -1, 0.25},        /* one */
+        {0, -0.5, 3, 0, -1, 0.25},        /* two */
+        {0, 0, 0, 0, 0, 0},               /* only zeros */
+        {2, INFINITY, 0, 3, -1, 0.25},    /* an infinity, then a zero: with zero adjoints there */
+        {0, INFINITY, 2, 1, 0.5, 4},      /* a zero, then an infinity */
+        {2, NAN, 0, 3, -1, 0.25},         /* NaN, then a zero */
+        {0, 0, INFINITY, 2, -1, 4},       /* two zeros, then an infinity */
+        {2, INFINITY, 0.5, 0, 3, 0.25},   /* an infinity, then a zero: every adjoint */
     };
-    const double adjoints[2][6] = {{1, -2, 3, 0.5, -1, 2}, {1, 0.5, 0, 0, 0, 0}};
-    for (int r = 0; r < 5; ++r)
+    /* (an infinite partial meets adjoints of one sign, its sum over the
+     * prefixes is the same infinity in any order) */
+    const double adjoints[3][6] = {{1, -2, 3, 0.5, -1, 2}, {1, 0.5, 0, 0, 0, 0}, {1, 0.5, 0.25, 2, 1, 0.5}};
+    for (int r = 0; r < ROWS; ++r)
         for (int e = 0; e < 2; ++e)
             for (int dt = 0; dt < 2; ++dt) {
                 const scan_case c = {DC_REDUCE_PROD, e == 1, 0, false};
                 char what[64];
                 snprintf(what, sizeof what, "prod row %d %s", r, c.exclusive ? "exclusive" : "inclusive");
-                assert_row_exact(ctx, dt ? DC_F32 : DC_F64, &c, 6, rows[r], adjoints[r == 4], what);
+                assert_row_exact(ctx, dt ? DC_F32 : DC_F64, &c, 6, rows[r], adjoints[r == 4 ? 1 : r > 4 ? 2 : 0], what);
             }
     dc_ctx_free(ctx);
 }
@@ -641,6 +656,10 @@ static void ref_grad_recurrence(dc_reduction op, bool exclusive, int64_t n, cons
     double *incl = malloc((size_t)(n ? n : 1) * sizeof *incl);
     assert_non_null(incl);
     ref_scan(op, false, 1, &n, 0, x, incl);
+    /* the product before i is zero-safe too: 0 from the first zero on */
+    for (int64_t i = 0, zero = 0; i < n; ++i)
+        if ((zero = zero || x[i] == 0))
+            incl[i] = 0.0;
     double lambda = 0.0;
     for (int64_t i = n; i-- > 0;) {
         const double c = exclusive ? (i + 1 < n ? g[i + 1] : 0.0) : g[i];
@@ -758,24 +777,27 @@ static void test_fast_pieces(void **state)
  * turn a zero times an infinity into NaN where the zero-safe ones give 0:
  * rows long enough to take it (not short rows) with an infinite factor and
  * zero adjoints from it on, and with a zero factor and an infinite adjoint
- * at the end. Every number exact: the gradients equal the zero-safe
- * recurrence's bit for bit. */
+ * at the end; and with a zero factor before an infinite one, every adjoint
+ * 1. Every number exact: the gradients equal the zero-safe recurrence's bit
+ * for bit. */
 static void test_prod_factor_checks(void **state)
 {
     (void)state;
     dc_ctx *ctx = test_cpu_ctx();
     enum { N = 40, AT = 20 };
     double x[N], g[N], want[N], *y, *gx;
-    for (int kind = 0; kind < 2; ++kind)
+    for (int kind = 0; kind < 3; ++kind)
         for (int e = 0; e < 2; ++e)
             for (int dt = 0; dt < 2; ++dt) {
                 for (int i = 0; i < N; ++i) {
                     x[i] = i % 3 == 0 ? 2.0 : i % 3 == 1 ? 0.5 : 1.0;
-                    g[i] = kind == 0 ? (i < AT ? 1.0 : 0.0) : 0.0;
+                    g[i] = kind == 0 ? (i < AT ? 1.0 : 0.0) : kind == 1 ? 0.0 : 1.0;
                 }
-                x[AT] = kind == 0 ? INFINITY : 0.0;
+                x[AT] = kind == 1 ? 0.0 : INFINITY;
                 if (kind == 1)
                     g[N - 1] = INFINITY;
+                if (kind == 2) /* a zero before the infinity: the outputs after both are NaN */
+                    x[AT / 2] = 0.0;
                 const scan_case c = {DC_REDUCE_PROD, e == 1, 0, false};
                 const int64_t n = N;
                 ref_grad_recurrence(c.op, c.exclusive, n, x, g, want);
@@ -783,7 +805,9 @@ static void test_prod_factor_checks(void **state)
                 char what[96];
                 snprintf(what, sizeof what, "%s prod %s with %s", dt ? "float32" : "float64",
                          c.exclusive ? "exclusive" : "inclusive",
-                         kind == 0 ? "an infinite factor" : "a zero factor and an infinite adjoint");
+                         kind == 0   ? "an infinite factor"
+                         : kind == 1 ? "a zero factor and an infinite adjoint"
+                                     : "a zero factor, then an infinite one");
                 assert_same_bits(gx, want, n, what);
                 free(y);
                 free(gx);
@@ -1204,8 +1228,9 @@ static void test_cuda_write_modes(void **state)
     check_write_modes(gpu, DC_F32);
 }
 
-/* Products with zeros and maxima with NaN on CUDA, across chunks: the same
- * values and gradients as the CPU. */
+/* Products with zeros (and with a zero and an infinity or NaN in one
+ * prefix) and maxima with NaN on CUDA, across chunks: the same values and
+ * gradients as the CPU. */
 static void test_cuda_edges(void **state)
 {
     (void)state;
@@ -1216,16 +1241,24 @@ static void test_cuda_edges(void **state)
     double *xv = malloc((size_t)n * sizeof *xv), *gv = malloc((size_t)n * sizeof *gv);
     assert_non_null(xv);
     assert_non_null(gv);
-    fill(gv, n, -1, 1, 29);
-    for (int o = 1; o < 3; ++o)
+    for (int kind = 0; kind < 3; ++kind)
         for (int e = 0; e < 2; ++e) {
+            const int o = kind == 2 ? 1 : kind + 1;
             fill(xv, n, 0.99, 1.01, 31);
-            if (o == 1) { /* a zero in the first chunk of row 0, two in row 1's second */
+            /* (kind 2: adjoints of one sign, so that an infinite partial
+             * sums to the same infinity in either backend's order) */
+            fill(gv, n, kind == 2 ? 0.5 : -1, 1, 29);
+            if (kind == 0) { /* a zero in the first chunk of row 0, two in row 1's second */
                 xv[100] = 0;
                 xv[5000 + 4500] = xv[5000 + 4600] = 0;
-            } else { /* a NaN in row 0's second chunk, +inf in row 1's first */
+            } else if (kind == 1) { /* a NaN in row 0's second chunk, +inf in row 1's first */
                 xv[4500] = NAN;
                 xv[5000 + 10] = INFINITY;
+            } else { /* a product's zero, then +inf in another chunk of row 0; NaN, then a zero, in row 1 */
+                xv[100] = 0;
+                xv[4500] = INFINITY;
+                xv[5000 + 10] = NAN;
+                xv[5000 + 4600] = 0;
             }
             const scan_case c = {ops[o], e == 1, 1, false};
             double *yc, *gc, *yg, *gg;
@@ -1245,7 +1278,8 @@ static void test_cuda_edges(void **state)
 /* The kernels each path launches, in a warm step: one for lines of one
  * chunk, three for longer ones (summaries, their chain, the rescan), forward
  * and adjoint (which adds into the gradient as it writes: no copy after,
- * in this second step where the gradient holds the first's); no wait for
+ * in this second step where the gradient holds the first's), and for the
+ * product's adjoint three for its zero-safe factors first; no wait for
  * the host and no cudaMalloc, so a step with scans can be captured. */
 static void test_cuda_launches(void **state)
 {
@@ -1285,12 +1319,13 @@ static void test_cuda_launches(void **state)
             const dc_device_counters c = dc_ctx_device_counters(gpu);
             if (step == 0)
                 continue;
-            if (b.kernel_launches - a.kernel_launches != lo->forward ||
-                c.kernel_launches - b.kernel_launches != lo->forward)
+            /* the product's adjoint three more: its zero-safe factors */
+            const uint64_t adjoint = lo->forward + 3;
+            if (b.kernel_launches - a.kernel_launches != lo->forward || c.kernel_launches - b.kernel_launches != adjoint)
                 fail_msg("layout %zu: %llu kernels forward and %llu in the adjoint, want %llu and %llu", l,
                          (unsigned long long)(b.kernel_launches - a.kernel_launches),
                          (unsigned long long)(c.kernel_launches - b.kernel_launches), (unsigned long long)lo->forward,
-                         (unsigned long long)lo->forward);
+                         (unsigned long long)adjoint);
             if (c.host_waits != a.host_waits || c.malloc_calls != a.malloc_calls)
                 fail_msg("layout %zu: %llu host waits and %llu cudaMalloc calls in a warm step", l,
                          (unsigned long long)(c.host_waits - a.host_waits),

@@ -218,6 +218,13 @@ dc_status dc_cuda_scan_adjoint(dc_ctx *ctx, dc_dtype dtype, int op, bool exclusi
     return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
 }
 
+dc_status dc_cuda_scan_zero_safe_outputs(dc_ctx *ctx, dc_dtype dtype, bool exclusive, const void *x, const void *y,
+                                         int64_t outer, int64_t len, int64_t inner, void *scratch, void *ys)
+{
+    (void)dtype, (void)exclusive, (void)x, (void)y, (void)outer, (void)len, (void)inner, (void)scratch, (void)ys;
+    return dc_error(ctx, DC_ERR_UNSUPPORTED, "built without CUDA");
+}
+
 dc_status dc_cuda_copy_parts(dc_ctx *ctx, dc_dtype dtype, int n, const dc_copy_part *parts)
 {
     (void)dtype, (void)n, (void)parts;

@@ -446,9 +446,85 @@ int adjoint_by_op(const dc_ctx *ctx, int op, bool exclusive, const T *x, const T
     }
 }
 
+/* The products' adjoint reads the scan's output through
+ * dc_scan_zero_safe_output, which needs each line's first zero element:
+ * first[(o * cuts + c) * inner + j] gets the first zero of line (o, j) in
+ * cut c of DC_CUDA_SCAN_LINE_CHUNK positions (len where none), a thread per
+ * line and cut, neighbouring threads on neighbouring columns. */
+template <typename T>
+__global__ void first_zeros(const T *x, int64_t outer, int64_t len, int64_t inner, int64_t cuts, int64_t *first)
+{
+    const int64_t items = outer * cuts * inner;
+    for (int64_t it = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; it < items;
+         it += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t j = it % inner, c = it / inner % cuts, o = it / inner / cuts;
+        const int64_t b = c * DC_CUDA_SCAN_LINE_CHUNK, e = smaller(b + DC_CUDA_SCAN_LINE_CHUNK, len);
+        int64_t zero = len;
+        for (int64_t i = b; i < e && zero == len; ++i)
+            if (x[(o * len + i) * inner + j] == (T)0)
+                zero = i;
+        first[it] = zero;
+    }
+}
+
+/* Each cut's first zero made the line's first up to the cut's end: the
+ * earliest of the cuts so far, a thread per line. */
+__global__ void earliest_zeros(int64_t outer, int64_t inner, int64_t cuts, int64_t *first)
+{
+    for (int64_t line = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; line < outer * inner;
+         line += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t o = line / inner, j = line % inner;
+        int64_t *f = first + o * cuts * inner + j;
+        for (int64_t c = 1; c < cuts; ++c)
+            if (f[(c - 1) * inner] < f[c * inner])
+                f[c * inner] = f[(c - 1) * inner];
+    }
+}
+
+/* ys: y as the products' adjoint takes it (dc_scan_zero_safe_output). */
+template <typename T>
+__global__ void zero_safe_outputs(bool exclusive, const T *y, const int64_t *first, int64_t outer, int64_t len,
+                                  int64_t inner, int64_t cuts, T *ys)
+{
+    const int64_t n = outer * len * inner;
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t j = e % inner, i = e / inner % len, o = e / inner / len;
+        const int64_t zero = first[(o * cuts + i / DC_CUDA_SCAN_LINE_CHUNK) * inner + j];
+        ys[e] = (T)dc_scan_zero_safe_output(exclusive, zero, i, (double)y[e]);
+    }
+}
+
+template <typename T>
+void zero_safe_typed(const dc_ctx *ctx, bool exclusive, const T *x, const T *y, int64_t outer, int64_t len,
+                     int64_t inner, int64_t *first, T *ys)
+{
+    const int64_t cuts = (len + DC_CUDA_SCAN_LINE_CHUNK - 1) / DC_CUDA_SCAN_LINE_CHUNK;
+    cudaStream_t stream = ctx->cuda->stream;
+    const unsigned per_cut = grid_for(ctx, outer * cuts * inner), per_line = grid_for(ctx, outer * inner);
+    const unsigned per_element = grid_for(ctx, outer * len * inner);
+    first_zeros<T><<<per_cut, kBlock, 0, stream>>>(x, outer, len, inner, cuts, first);
+    earliest_zeros<<<per_line, kBlock, 0, stream>>>(outer, inner, cuts, first);
+    zero_safe_outputs<T><<<per_element, kBlock, 0, stream>>>(exclusive, y, first, outer, len, inner, cuts, ys);
+}
+
 } // namespace
 
 extern "C" {
+
+dc_status dc_cuda_scan_zero_safe_outputs(dc_ctx *ctx, dc_dtype dtype, bool exclusive, const void *x, const void *y,
+                                         int64_t outer, int64_t len, int64_t inner, void *scratch, void *ys)
+{
+    DC_CUDA_ENTER(ctx);
+    if (outer == 0 || len == 0 || inner == 0)
+        return DC_OK;
+    if (dtype == DC_F32)
+        zero_safe_typed<float>(ctx, exclusive, (const float *)x, (const float *)y, outer, len, inner,
+                               (int64_t *)scratch, (float *)ys);
+    else
+        zero_safe_typed<double>(ctx, exclusive, (const double *)x, (const double *)y, outer, len, inner,
+                                (int64_t *)scratch, (double *)ys);
+    return dc_cuda_launched(ctx, 3, "scan's zero-safe products");
+}
 
 dc_status dc_cuda_scan(dc_ctx *ctx, dc_dtype dtype, int op, bool exclusive, const void *x, void *y, int64_t outer,
                        int64_t len, int64_t inner, void *parts)

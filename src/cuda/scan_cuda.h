@@ -52,6 +52,21 @@ dc_status dc_cuda_scan_adjoint(dc_ctx *ctx, dc_dtype dtype, int op, bool exclusi
                                const void *gy, void *gx, int64_t outer, int64_t len, int64_t inner, void *parts,
                                bool add);
 
+/* Bytes of device scratch dc_cuda_scan_zero_safe_outputs needs: a line's
+ * first zero per cut of DC_CUDA_SCAN_LINE_CHUNK positions. */
+static inline size_t dc_cuda_scan_zero_scratch_bytes(int64_t outer, int64_t len, int64_t inner)
+{
+    return (size_t)(outer * ((len + DC_CUDA_SCAN_LINE_CHUNK - 1) / DC_CUDA_SCAN_LINE_CHUNK) * inner) *
+           sizeof(int64_t);
+}
+
+/* ys = the scan's output y as a product's adjoint takes it: 0 where the
+ * product before a position runs over a zero element, else y
+ * (scan_formulas.h, dc_scan_zero_safe_output); x, y, ys [outer, len,
+ * inner], scratch dc_cuda_scan_zero_scratch_bytes. */
+dc_status dc_cuda_scan_zero_safe_outputs(dc_ctx *ctx, dc_dtype dtype, bool exclusive, const void *x, const void *y,
+                                         int64_t outer, int64_t len, int64_t inner, void *scratch, void *ys);
+
 #ifdef __cplusplus
 }
 #endif

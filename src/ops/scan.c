@@ -804,6 +804,97 @@ static dc_status scan_cpu(dc_tape *tape, const cpu_plan *p, dc_dtype dtype, bool
     return DC_OK;
 }
 
+/* The products' adjoint reads the scan's output through
+ * dc_scan_zero_safe_output, which needs each line's first zero element.
+ * Lines are cut every ZERO_CUT positions to find it on every thread. */
+enum { ZERO_CUT = 4096 };
+
+/* first[(o * cuts + c) * inner + j]: the first zero of line (o, j) up to
+ * the end of cut c (len where none), for the [outer, len, inner] block x. */
+#define DEFINE_FIRST_ZEROS(T, SFX)                                                                                     \
+    static void first_zeros_##SFX(const dc_axes *ax, const T *x, int64_t cuts, int64_t *first, int n_threads)          \
+    {                                                                                                                  \
+        const int64_t len = ax->len, inner = ax->inner;                                                                \
+        _Pragma("omp parallel for num_threads(n_threads) schedule(static)")                                            \
+        for (int64_t oc = 0; oc < ax->outer * cuts; ++oc) {                                                            \
+            const int64_t o = oc / cuts, b = oc % cuts * ZERO_CUT, e = b + ZERO_CUT < len ? b + ZERO_CUT : len;         \
+            int64_t *f = first + oc * inner;                                                                           \
+            for (int64_t j = 0; j < inner; ++j)                                                                        \
+                f[j] = len;                                                                                            \
+            for (int64_t i = e; i-- > b;)                                                                              \
+                for (int64_t j = 0; j < inner; ++j)                                                                    \
+                    if (x[(o * len + i) * inner + j] == 0)                                                             \
+                        f[j] = i;                                                                                      \
+        }                                                                                                              \
+        for (int64_t o = 0; o < ax->outer; ++o)                                                                        \
+            for (int64_t c = 1; c < cuts; ++c)                                                                         \
+                for (int64_t j = 0; j < inner; ++j) {                                                                  \
+                    int64_t *f = first + (o * cuts + c) * inner + j;                                                   \
+                    if (f[-inner] < *f)                                                                                \
+                        *f = f[-inner];                                                                                \
+                }                                                                                                      \
+    }                                                                                                                  \
+    /* ys: y as the products' adjoint takes it (dc_scan_zero_safe_output) */                                           \
+    static void zero_safe_outputs_##SFX(const dc_axes *ax, bool exclusive, const T *y, const int64_t *first,           \
+                                        int64_t cuts, T *ys, int n_threads)                                            \
+    {                                                                                                                  \
+        const int64_t len = ax->len, inner = ax->inner;                                                                \
+        _Pragma("omp parallel for num_threads(n_threads) schedule(static)")                                            \
+        for (int64_t oc = 0; oc < ax->outer * cuts; ++oc) {                                                            \
+            const int64_t o = oc / cuts, b = oc % cuts * ZERO_CUT, e = b + ZERO_CUT < len ? b + ZERO_CUT : len;         \
+            const int64_t *f = first + oc * inner;                                                                     \
+            for (int64_t i = b; i < e; ++i)                                                                            \
+                for (int64_t j = 0; j < inner; ++j) {                                                                  \
+                    const int64_t at = (o * len + i) * inner + j;                                                      \
+                    ys[at] = (T)dc_scan_zero_safe_output(exclusive, f[j], i, (double)y[at]);                           \
+                }                                                                                                      \
+        }                                                                                                              \
+    }
+DEFINE_FIRST_ZEROS(float, f32)
+DEFINE_FIRST_ZEROS(double, f64)
+
+/* The scan's output y as a product's adjoint takes it (its factors s,
+ * dc_scan_zero_safe_output): y itself where no line holds a zero element
+ * (then every product before a position is y's), else a copy with the
+ * products over a zero made 0, in *out. A recorded forward that found every
+ * piece's factors finite and not zero (factors_ok) saves the search. */
+static dc_status zero_safe_products(dc_tape *tape, const cpu_plan *p, const dc_axes *ax, dc_dtype dtype, const void *x,
+                                    const void *y, const void **out)
+{
+    *out = y;
+    const int64_t n_pieces = p->groups * p->chunks;
+    bool all_ok = p->factors_ok != NULL;
+    for (int64_t k = 0; all_ok && k < n_pieces; ++k)
+        all_ok = p->factors_ok[k] != 0;
+    const int64_t numel = ax->outer * ax->len * ax->inner;
+    if (all_ok || numel == 0)
+        return DC_OK;
+    const int64_t cuts = (ax->len + ZERO_CUT - 1) / ZERO_CUT;
+    const int n_threads = numel > 32768 ? tape->ctx->cpu.num_threads : 1;
+    int64_t *first = dc_tape_alloc_meta(tape, (size_t)(ax->outer * cuts * ax->inner) * sizeof *first);
+    if (!first)
+        return DC_ERR_MEMORY;
+    if (dtype == DC_F32)
+        first_zeros_f32(ax, x, cuts, first, n_threads);
+    else
+        first_zeros_f64(ax, x, cuts, first, n_threads);
+    bool any = false;
+    for (int64_t o = 0; !any && o < ax->outer; ++o)
+        for (int64_t j = 0; !any && j < ax->inner; ++j)
+            any = first[((o + 1) * cuts - 1) * ax->inner + j] < ax->len;
+    if (!any)
+        return DC_OK;
+    void *ys = dc_tape_alloc_data(tape, (size_t)numel * dc_dtype_size(dtype));
+    if (!ys)
+        return DC_ERR_MEMORY;
+    if (dtype == DC_F32)
+        zero_safe_outputs_f32(ax, p->exclusive, y, first, cuts, ys, n_threads);
+    else
+        zero_safe_outputs_f64(ax, p->exclusive, y, first, cuts, ys, n_threads);
+    *out = ys;
+    return DC_OK;
+}
+
 dc_tensor *dc_op_scan(dc_tape *tape, dc_tensor *x, dc_reduction op, int axis, bool exclusive)
 {
     const char *const labels[] = {"x"};
@@ -884,16 +975,35 @@ dc_status dc_scan_backward(dc_tape *tape, dc_node *node)
         void *parts = bytes ? dc_tape_alloc_data(tape, bytes) : NULL;
         if (bytes && !parts)
             return DC_ERR_MEMORY;
-        st = dc_cuda_scan_adjoint(tape->ctx, x->dtype, op, exclusive, xb->data, y->data, g->data, gx, ax->outer,
+        /* a product's y as its adjoint takes it (zero_safe_products), on
+         * the device always: nothing there says the factors hold no zero
+         * without a wait for the host */
+        const void *y_read = y->data;
+        if (op == DC_REDUCE_PROD && y->numel > 0) {
+            const size_t zero_bytes = dc_cuda_scan_zero_scratch_bytes(ax->outer, ax->len, ax->inner);
+            void *zeros = dc_tape_alloc_data(tape, zero_bytes);
+            void *ys = dc_tape_alloc_data(tape, (size_t)y->numel * dc_dtype_size(x->dtype));
+            if (!zeros || !ys)
+                return DC_ERR_MEMORY;
+            st = dc_cuda_scan_zero_safe_outputs(tape->ctx, x->dtype, exclusive, xb->data, y->data, ax->outer, ax->len,
+                                                ax->inner, zeros, ys);
+            if (st != DC_OK)
+                return st;
+            y_read = ys;
+        }
+        st = dc_cuda_scan_adjoint(tape->ctx, x->dtype, op, exclusive, xb->data, y_read, g->data, gx, ax->outer,
                                   ax->len, ax->inner, parts, add);
     } else {
         cpu_plan p = plan_cpu(op, exclusive, ax, tape->ctx->cpu.num_threads);
         p.factors_ok = node->as.scan.factors_ok;
+        const void *y_read = y->data;
+        if (op == DC_REDUCE_PROD && (st = zero_safe_products(tape, &p, ax, x->dtype, xb->data, y->data, &y_read)) != DC_OK)
+            return st;
         /* not a block that is added through the input's layout next: it
          * would be read back at once */
         p.stream = DC_STREAM_STORES && direct &&
                    (size_t)(ax->outer * ax->len * ax->inner) * dc_dtype_size(x->dtype) >= DC_STREAM_MIN_BYTES;
-        st = scan_cpu(tape, &p, x->dtype, true, xb->data, y->data, g->data, gx, add);
+        st = scan_cpu(tape, &p, x->dtype, true, xb->data, y_read, g->data, gx, add);
     }
     if (st != DC_OK)
         return st;

@@ -9,7 +9,8 @@
  * shifted), k_i = d y_{i+1} / d y_i (0 at the last position) and
  * s_i = d y_i / d a_i:
  *     sum:      k = 1,        s = 1;
- *     prod:     k = a_{i+1},  s = y_{i-1} (the product before i; 1 at i = 0);
+ *     prod:     k = a_{i+1},  s = y_{i-1} (the product before i; 1 at i = 0;
+ *               0 where a zero comes before i: dc_scan_zero_safe_output);
  *     max, min: k = 0 where a_{i+1} takes over from y_i, else 1;
  *               s = 1 where a_i takes over (i = 0 always), else 0.
  * a_i takes over (becomes the prefix's winner) where the prefix before it is
@@ -83,6 +84,19 @@ DC_INLINE DC_HD bool dc_scan_prod_factor_ok(double v) { return (v != 0.0) & (v -
 DC_INLINE DC_HD bool dc_scan_run_quiet(int op, double first, double last)
 {
     return !dc_scan_takes_over(op, first, last);
+}
+
+/* The scan's output at position p of a line as the products' adjoint
+ * takes it for s, where the line's first zero element is at `zero` (len
+ * or beyond where it has none): 0 where s's product runs over that zero,
+ * else y. s is a zero-safe product like the others: the product before a
+ * position holding a zero is 0 even where y, the plain product, is NaN (a
+ * zero times an infinity). An inclusive scan's s at i is y at p = i - 1,
+ * over positions up to p; an exclusive one's is y at p = i, over positions
+ * before p. */
+DC_INLINE DC_HD double dc_scan_zero_safe_output(bool exclusive, int64_t zero, int64_t p, double y)
+{
+    return (exclusive ? zero < p : zero <= p) ? 0.0 : y;
 }
 
 /* lambda_start = c + m * lambda_end over a run of positions. */
