@@ -71,7 +71,8 @@ typedef struct dc_node_reduce { /* prod, max, min, logsumexp */
 typedef struct dc_node_segment_reduce {
     int op;                   /* dc_reduction */
     const dc_tensor *values;  /* the values as reduced: contiguous, [n, width] */
-    const int64_t *index;     /* each row's segment, where the kernels read it (NULL: from in[1], checked) */
+    const int64_t *index;     /* each row's segment, where the kernels read it (NULL: from stored_index) */
+    const void *stored_index; /* else the index as stored, checked, copied at the op (values' dtype) */
     const void *nz;           /* per output, as dc_node_reduce's (max, min: the winner's row) */
     const int64_t *aux;
 } dc_node_segment_reduce;

@@ -396,6 +396,24 @@ static void test_empty_and_size_one(void **state)
     }
     TEST_OK(ctx, dc_op_scan_fn(tape, op, x, 1, false, out));
     assert_int_equal(dc_tensor_numel(out[0]), 0);
+    /* every input that requires a gradient gets one, empty */
+    for (int kind = 0; kind < 2; ++kind) {
+        for (int f = 0; f < 2; ++f) {
+            TEST_OK(ctx, dc_tensor_set_requires_grad(x[f], true));
+            dc_tensor_zero_grad(x[f]);
+        }
+        dc_tape_reset(tape);
+        if (kind == 0)
+            TEST_OK(ctx, dc_op_reduce_fn(tape, op, x, 1, &axis1, false, out));
+        else
+            TEST_OK(ctx, dc_op_scan_fn(tape, op, x, 1, false, out));
+        TEST_OK(ctx, dc_backward(tape, dc_op_sum(tape, out[1], 0, NULL, false)));
+        for (int f = 0; f < 2; ++f) {
+            TEST_NONNULL(ctx, dc_tensor_grad(x[f]));
+            assert_int_equal(dc_tensor_numel(dc_tensor_grad(x[f])), 0);
+        }
+    }
+    dc_tape_reset(tape);
     free_fields(2, x);
     const int64_t zero = 0, no_rows[2] = {0, 3};
     make_fields(ctx, DC_F64, 2, 2, no_rows, NULL, 0, x);
@@ -409,9 +427,15 @@ static void test_empty_and_size_one(void **state)
     const int64_t rows0[2] = {0, 2}; /* and segments of rows of 2 */
     make_fields(ctx, DC_F64, 2, 2, rows0, NULL, 0, x);
     idx = dc_tensor_new(ctx, DC_F64, 1, &zero);
+    TEST_OK(ctx, dc_tensor_set_requires_grad(x[0], true));
     TEST_OK(ctx, dc_op_segment_reduce_fn(tape, op, x, idx, 2, out));
     assert_int_equal(dc_tensor_numel(out[0]), 4);
     assert_true(isinf(get(out[0], 3)) && get(out[1], 3) == 0);
+    TEST_OK(ctx, dc_backward(tape, dc_op_sum(tape, out[1], 0, NULL, false)));
+    TEST_NONNULL(ctx, dc_tensor_grad(x[0]));
+    assert_int_equal(dc_tensor_numel(dc_tensor_grad(x[0])), 0);
+    assert_null(dc_tensor_grad(x[1])); /* it requires none */
+    dc_tape_reset(tape);
     free_fields(2, x);
     dc_tensor_free(idx);
     /* a size-1 axis: the element itself, and the neutral element before it */
@@ -1177,7 +1201,19 @@ static void test_bad_arguments(void **state)
     expect_error(ctx, dc_op_segment_reduce_fn(tape, op, same, idx, -1, out), DC_ERR_ARG, "n_segments", NULL);
     expect_error(ctx, dc_op_segment_reduce_fn(tape, op, same, idx, 0, out), DC_ERR_ARG, "n_segments", NULL);
     expect_error(ctx, dc_op_segment_reduce_fn(tape, op, same, NULL, 2, out), DC_ERR_ARG, "index", NULL);
+    /* outputs too large for a tensor, refused before anything is sized by
+     * n_segments */
+    expect_error(ctx, dc_op_segment_reduce_fn(tape, op, same, idx, ((int64_t)1 << 61) - 1, out), DC_ERR_SHAPE,
+                 "too large", NULL);
+    expect_error(ctx, dc_op_segment_reduce_fn(tape, op, same, idx, INT64_MAX, out), DC_ERR_SHAPE, "too large", NULL);
     TEST_OK(ctx, dc_op_segment_reduce_fn(tape, op, same, idx, 2, out));
+    /* out over x: refused, x untouched */
+    dc_tensor *fields[3] = {x[0], x[0], x[0]};
+    expect_error(ctx, dc_op_scan_fn(tape, op, fields, 1, false, fields), DC_ERR_ARG, "overlaps", NULL);
+    expect_error(ctx, dc_op_reduce_fn(tape, op, fields, 1, &axis, false, fields + 1), DC_ERR_ARG, "overlaps", NULL);
+    assert_ptr_equal(fields[0], x[0]);
+    assert_ptr_equal(fields[1], x[0]);
+    assert_ptr_equal(fields[2], x[0]);
     assert_int_equal(dc_op_scan_fn(NULL, op, same, 1, false, out), DC_ERR_ARG);
     dc_tensor_free(idx);
     dc_tensor_free(idx_bad);

@@ -1097,6 +1097,52 @@ static void test_segment_pieces_and_one_piece(void **state)
     dc_ctx_free(ctx);
 }
 
+/* The index as it was at the op: written after it (a value out of range
+ * too), the adjoint still goes where the forward's rows went, on the path
+ * that reads the index as stored (rows in pieces) and on the one that
+ * reads it first (one piece). */
+static void test_segment_index_written_after_the_op(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t sizes[2] = {40000, 300}; /* in pieces; one piece */
+    for (int c = 0; c < 2; ++c) {
+        const int64_t n = sizes[c], three = 3;
+        double *index = malloc((size_t)n * sizeof *index), *ones = malloc((size_t)n * sizeof *ones);
+        assert_non_null(index);
+        assert_non_null(ones);
+        for (int64_t i = 0; i < n; ++i) {
+            index[i] = (double)(i % 3);
+            ones[i] = 1.0;
+        }
+        const double weights[3] = {1, 10, 100};
+        dc_tensor *x = make(ctx, DC_F32, 1, &n, ones), *idx = make_const(ctx, DC_F32, 1, &n, index);
+        dc_tensor *w = make_const(ctx, DC_F32, 1, &three, weights);
+        dc_tape *tape = dc_tape_new(ctx);
+        dc_tensor *y = dc_op_segment_reduce(tape, x, idx, 3, DC_REDUCE_SUM);
+        TEST_NONNULL(ctx, y);
+        dc_tensor *loss = dc_op_sum(tape, dc_op_mul(tape, y, w), 0, NULL, false);
+        TEST_NONNULL(ctx, loss);
+        TEST_OK(ctx, dc_tensor_fill(idx, 1e9));
+        TEST_OK(ctx, dc_backward(tape, loss));
+        float *g = malloc((size_t)n * sizeof *g);
+        assert_non_null(g);
+        TEST_OK(ctx, dc_tensor_to_host(dc_tensor_grad(x), g, (size_t)n * sizeof *g));
+        for (int64_t i = 0; i < n; ++i)
+            if (g[i] != (float)weights[i % 3])
+                fail_msg("%lld rows: row %lld's gradient is %g, want %g", (long long)n, (long long)i, (double)g[i],
+                         weights[i % 3]);
+        free(g);
+        dc_tape_free(tape);
+        dc_tensor_free(x);
+        dc_tensor_free(idx);
+        dc_tensor_free(w);
+        free(index);
+        free(ones);
+    }
+    dc_ctx_free(ctx);
+}
+
 /* Maxima and minima by segment over rows in pieces (more rows than a
  * piece, few segments), where the CPU finds the extrema first and the
  * winners after, unless a piece holds a NaN: zeros of both signs (the
@@ -1801,6 +1847,7 @@ int main(void)
         cmocka_unit_test(test_segment_bad_arguments),
         cmocka_unit_test(test_segment_pieces_and_one_piece),
         cmocka_unit_test(test_segment_extrema_in_pieces),
+        cmocka_unit_test(test_segment_index_written_after_the_op),
         cmocka_unit_test(test_float32_products_accumulate_in_double),
         cmocka_unit_test(test_whole_reduction_gradients_fill),
         cmocka_unit_test(test_same_bits_on_one_and_two_threads),

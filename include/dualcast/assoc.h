@@ -68,12 +68,14 @@
  * tensors of one shape and one dtype, field f of every element in x[f]; out
  * receives k new tape tensors. Refused before out is touched: a NULL tape;
  * a NULL op, or one compiled for another DC_ASSOC_ABI_VERSION (DC_ERR_ARG);
- * a NULL x or out array (DC_ERR_ARG); an operator built without GPU kernels
+ * a NULL x or out array, or an out array that overlaps x's (DC_ERR_ARG:
+ * the outputs would replace the inputs); an operator built without GPU kernels
  * on a CUDA context (DC_ERR_UNSUPPORTED). Then out[] is set to NULL and a
  * NULL input (the status of the error that produced it), inputs of another
  * tape or context (DC_ERR_ARG), two fields of different shapes (DC_ERR_SHAPE,
  * naming both fields and both shapes) or dtypes (DC_ERR_DTYPE) are refused.
- * After any error out[] holds no usable result. */
+ * After any error out[] holds no usable result. An input over no elements
+ * gets an empty gradient. */
 #ifndef DUALCAST_ASSOC_H
 #define DUALCAST_ASSOC_H
 
@@ -112,7 +114,8 @@ dc_status dc_op_scan_fn(dc_tape *tape, const dc_assoc *op, dc_tensor *const *x, 
  * An index that is not an integer in 0..n_segments-1 is refused with
  * DC_ERR_ARG naming it: on the CPU at the call; on CUDA, where the host
  * does not wait for the device, by the next call that waits for it, the row
- * counted in segment 0 until then. index of another shape than [n]
+ * counted in segment 0 until then. index of another shape than [n], an
+ * n_segments that makes [n_segments, ...] too large for a tensor
  * (DC_ERR_SHAPE), a negative n_segments, or 0 with n > 0 (DC_ERR_ARG) are
  * refused. Each segment is combined by one thread in order (a long segment
  * is not split). */

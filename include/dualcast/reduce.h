@@ -82,7 +82,12 @@ dc_tensor *dc_op_reduce(dc_tape *tape, dc_tensor *x, dc_reduction op, int n_axes
  * the neutral element (exclusive).
  * The gradients follow the rules above, prefix by prefix: element j's
  * partial of output i is that of prefix i's result. A product's partials
- * are zero-safe (exact with zeros, no division); a maximum's or minimum's
+ * are zero-safe (exact with zeros, no division: after a zero, the other
+ * partials are 0 even where an infinity or NaN makes the output NaN); they
+ * take the product before each element from the output, in x's dtype, so
+ * that where a float32 prefix overflows (or underflows) the partials after
+ * it are infinite (or 0) even where the double computation stays in range
+ * (float64 alike, near 1e308). A maximum's or minimum's
  * adjoint goes whole to each prefix's winner (from the first NaN on, that
  * NaN). The exclusive scan's neutral first element gets no gradient. A zero
  * adjoint contributes zero, even through an infinite or NaN partial.

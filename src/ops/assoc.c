@@ -12,6 +12,7 @@
  *   ybar read through the segment of each row;
  * - scan: the reverse recurrence of the scan-adjoint kernel, a long row in
  *   pieces (each piece's affine map, the carries between them, each piece). */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -37,8 +38,8 @@ typedef struct dc_assoc_record {
 
 static dc_status check_fields(dc_tape *tape, const char *name, const dc_assoc *op, dc_tensor *const *x);
 
-/* The checks of every call (see assoc.h): the operator and the arrays
- * before out[] is touched, then out[] cleared, then the fields
+/* The checks of every call (see assoc.h): the operator and the arrays (out
+ * apart from x) before out[] is touched, then out[] cleared, then the fields
  * (check_fields); name receives "fn(operator)" for the messages. */
 static dc_status check_call(dc_tape *tape, const char *fn, const dc_assoc *op, dc_tensor *const *x, const char *x_label,
                             dc_tensor **out, char *name, size_t name_size)
@@ -60,6 +61,13 @@ static dc_status check_call(dc_tape *tape, const char *fn, const dc_assoc *op, d
         return dc_error(ctx, DC_ERR_ARG, "%s: the %s array is NULL", name, x_label);
     if (!out)
         return dc_error(ctx, DC_ERR_ARG, "%s: the out array is NULL", name);
+    /* (compared as numbers: the arrays may be separate objects) */
+    const uintptr_t xb = (uintptr_t)x, xe = (uintptr_t)(x + op->n_state);
+    const uintptr_t ob = (uintptr_t)out, oe = (uintptr_t)(out + op->n_state);
+    if (ob < xe && xb < oe)
+        return dc_error(ctx, DC_ERR_ARG,
+                        "%s: the out array overlaps the %s array: the outputs would replace the inputs the op reads",
+                        name, x_label);
     if (ctx->cuda && !op->cuda)
         return dc_error(ctx, DC_ERR_UNSUPPORTED, "%s: the operator was built without CUDA kernels", name);
     for (int f = 0; f < op->n_state; ++f)
@@ -221,6 +229,13 @@ dc_status dc_op_segment_reduce_fn(dc_tape *tape, const dc_assoc *op, dc_tensor *
     if (n_segments < 0 || (n_segments == 0 && n > 0))
         return dc_error(ctx, DC_ERR_ARG, "%s: n_segments is %lld for %lld rows", name, (long long)n_segments,
                         (long long)n);
+    int64_t shape[DC_MAX_DIMS];
+    memcpy(shape, v->shape, (size_t)v->ndim * sizeof *shape);
+    shape[0] = n_segments;
+    /* the outputs' shape first: the grouping below takes n_segments + 1
+     * numbers */
+    if ((st = dc_check_shape(ctx, name, v->ndim, shape)) != DC_OK)
+        return st;
     dc_assoc_record rec;
     memset(&rec, 0, sizeof rec);
     const int first = 0;
@@ -239,9 +254,6 @@ dc_status dc_op_segment_reduce_fn(dc_tape *tape, const dc_assoc *op, dc_tensor *
     } else if (!group_on_host(tape, rec.rows, n, n_segments, &rec)) {
         return DC_ERR_MEMORY;
     }
-    int64_t shape[DC_MAX_DIMS];
-    memcpy(shape, v->shape, (size_t)v->ndim * sizeof *shape);
-    shape[0] = n_segments;
     void *y[DC_ASSOC_MAX_STATE];
     if (!block_fields(tape, k, values, &rec.ax, rec.x))
         return DC_ERR_MEMORY;
@@ -293,6 +305,20 @@ static void set_strides(int64_t s[3], int64_t s0, int64_t s1, int64_t s2)
     s[2] = s2;
 }
 
+/* The gradients of an op over no elements: empty, but given to every
+ * input that requires one, as other ops' are. */
+static dc_status empty_gradients(dc_tape *tape, dc_node *node)
+{
+    for (int f = 0; f < node->n_in; ++f) {
+        if (!node->in[f]->requires_grad)
+            continue;
+        const dc_status st = dc_grad_prepare_partial(tape, node->in[f]);
+        if (st != DC_OK)
+            return st;
+    }
+    return DC_OK;
+}
+
 /* abar of each segment: `scan` is the launch of the left-to-right scans of
  * the segments, `rows` the segment of each row. */
 static dc_status segment_adjoint(dc_tape *tape, dc_node *node, const dc_assoc_scan_launch *scan, const int64_t *rows)
@@ -303,7 +329,7 @@ static dc_status segment_adjoint(dc_tape *tape, dc_node *node, const dc_assoc_sc
     const dc_dtype dtype = node->in[0]->dtype;
     const int64_t outer = rec->ax.outer, len = rec->ax.len, inner = rec->ax.inner, n = outer * len * inner;
     if (n == 0)
-        return DC_OK;
+        return empty_gradients(tape, node);
     void *l[DC_ASSOC_MAX_STATE], *r[DC_ASSOC_MAX_STATE], *s[DC_ASSOC_MAX_STATE], *w[DC_ASSOC_MAX_STATE],
         *gx[DC_ASSOC_MAX_STATE];
     if (!dc_assoc_alloc_fields(tape, k, n, dtype, l) || !dc_assoc_alloc_fields(tape, k, n, dtype, r) ||
@@ -426,7 +452,7 @@ dc_status dc_reduce_fn_backward(dc_tape *tape, dc_node *node)
     const dc_dtype dtype = node->in[0]->dtype;
     const int64_t rows = rec->ax.outer * rec->ax.inner, n = rows * rec->ax.len;
     if (n == 0)
-        return DC_OK;
+        return empty_gradients(tape, node);
     dc_assoc_reduce_adjoint_launch L;
     memset(&L, 0, sizeof L);
     L.outer = rec->ax.outer;
@@ -516,7 +542,7 @@ dc_status dc_scan_fn_backward(dc_tape *tape, dc_node *node)
     const dc_dtype dtype = node->in[0]->dtype;
     const int64_t n = rec->ax.outer * rec->ax.len * rec->ax.inner;
     if (n == 0)
-        return DC_OK;
+        return empty_gradients(tape, node);
     dc_assoc_scan_adjoint_launch L;
     memset(&L, 0, sizeof L);
     L.outer = rec->ax.outer;

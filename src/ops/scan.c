@@ -902,10 +902,11 @@ dc_tensor *dc_op_scan(dc_tape *tape, dc_tensor *x, dc_reduction op, int axis, bo
         return NULL;
     dc_ctx *ctx = tape->ctx;
     if (op != DC_REDUCE_SUM && op != DC_REDUCE_PROD && op != DC_REDUCE_MAX && op != DC_REDUCE_MIN) {
+        char s[128];
         dc_error(ctx, DC_ERR_ARG,
                  "dc_op_scan: op %d is not one of DC_REDUCE_SUM, DC_REDUCE_PROD, DC_REDUCE_MAX, "
-                 "DC_REDUCE_MIN",
-                 (int)op);
+                 "DC_REDUCE_MIN (x of shape %s)",
+                 (int)op, dc_tensor_shape_str(x, s, sizeof s));
         return NULL;
     }
     dc_axes ax;

@@ -6,6 +6,8 @@
  * then combined in order (no atomics); what the adjoint needs per output
  * (reduce_formulas.h) stays in tape memory, and the adjoint is one pass
  * over the values, each row reading its segment's. */
+#include <string.h>
+
 #include "../cuda/reduce_cuda.h"
 #include "axes.h"
 #include "backward.h"
@@ -38,6 +40,20 @@ static dc_status check(dc_ctx *ctx, const dc_tensor *values, const dc_tensor *in
         return dc_error(ctx, DC_ERR_ARG, "%s: n_segments is %lld for %lld rows of values %s", kFn,
                         (long long)n_segments, (long long)values->shape[0], dc_tensor_shape_str(values, sv, sizeof sv));
     return DC_OK;
+}
+
+/* bytes from src to dst (host memory), in pieces over the context's
+ * threads. */
+static void copy_on_threads(const dc_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    enum { PIECE = 1 << 18 };
+    const int64_t pieces = (int64_t)((bytes + PIECE - 1) / PIECE);
+    const int n_threads = pieces > 1 ? ctx->cpu.num_threads : 1;
+#pragma omp parallel for num_threads(n_threads) schedule(static)
+    for (int64_t p = 0; p < pieces; ++p) {
+        const size_t b = (size_t)p * PIECE, e = b + PIECE < bytes ? b + PIECE : bytes;
+        memcpy((char *)dst + b, (const char *)src + b, e - b);
+    }
 }
 
 dc_tensor *dc_op_segment_reduce(dc_tape *tape, dc_tensor *values, dc_tensor *index, int64_t n_segments, dc_reduction op)
@@ -108,9 +124,19 @@ dc_tensor *dc_op_segment_reduce(dc_tape *tape, dc_tensor *values, dc_tensor *ind
         }
     }
     if (dc_tape_wants_node(tape, 1, &values)) {
+        /* an index read as stored is kept as it was: the adjoint reads it
+         * unchecked, and the caller may write the index before then */
+        void *stored_index = NULL;
+        if (checked) {
+            const size_t bytes = (size_t)n * dc_dtype_size(index->dtype);
+            if (!(stored_index = dc_tape_alloc_data(tape, bytes)))
+                return NULL;
+            copy_on_threads(ctx, stored_index, index->data, bytes);
+        }
         dc_node *node = dc_tape_record(tape, DC_OP_SEGMENT_REDUCE, 2, in, 1, &y);
         if (!node)
             return NULL;
+        node->as.segment_reduce.stored_index = stored_index;
         node->as.segment_reduce.op = (int)op;
         node->as.segment_reduce.values = v;
         node->as.segment_reduce.index = rows;
@@ -151,7 +177,7 @@ dc_status dc_segment_reduce_backward(dc_tape *tape, dc_node *node)
             return st;
     } else {
         dc_cpu_segment_reduce_grad(tape->ctx, r->op, values->dtype, r->values->data, n, width, r->index,
-                                   node->in[1]->data, y, r->nz, r->aux, gy->data, g);
+                                   r->stored_index, y, r->nz, r->aux, gy->data, g);
     }
     if (direct) {
         dc_grad_done(values);
