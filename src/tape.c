@@ -489,7 +489,9 @@ static dc_status seed_grad(dc_tape *tape, dc_tensor *output, const dc_tensor *ad
         dc_loop_in li;
         dc_loop_in_tensor(&li, adjoint, ndim, shape);
         dc_loop_out lo;
-        dc_loop_out_tensor(&lo, output->grad, ndim, shape, DC_WRITE_ASSIGN);
+        /* added where the output's gradient holds values already (a slice's,
+         * in its base's gradient) */
+        dc_loop_out_tensor(&lo, output->grad, ndim, shape, mode);
         st = dc_run_kernel(tape->ctx, DC_K_COPY, NULL, output->dtype, ndim, shape, 1, &li, 1, &lo);
         if (st == DC_OK)
             dc_grad_done(output);

@@ -541,6 +541,41 @@ static void test_values_from_the_tape(void **state)
     dc_ctx_free(ctx);
 }
 
+/* One vector as both the values and x of dc_op_spmv (nnz equal to the
+ * side x runs along): both adjoints go into its one gradient, added. */
+typedef struct values_as_x {
+    const dc_csr *a;
+    bool transpose;
+} values_as_x;
+
+static dc_tensor *values_as_x_loss(dc_tape *tape, dc_tensor *const *in, void *user)
+{
+    const values_as_x *c = user;
+    dc_tensor *y = dc_op_spmv(tape, c->a, in[0], in[0], c->transpose);
+    return dc_op_sum(tape, dc_op_mul(tape, y, dc_op_affine(tape, y, 0.5, 1.0)), 0, NULL, false);
+}
+
+static void test_values_as_x(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t row_ptr[4] = {0, 1, 2, 3}, col_idx[3] = {0, 2, 1};
+    const double val[3] = {2, 3, 5};
+    dc_csr *a = dc_csr_from_csr(ctx, DC_F64, 3, 3, 3, row_ptr, col_idx, val);
+    TEST_NONNULL(ctx, a);
+    dc_tensor *v = random_tensor(ctx, 1, 3, 0);
+    TEST_OK(ctx, dc_tensor_set_requires_grad(v, true));
+    for (int t = 0; t < 2; ++t) {
+        values_as_x c = {a, t == 1};
+        dc_gradcheck_report r;
+        TEST_OK(ctx, dc_gradcheck(ctx, values_as_x_loss, &c, 1, &v, NULL, &r));
+        assert_int_equal(r.checked, 3);
+    }
+    dc_tensor_free(v);
+    dc_csr_free(a);
+    dc_ctx_free(ctx);
+}
+
 /* Products wider than the CPU kernel's column chunk (130 columns: three
  * chunks), forward and gradients, against the dense product through
  * dc_op_csr_to_dense and dc_op_matmul. */
@@ -1027,6 +1062,10 @@ static void test_op_errors(void **state)
     expect_error(ctx, dc_op_spmv(tape, a, NULL, x7, false), DC_ERR_ARG, "dc_op_spmv: input values is NULL");
     expect_error(ctx, dc_op_sddmm(tape, a, m, m), DC_ERR_SHAPE, "dc_op_sddmm: v is [5, 3], the matrix needs [7, 3]");
     expect_error(ctx, dc_op_sddmm(tape, a, x5, m), DC_ERR_SHAPE, "dc_op_sddmm: u is [5], the matrix needs [5, n]");
+    dc_tensor *v72 = random_tensor(ctx, 2, 7, 2);
+    expect_error(ctx, dc_op_sddmm(tape, a, m, v72), DC_ERR_SHAPE,
+                 "dc_op_sddmm: u [5, 3] and v [7, 2]: their rows differ in length (3 and 2)");
+    dc_tensor_free(v72);
     expect_error(ctx, dc_op_csr_sample(tape, a, m), DC_ERR_SHAPE,
                  "dc_op_csr_sample: dense is [5, 3], the matrix needs [5, 7]");
     expect_error(ctx, dc_op_csr_row_sum(tape, a, x7), DC_ERR_SHAPE, "dc_op_csr_row_sum: values [7]");
@@ -1064,6 +1103,7 @@ int main(void)
         cmocka_unit_test(test_transpose),
         cmocka_unit_test(test_ops_against_dense_and_differences),
         cmocka_unit_test(test_values_from_the_tape),
+        cmocka_unit_test(test_values_as_x),
         cmocka_unit_test(test_gradients_into_views),
         cmocka_unit_test(test_wide_products_match_matmul),
         cmocka_unit_test(test_broadcast_over_entries),

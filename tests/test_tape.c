@@ -434,6 +434,38 @@ static void test_backward_with_adjoints(void **state)
     dc_ctx_free(ctx);
 }
 
+/* A seed that is itself a gradient (copied, not viewed) into a slice of a
+ * tensor whose gradient holds values: added to them, as a plain seed is. */
+static void test_gradient_seed_into_a_slice_adds(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t s23[2] = {2, 3}, s22[2] = {2, 2};
+    dc_tensor *x = param(ctx, DC_F64, 2, s23, -1.0, 1.0), *p = param(ctx, DC_F64, 2, s22, -1.0, 1.0);
+    dc_tape *tape = dc_tape_new(ctx);
+    for (int gradient_seed = 0; gradient_seed < 2; ++gradient_seed) {
+        dc_tensor_zero_grad(x);
+        dc_tensor_zero_grad(p);
+        dc_tape_reset(tape);
+        TEST_OK(ctx, dc_backward(tape, dc_op_sum(tape, dc_op_affine(tape, p, 100.0, 0.0), 0, NULL, false)));
+        dc_tape_reset(tape);
+        TEST_OK(ctx, dc_backward(tape, dc_op_sum(tape, x, 0, NULL, false))); /* x's gradient: ones */
+        dc_tape_reset(tape);
+        const double hundreds[4] = {100, 100, 100, 100};
+        dc_tensor *plain = test_tensor(ctx, DC_F64, 2, s22, hundreds);
+        const dc_tensor *seed = gradient_seed ? dc_tensor_grad(p) : plain;
+        TEST_NONNULL(ctx, seed);
+        TEST_OK(ctx, dc_backward_with(tape, dc_op_slice(tape, x, 1, 1, 2), seed));
+        const double want[6] = {1, 101, 101, 1, 101, 101};
+        check_grad(x, want, 0, 0, gradient_seed ? "a gradient as the seed" : "a plain seed");
+        dc_tensor_free(plain);
+    }
+    dc_tape_free(tape);
+    dc_tensor_free(x);
+    dc_tensor_free(p);
+    dc_ctx_free(ctx);
+}
+
 /* A broadcast seed flows through every kind of op: a sum over one axis, a
  * matmul, a transpose, a reshape and a broadcast node, each seeded with a
  * scalar 2 or a row. */
@@ -1297,6 +1329,7 @@ int main(void)
         cmocka_unit_test(test_no_grad_mode),
         cmocka_unit_test(test_no_grad_inputs_record_nothing),
         cmocka_unit_test(test_backward_with_adjoints),
+        cmocka_unit_test(test_gradient_seed_into_a_slice_adds),
         cmocka_unit_test(test_broadcast_seed_through_ops),
         cmocka_unit_test(test_reset_steady_state_small),
         cmocka_unit_test(test_reset_steady_state_multiblock),

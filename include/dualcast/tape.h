@@ -29,7 +29,11 @@ void dc_tape_free(dc_tape *tape);
  * the next step). Persistent tensors and their gradients are untouched. */
 void dc_tape_reset(dc_tape *tape);
 
-/* Reverse sweep from a loss with one element, seeded with 1. Fails with
+/* Reverse sweep from a loss with one element, seeded with 1. Each node reads
+ * the tensors it needs (its inputs, its outputs) when the sweep reaches it:
+ * a tensor written between its op and the sweep gives the gradient at its
+ * new values. Index inputs (embedding ids, cross-entropy targets, segment
+ * indices) are the exception: they are copied at the op. Fails with
  * DC_ERR_STATE on a tape that holds no nodes (reset since the loss was made)
  * or that already ran backward, with DC_ERR_SHAPE if the loss has more than
  * one element, with DC_ERR_ARG if the loss was not recorded on this tape

@@ -67,8 +67,12 @@ static int64_t *read_on_host(dc_tape *tape, const char *op, const char *what, co
             }
     }
     if (first_bad < n) {
-        dc_error(ctx, DC_ERR_ARG, "%s: %s[%lld] is %g, not an index in 0..%lld", op, what, (long long)first_bad,
-                 bad_value, (long long)limit - 1);
+        if (limit == 0)
+            dc_error(ctx, DC_ERR_ARG, "%s: %s[%lld] is %g, but there is nothing to index (0 rows)", op, what,
+                     (long long)first_bad, bad_value);
+        else
+            dc_error(ctx, DC_ERR_ARG, "%s: %s[%lld] is %g, not an index in 0..%lld", op, what,
+                     (long long)first_bad, bad_value, (long long)limit - 1);
         return NULL;
     }
     return out;

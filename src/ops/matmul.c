@@ -25,21 +25,22 @@ static mat transposed(mat m)
 }
 
 /* BLAS can read m when one of its strides is 1 (after ignoring the strides
- * of size-1 axes). */
+ * of size-1 axes) and the other, its leading dimension, fits BLAS's int
+ * (a view into rows longer than that is copied first). */
 static bool blas_layout(const mat *m, bool *trans, int64_t *ld)
 {
     *trans = false;
     *ld = 1;
     int64_t rs = m->rows == 1 ? (m->cols > 1 ? m->cols : 1) : m->rs;
     int64_t cs = m->cols == 1 ? 1 : m->cs;
-    if (cs == 1 && rs >= (m->cols > 1 ? m->cols : 1)) {
+    if (cs == 1 && rs >= (m->cols > 1 ? m->cols : 1) && rs <= INT32_MAX) {
         *trans = false;
         *ld = rs;
         return true;
     }
     rs = m->rows == 1 ? 1 : m->rs;
     cs = m->cols == 1 ? (m->rows > 1 ? m->rows : 1) : m->cs;
-    if (rs == 1 && cs >= (m->rows > 1 ? m->rows : 1)) {
+    if (rs == 1 && cs >= (m->rows > 1 ? m->rows : 1) && cs <= INT32_MAX) {
         *trans = true;
         *ld = cs;
         return true;

@@ -56,10 +56,12 @@ dc_status dc_spmm_backward(dc_tape *tape, dc_node *node)
     const int64_t n = x->ndim == 1 ? 1 : x->shape[1];
     dc_write_mode mode;
     dc_status st;
-    if (values->requires_grad && x->requires_grad && !grad_shares_base(values) && !grad_shares_base(x)) {
+    if (values->requires_grad && x->requires_grad && values != x && !grad_shares_base(values) &&
+        !grad_shares_base(x)) {
         /* Both in one walk of the side that x's adjoint sums over (the
          * column order for A, the row order for A^T): gy's row read once.
-         * Not for slices, whose gradients may share a base's memory. */
+         * Not for one tensor as both (a vector of nnz numbers as x), nor
+         * for slices, whose gradients may share a base's memory. */
         dc_write_mode x_mode;
         st = dc_grad_prepare(tape, values, &mode);
         if (st == DC_OK)
@@ -111,6 +113,13 @@ dc_tensor *dc_op_sddmm(dc_tape *tape, const dc_csr *a, dc_tensor *u, dc_tensor *
     if (dc_csr_check_operand(tape, op, "u", u, u->dtype, 2, a->rows, -1) != DC_OK)
         return NULL;
     const int64_t d = u->shape[1];
+    if (v->ndim == 2 && v->dtype == u->dtype && v->shape[0] == a->cols && v->shape[1] != d) {
+        char su[128], sv[128];
+        dc_error(tape->ctx, DC_ERR_SHAPE, "%s: u %s and v %s: their rows differ in length (%lld and %lld)", op,
+                 dc_tensor_shape_str(u, su, sizeof su), dc_tensor_shape_str(v, sv, sizeof sv), (long long)d,
+                 (long long)v->shape[1]);
+        return NULL;
+    }
     if (dc_csr_check_operand(tape, op, "v", v, u->dtype, 2, a->cols, d) != DC_OK)
         return NULL;
     const int64_t shape[1] = {a->nnz};
