@@ -223,6 +223,17 @@ static dc_status matmul_grad(dc_tape *tape, dc_node *node, int side)
         return st;
     const dc_tensor *gx = x->grad;
     const size_t es = dc_dtype_size(gx->dtype);
+    /* BLAS writes gx's matrices with an int leading dimension: a gradient
+     * that is a view into a base's rows longer than that (a slice's) is
+     * refused rather than written through a truncated one */
+    if (gx->ndim >= 2 && gx->shape[gx->ndim - 2] > 1 && gx->strides[gx->ndim - 2] > INT32_MAX) {
+        char s[128];
+        return dc_error(tape->ctx, DC_ERR_UNSUPPORTED,
+                        "dc_op_matmul's adjoint: the gradient of operand %s %s lies in rows of %lld elements, beyond "
+                        "BLAS's int; make the operand contiguous first",
+                        side == 0 ? "a" : "b", dc_tensor_shape_str(x, s, sizeof s),
+                        (long long)gx->strides[gx->ndim - 2]);
+    }
     if (gx->numel == 0 || y->numel == 0) {
         /* no element to write, or no product term to add: a sum over
          * nothing is zero, written where the gradient gets its first value */
