@@ -6,8 +6,6 @@
  * then combined in order (no atomics); what the adjoint needs per output
  * (reduce_formulas.h) stays in tape memory, and the adjoint is one pass
  * over the values, each row reading its segment's. */
-#include <string.h>
-
 #include "../cuda/reduce_cuda.h"
 #include "axes.h"
 #include "backward.h"
@@ -40,20 +38,6 @@ static dc_status check(dc_ctx *ctx, const dc_tensor *values, const dc_tensor *in
         return dc_error(ctx, DC_ERR_ARG, "%s: n_segments is %lld for %lld rows of values %s", kFn,
                         (long long)n_segments, (long long)values->shape[0], dc_tensor_shape_str(values, sv, sizeof sv));
     return DC_OK;
-}
-
-/* bytes from src to dst (host memory), in pieces over the context's
- * threads. */
-static void copy_on_threads(const dc_ctx *ctx, void *dst, const void *src, size_t bytes)
-{
-    enum { PIECE = 1 << 18 };
-    const int64_t pieces = (int64_t)((bytes + PIECE - 1) / PIECE);
-    const int n_threads = pieces > 1 ? ctx->cpu.num_threads : 1;
-#pragma omp parallel for num_threads(n_threads) schedule(static)
-    for (int64_t p = 0; p < pieces; ++p) {
-        const size_t b = (size_t)p * PIECE, e = b + PIECE < bytes ? b + PIECE : bytes;
-        memcpy((char *)dst + b, (const char *)src + b, e - b);
-    }
 }
 
 dc_tensor *dc_op_segment_reduce(dc_tape *tape, dc_tensor *values, dc_tensor *index, int64_t n_segments, dc_reduction op)
@@ -126,12 +110,12 @@ dc_tensor *dc_op_segment_reduce(dc_tape *tape, dc_tensor *values, dc_tensor *ind
     if (dc_tape_wants_node(tape, 1, &values)) {
         /* an index read as stored is kept as it was: the adjoint reads it
          * unchecked, and the caller may write the index before then */
-        void *stored_index = NULL;
+        const void *stored_index = NULL;
         if (checked) {
-            const size_t bytes = (size_t)n * dc_dtype_size(index->dtype);
-            if (!(stored_index = dc_tape_alloc_data(tape, bytes)))
+            dc_tensor *kept = dc_tape_alloc_tensor(tape, index->dtype, index->ndim, index->shape);
+            if (!kept || dc_tensor_copy(kept, index) != DC_OK)
                 return NULL;
-            copy_on_threads(ctx, stored_index, index->data, bytes);
+            stored_index = kept->data;
         }
         dc_node *node = dc_tape_record(tape, DC_OP_SEGMENT_REDUCE, 2, in, 1, &y);
         if (!node)
