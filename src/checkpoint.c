@@ -439,7 +439,8 @@ static dc_status parse(dc_ctx *ctx, const char *path, const unsigned char *p, si
         e[i].name_len = get_u32(&r);
         e[i].name = (const char *)take(&r, e[i].name_len);
         const uint32_t dtype = get_u32(&r), ndim = get_u32(&r);
-        bool bad = r.short_read || (dtype != DC_F32 && dtype != DC_F64) || ndim > DC_MAX_DIMS || e[i].name_len > 255;
+        bool bad = r.short_read || (dtype != DC_F32 && dtype != DC_F64) || ndim > DC_MAX_DIMS || e[i].name_len == 0 ||
+                   e[i].name_len > 255;
         int64_t numel = 1;
         for (uint32_t d = 0; !bad && d < ndim; ++d) {
             e[i].shape[d] = (int64_t)get_u64(&r);
@@ -506,7 +507,15 @@ dc_status dc_checkpoint_load(dc_ctx *ctx, const char *path, int n, dc_tensor *co
     if (st == DC_OK && !match)
         st = dc_error(ctx, DC_ERR_MEMORY, "dc_checkpoint_load: out of memory");
     /* Every tensor is matched and checked before any is written. */
+    const int again = st == DC_OK ? dc_tensors_repeated(ctx, n, tensors) : -1;
+    if (again >= 0)
+        st = dc_error(ctx, DC_ERR_ARG, "dc_checkpoint_load: tensor %d (\"%s\") is given twice (one load would be lost)",
+                      again, names[again]);
     for (int i = 0; st == DC_OK && i < n; ++i) {
+        char what[96];
+        snprintf(what, sizeof what, "tensor %d (\"%.48s\")", i, names[i]);
+        if ((st = dc_tensor_check_live(tensors[i], "dc_checkpoint_load", what)) != DC_OK)
+            break;
         const size_t len_i = strlen(names[i]);
         for (int k = 0; k < count && !match[i]; ++k)
             if (entries[k].name_len == len_i && memcmp(entries[k].name, names[i], len_i) == 0)

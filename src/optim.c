@@ -2,6 +2,7 @@
  * parameters (CPU; the update is one vectorized pass per parameter). */
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -434,9 +435,20 @@ dc_status dc_clip_grad_norm(dc_ctx *ctx, int n, dc_tensor *const *params, double
             return dc_error(ctx, DC_ERR_ARG, "dc_clip_grad_norm: tensor %d is NULL", i);
         if (params[i]->ctx != ctx)
             return dc_error(ctx, DC_ERR_ARG, "dc_clip_grad_norm: tensor %d belongs to another context", i);
+        char what[32];
+        snprintf(what, sizeof what, "tensor %d", i);
+        dc_status st = dc_tensor_check_live(params[i], "dc_clip_grad_norm", what);
+        if (st != DC_OK)
+            return st;
+        /* a slice's gradient lies in its base's, and an output's may be the
+         * adjoint given to dc_backward_with: contiguous or not, scaling
+         * them would scale another tensor's numbers (twice, with its own) */
         const dc_tensor *g = dc_tensor_grad(params[i]);
-        if (g && !dc_tensor_is_contiguous(g))
-            return dc_error(ctx, DC_ERR_ARG, "dc_clip_grad_norm: the gradient of tensor %d is a view", i);
+        if (g && (params[i]->grad_in_base || !g->is_grad || !dc_tensor_is_contiguous(g)))
+            return dc_error(ctx, DC_ERR_ARG,
+                            "dc_clip_grad_norm: the gradient of tensor %d is a view (of a slice's base's gradient, or "
+                            "of the adjoint given to dc_backward_with)",
+                            i);
     }
     const int again = dc_tensors_repeated(ctx, n, params);
     if (again >= 0)

@@ -1803,6 +1803,63 @@ static void test_clip_grad_norm(void **state)
 
 /* A norm that is not finite leaves the gradients as they are: an infinite or
  * NaN element, and float64 elements whose norm is beyond the double range. */
+/* Clipping scales gradients in place, so it refuses a gradient that lies in
+ * another tensor's numbers: a slice's, in its base's gradient (contiguous
+ * or not), and an output's that is the adjoint given to dc_backward_with;
+ * and a tape tensor whose tape was reset since, whose numbers now belong to
+ * the next step. Each refusal leaves every gradient as it was. */
+static void test_clip_grad_norm_refuses_borrowed_gradients(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    dc_tape *tape = dc_tape_new(ctx);
+    assert_non_null(tape);
+    const int64_t two = 2;
+    const double xv[2] = {1.5, 2.0};
+    dc_tensor *x = dc_tensor_from_host(ctx, DC_F64, 1, &two, xv);
+    TEST_OK(ctx, dc_tensor_set_requires_grad(x, true));
+    /* x's gradient (3, 4) + (1, 0): the slice s = x[0:1] sends its 1 into x's */
+    dc_tensor *s = dc_op_slice(tape, x, 0, 0, 1);
+    dc_tensor *loss =
+        dc_op_add(tape, dc_op_sum(tape, dc_op_mul(tape, x, x), 0, NULL, false), dc_op_sum(tape, s, 0, NULL, false));
+    TEST_OK(ctx, dc_backward(tape, loss));
+    dc_tensor *with_slice[2] = {x, s};
+    EXPECT_STATUS(ctx, dc_clip_grad_norm(ctx, 2, with_slice, 1.0, NULL), DC_ERR_ARG, "dc_clip_grad_norm", "tensor 1",
+                  "view");
+    double *g = test_values(dc_tensor_grad(x));
+    assert_true(g[0] == 4.0 && g[1] == 4.0);
+    free(g);
+
+    /* y's gradient is the caller's adjoint, read in place */
+    dc_tape_reset(tape);
+    dc_tensor_zero_grad(x);
+    dc_tensor *adjoint = dc_tensor_from_host(ctx, DC_F64, 1, &two, (const double[]){3.0, 4.0});
+    dc_tensor *y = dc_op_affine(tape, x, 2.0, 0.0);
+    TEST_OK(ctx, dc_backward_with(tape, y, adjoint));
+    EXPECT_STATUS(ctx, dc_clip_grad_norm(ctx, 1, &y, 1.0, NULL), DC_ERR_ARG, "dc_clip_grad_norm", "tensor 0",
+                  "dc_backward_with");
+    double *a = test_values(adjoint);
+    assert_true(a[0] == 3.0 && a[1] == 4.0);
+    free(a);
+
+    /* h's numbers after the reset are the next step's */
+    dc_tape_reset(tape);
+    dc_tensor *h = dc_op_mul(tape, x, x);
+    TEST_OK(ctx, dc_backward(tape, dc_op_sum(tape, h, 0, NULL, false)));
+    dc_tape_reset(tape);
+    dc_tensor *next = dc_tape_tensor_new(tape, DC_F64, 1, &two, NULL);
+    TEST_OK(ctx, dc_tensor_fill(next, 100.0));
+    EXPECT_STATUS(ctx, dc_clip_grad_norm(ctx, 1, &h, 1e-3, NULL), DC_ERR_STATE, "dc_clip_grad_norm", "tensor 0",
+                  "reset");
+    double *n = test_values(next);
+    assert_true(n[0] == 100.0 && n[1] == 100.0);
+    free(n);
+    dc_tensor_free(adjoint);
+    dc_tensor_free(x);
+    dc_tape_free(tape);
+    dc_ctx_free(ctx);
+}
+
 static void test_clip_grad_norm_not_finite(void **state)
 {
     (void)state;
@@ -2292,6 +2349,63 @@ static void test_checkpoint_load_refuses_what_is_no_file(void **state)
     dc_ctx_free(ctx);
 }
 
+/* A load checks every tensor before it writes any: a tape tensor whose
+ * tape was reset since (after a live one in the list), the same tensor
+ * under two names (one load would be lost), and a file whose entry has an
+ * empty name (no save writes one) leave every tensor as it was. */
+static void test_checkpoint_load_checks_every_tensor_first(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    dc_tape *tape = dc_tape_new(ctx);
+    assert_non_null(tape);
+    ckpt_dir d;
+    ckpt_dir_make(&d);
+    char path[512];
+    path_in(&d, "pair.ckpt", path, sizeof path);
+    const int64_t six = 6;
+    dc_tensor *saved[2] = {dc_tensor_new(ctx, DC_F32, 1, &six), dc_tensor_new(ctx, DC_F32, 1, &six)};
+    TEST_OK(ctx, dc_tensor_fill(saved[0], 1.0));
+    TEST_OK(ctx, dc_tensor_fill(saved[1], 2.0));
+    const char *names[2] = {"a", "b"};
+    TEST_OK(ctx, dc_checkpoint_save(ctx, path, 2, saved, names));
+    dc_tensor *target = dc_tensor_new(ctx, DC_F32, 1, &six);
+    TEST_OK(ctx, dc_tensor_fill(target, -1.0));
+
+    dc_tensor *stale = dc_tape_tensor_new(tape, DC_F32, 1, &six, NULL);
+    assert_non_null(stale);
+    dc_tape_reset(tape);
+    dc_tensor *with_stale[2] = {target, stale};
+    EXPECT_STATUS(ctx, dc_checkpoint_load(ctx, path, 2, with_stale, names), DC_ERR_STATE, "dc_checkpoint_load",
+                  "tensor 1", "\"b\"");
+    dc_tensor *twice[2] = {target, target};
+    EXPECT_STATUS(ctx, dc_checkpoint_load(ctx, path, 2, twice, names), DC_ERR_ARG, "dc_checkpoint_load", "tensor 1",
+                  "twice");
+    double *v = test_values(target);
+    for (int i = 0; i < 6; ++i)
+        assert_true(v[i] == -1.0);
+    free(v);
+
+    /* one tensor named "a", its name cut to nothing, the checksum made good */
+    TEST_OK(ctx, dc_checkpoint_save(ctx, path, 1, saved, names));
+    size_t len;
+    unsigned char *bytes = file_read(path, &len);
+    assert_true(len > 21 && bytes[16] == 1 && bytes[20] == 'a');
+    bytes[16] = 0;
+    memmove(bytes + 20, bytes + 21, len - 21);
+    fix_checksum(bytes, len - 1);
+    file_write(path, bytes, len - 1);
+    free(bytes);
+    const char *empty[1] = {""};
+    expect_load_refused(ctx, path, 1, &target, empty, DC_ERR_FORMAT, "an empty name", path, NULL);
+    for (int i = 0; i < 2; ++i)
+        dc_tensor_free(saved[i]);
+    dc_tensor_free(target);
+    ckpt_dir_remove(&d);
+    dc_tape_free(tape);
+    dc_ctx_free(ctx);
+}
+
 typedef struct saver {
     dc_ctx *ctx;
     const char *path;
@@ -2542,12 +2656,12 @@ int main(void)
         cmocka_unit_test(test_adam_late_parameter),
         cmocka_unit_test(test_optimizer_bad_options),
         cmocka_unit_test(test_clip_grad_norm),
-        cmocka_unit_test(test_clip_grad_norm_not_finite),
+        cmocka_unit_test(test_clip_grad_norm_refuses_borrowed_gradients), cmocka_unit_test(test_clip_grad_norm_not_finite),
         cmocka_unit_test(test_clip_grad_norm_extreme_magnitudes),
         cmocka_unit_test(test_clip_grad_norm_rescaled_by_the_largest),
         cmocka_unit_test(test_sums_independent_of_threads),
         cmocka_unit_test(test_checkpoint_round_trip),
-        cmocka_unit_test(test_checkpoint_refusals),
+        cmocka_unit_test(test_checkpoint_refusals), cmocka_unit_test(test_checkpoint_load_checks_every_tensor_first),
         cmocka_unit_test(test_checkpoint_load_refuses_what_is_no_file),
         cmocka_unit_test(test_checkpoint_saves_concurrent_durable),
     };

@@ -32,10 +32,12 @@ dc_status dc_checkpoint_save(dc_ctx *ctx, const char *path, int n, dc_tensor *co
  * or a FIFO is refused with DC_ERR_IO), and only once its header and its
  * entries' headers describe exactly its length: nothing more than they
  * describe is ever read. The whole file is checked first: a truncated,
- * overlong or corrupt file, another format version or a name stored twice
- * (DC_ERR_FORMAT), a missing name or a mismatched shape (DC_ERR_SHAPE), a
- * mismatched dtype (DC_ERR_DTYPE), a strided view on a GPU as destination
- * (DC_ERR_UNSUPPORTED) is refused with a message, and no tensor is changed. */
+ * overlong or corrupt file, another format version, a name stored twice or
+ * an empty one (DC_ERR_FORMAT), a missing name or a mismatched shape
+ * (DC_ERR_SHAPE), a mismatched dtype (DC_ERR_DTYPE), a strided view on a GPU
+ * as destination (DC_ERR_UNSUPPORTED), a tensor given twice (DC_ERR_ARG: one
+ * load would be lost), a tape tensor whose tape was reset since
+ * (DC_ERR_STATE) is refused with a message, and no tensor is changed. */
 dc_status dc_checkpoint_load(dc_ctx *ctx, const char *path, int n, dc_tensor *const *tensors,
                              const char *const *names);
 

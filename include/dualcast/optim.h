@@ -74,7 +74,11 @@ void dc_optimizer_free(dc_optimizer *opt);
  * by max_norm / norm in double. The sums run in a fixed order: the same norm
  * on any number of threads. DC_ERR_ARG for n < 0, a NULL params or tensor,
  * a max_norm that is not positive, a tensor of another context, a gradient
- * that is a view, or a tensor given twice (its gradient would count twice). */
+ * that is a view (a slice's, which lies in its base's gradient, contiguous
+ * or not, or an output's that is the adjoint given to dc_backward_with), or
+ * a tensor given twice (its gradient would count twice); DC_ERR_STATE for a
+ * tape tensor whose tape was reset since: all refused before a gradient is
+ * read. */
 dc_status dc_clip_grad_norm(dc_ctx *ctx, int n, dc_tensor *const *params, double max_norm, double *norm);
 
 #ifdef __cplusplus
