@@ -11,14 +11,28 @@ dc_gradcheck_options dc_gradcheck_options_default(void)
     return o;
 }
 
+/* fn's loss on tape, or its failure: the status of the error that made it
+ * return NULL (DC_ERR_ARG where it reported none), its message kept. */
+static dc_tensor *call_fn(dc_ctx *ctx, dc_tape *tape, dc_gradcheck_fn fn, void *user, dc_tensor *const *inputs,
+                          dc_status *st)
+{
+    dc_clear_error(ctx);
+    dc_tensor *l = fn(tape, inputs, user);
+    if (l)
+        return l;
+    const dc_status why = dc_last_status(ctx);
+    *st = why != DC_OK ? dc_error(ctx, why, "dc_gradcheck: the function returned NULL: %s", ctx->error)
+                       : dc_error(ctx, DC_ERR_ARG, "dc_gradcheck: the function returned NULL and reported no error");
+    return NULL;
+}
+
 static dc_status eval_loss(dc_ctx *ctx, dc_tape *tape, dc_gradcheck_fn fn, void *user, dc_tensor *const *inputs,
                            double *loss)
 {
     dc_tape_reset(tape);
-    dc_tensor *l = fn(tape, inputs, user);
-    if (!l)
-        return dc_error(ctx, DC_ERR_ARG, "dc_gradcheck: the function returned NULL: %s", ctx->error);
-    return dc_tensor_item(l, loss);
+    dc_status st = DC_OK;
+    dc_tensor *l = call_fn(ctx, tape, fn, user, inputs, &st);
+    return l ? dc_tensor_item(l, loss) : st;
 }
 
 dc_status dc_gradcheck(dc_ctx *ctx, dc_gradcheck_fn fn, void *user, int n_inputs, dc_tensor *const *inputs,
@@ -60,9 +74,7 @@ dc_status dc_gradcheck(dc_ctx *ctx, dc_gradcheck_fn fn, void *user, int n_inputs
     dc_status st = analytic ? DC_OK : DC_ERR_MEMORY;
     for (int i = 0; i < n_inputs && st == DC_OK; ++i)
         dc_tensor_zero_grad(inputs[i]);
-    dc_tensor *loss = st == DC_OK ? fn(tape, inputs, user) : NULL;
-    if (st == DC_OK && !loss)
-        st = dc_error(ctx, DC_ERR_ARG, "dc_gradcheck: the function returned NULL: %s", ctx->error);
+    dc_tensor *loss = st == DC_OK ? call_fn(ctx, tape, fn, user, inputs, &st) : NULL;
     if (st == DC_OK)
         st = dc_backward(tape, loss);
     for (int i = 0; i < n_inputs && st == DC_OK; ++i) {
@@ -103,7 +115,8 @@ dc_status dc_gradcheck(dc_ctx *ctx, dc_gradcheck_fn fn, void *user, int n_inputs
                 break;
             const double num = (lp - lm) / (2.0 * o.eps);
             const double b = analytic[i][e];
-            const double err = fabs(b - num);
+            /* the same infinity both ways agrees (inf - inf is NaN) */
+            const double err = b == num ? 0.0 : fabs(b - num);
             const double scale = fmax(fabs(b), fabs(num));
             const double excess = err - (o.atol + o.rtol * scale);
             r.checked++;
@@ -111,7 +124,8 @@ dc_status dc_gradcheck(dc_ctx *ctx, dc_gradcheck_fn fn, void *user, int n_inputs
                 r.max_abs_err = err;
             if (scale > 0 && err / scale > r.max_rel_err)
                 r.max_rel_err = err / scale;
-            if (excess > worst_excess || isnan(excess)) {
+            /* the first NaN stands as the worst: nothing exceeds it */
+            if (excess > worst_excess || (isnan(excess) && worst_excess != INFINITY)) {
                 worst_excess = isnan(excess) ? INFINITY : excess;
                 r.worst_input = i;
                 r.worst_index = e;

@@ -480,23 +480,28 @@ static dc_tensor *sum_loss(dc_tape *tape, dc_tensor *const *x, void *user)
 }
 
 /* sum(x + other) with other of a shape that does not broadcast with x's:
- * always (user->always) or only in the numeric evaluations (recording off). */
+ * always (user->always) or only in the numeric evaluations (recording off);
+ * silent: NULL without any error instead. */
 typedef struct failing_case {
     dc_tensor *good, *bad;
-    bool always;
+    bool always, silent;
 } failing_case;
 
 static dc_tensor *failing_loss(dc_tape *tape, dc_tensor *const *x, void *user)
 {
     const failing_case *k = user;
+    if (k->silent)
+        return NULL;
     dc_tensor *other = (k->always || !dc_tape_is_recording(tape)) ? k->bad : k->good;
     return dc_op_sum(tape, dc_op_add(tape, x[0], other), 0, NULL, false);
 }
 
 /* dc_gradcheck with a loss function that returns NULL, in its first
- * (recorded) evaluation or in a later numeric one: DC_ERR_ARG, and the
- * message keeps the cause (the failed dc_op_add and its shapes). The
- * messages are copied and everything freed before checking them. */
+ * (recorded) evaluation or in a later numeric one: the status of the cause
+ * (DC_ERR_SHAPE, the failed dc_op_add), whose message, with its shapes, is
+ * kept; a function that returns NULL reporting nothing: DC_ERR_ARG, which
+ * says so. The messages are copied and everything freed before checking
+ * them. */
 static void test_gradcheck_reports_failing_function(void **state)
 {
     (void)state;
@@ -504,13 +509,14 @@ static void test_gradcheck_reports_failing_function(void **state)
     const int64_t s23[2] = {2, 3}, s45[2] = {4, 5};
     dc_tensor *x = f64_tensor(ctx, 2, s23);
     TEST_OK(ctx, dc_tensor_set_requires_grad(x, true));
-    failing_case k = {f64_tensor(ctx, 2, s23), f64_tensor(ctx, 2, s45), true};
+    failing_case k = {f64_tensor(ctx, 2, s23), f64_tensor(ctx, 2, s45), true, false};
     double before[6], after[6];
     TEST_OK(ctx, dc_tensor_to_host(x, before, sizeof before));
-    dc_status st[2];
-    char msg[2][1024];
-    for (int c = 0; c < 2; ++c) {
+    dc_status st[3];
+    char msg[3][1024];
+    for (int c = 0; c < 3; ++c) {
         k.always = c == 0;
+        k.silent = c == 2;
         dc_clear_error(ctx);
         st[c] = dc_gradcheck(ctx, failing_loss, &k, 1, &x, NULL, NULL);
         snprintf(msg[c], sizeof msg[c], "%s", dc_last_error(ctx));
@@ -523,11 +529,58 @@ static void test_gradcheck_reports_failing_function(void **state)
     for (int c = 0; c < 2; ++c) {
         const char *what =
             c == 0 ? "dc_gradcheck, loss failing when recorded" : "dc_gradcheck, loss failing in a numeric evaluation";
-        expect_status(what, st[c], DC_ERR_ARG, msg[c]);
+        expect_status(what, st[c], DC_ERR_SHAPE, msg[c]);
         expect_words(what, msg[c], "dc_gradcheck: the function returned NULL", "dc_op_sum", "dc_op_add", "[2, 3]",
                      "[4, 5]", (const char *)NULL);
     }
+    expect_status("dc_gradcheck, loss returning NULL silently", st[2], DC_ERR_ARG, msg[2]);
+    expect_words("dc_gradcheck, loss returning NULL silently", msg[2], "dc_gradcheck: the function returned NULL",
+                 "reported no error", (const char *)NULL);
     test_assert_close(after, before, 6, 0, 0, "input values after a failed dc_gradcheck (must be restored)");
+}
+
+/* sum(x^half), half a 0-d tensor of 0.5 */
+static dc_tensor *sqrt_loss(dc_tape *tape, dc_tensor *const *x, void *user)
+{
+    return dc_op_sum(tape, dc_op_pow(tape, x[0], user), 0, NULL, false);
+}
+
+static dc_tensor *infinite_slope_loss(dc_tape *tape, dc_tensor *const *x, void *user)
+{
+    (void)user;
+    return dc_op_sum(tape, dc_op_affine(tape, x[0], INFINITY, 0.0), 0, NULL, false);
+}
+
+/* dc_gradcheck's verdicts where a derivative is not finite: sum(sqrt x) at
+ * x = (1, 0, 0) has backprop inf and a NaN central difference (the root of
+ * -eps) at both zeros, and the report names the first; inf * x at x = 0
+ * (one element: inf * 0 elsewhere would make every difference NaN) has
+ * backprop inf and a central difference of inf, which agree. */
+static void test_gradcheck_infinite_derivatives(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t three = 3;
+    dc_tensor *x = dc_tensor_from_host(ctx, DC_F64, 1, &three, (const double[]){1.0, 0.0, 0.0});
+    TEST_OK(ctx, dc_tensor_set_requires_grad(x, true));
+    dc_tensor *half = dc_tensor_from_host(ctx, DC_F64, 0, NULL, (const double[]){0.5});
+    dc_gradcheck_report report;
+    EXPECT_STATUS(ctx, dc_gradcheck(ctx, sqrt_loss, half, 1, &x, NULL, &report), DC_ERR_MISMATCH, "dc_gradcheck",
+                  "element 1");
+    if (report.worst_index != 1 || !isinf(report.worst_backprop) || !isnan(report.worst_numeric))
+        fail_msg("the worst element: %lld, backprop %g, central difference %g (want 1, inf, nan)",
+                 (long long)report.worst_index, report.worst_backprop, report.worst_numeric);
+    const int64_t one = 1;
+    dc_tensor *zero = dc_tensor_from_host(ctx, DC_F64, 1, &one, (const double[]){0.0});
+    TEST_OK(ctx, dc_tensor_set_requires_grad(zero, true));
+    TEST_OK(ctx, dc_gradcheck(ctx, infinite_slope_loss, NULL, 1, &zero, NULL, &report));
+    if (report.checked != 1 || report.max_abs_err != 0.0)
+        fail_msg("inf against inf: %lld checked, abs error %g (want 1, 0)", (long long)report.checked,
+                 report.max_abs_err);
+    dc_tensor_free(zero);
+    dc_tensor_free(half);
+    dc_tensor_free(x);
+    dc_ctx_free(ctx);
 }
 
 static void test_mixed_dtypes(void **state)
@@ -1297,6 +1350,7 @@ int main(void)
         cmocka_unit_test(test_backward_state_errors),
         cmocka_unit_test(test_mixed_dtypes),
         cmocka_unit_test(test_gradcheck_reports_failing_function),
+        cmocka_unit_test(test_gradcheck_infinite_derivatives),
         cmocka_unit_test(test_bad_tensor_shapes),
         cmocka_unit_test(test_bad_op_shapes),
         cmocka_unit_test(test_foreign_tensors),

@@ -19,7 +19,8 @@ extern "C" {
 
 typedef enum dc_partials_policy {
     /* Store the partials in the forward pass; the backward only multiplies
-     * and reduces. Most memory, least work. */
+     * and reduces. Most memory, least work. The partials are those of the
+     * inputs' values at the forward pass. */
     DC_PARTIALS_STORE = 0,
     /* Store nothing beyond the inputs; the backward runs the dual
      * instantiation again. Least memory and fewest bytes written forward. */

@@ -37,7 +37,11 @@ dc_gradcheck_options dc_gradcheck_options_default(void);
 /* Checks d(loss)/d(input) for every input that requires a gradient; the
  * other inputs are not checked. Returns DC_OK when every element is within
  * tolerance and DC_ERR_MISMATCH otherwise, with a message naming the worst
- * element; any other status is an error of fn or of the arguments.
+ * element (the first whose excess is largest, a NaN counting as the
+ * largest; a backprop and a central difference that are the same infinity
+ * agree); any other status is an error of fn or of the arguments: where fn
+ * returns NULL, the status of the error that made it (DC_ERR_ARG where it
+ * reported none), its message quoted.
  * `options` and `report` may be NULL. The inputs must be persistent tensors
  * (DC_ERR_ARG for a tape tensor) of float64 (DC_ERR_DTYPE). With no input
  * that requires a gradient, fn records no node and the backward pass fails

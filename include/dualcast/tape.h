@@ -30,10 +30,15 @@ void dc_tape_free(dc_tape *tape);
 void dc_tape_reset(dc_tape *tape);
 
 /* Reverse sweep from a loss with one element, seeded with 1. Each node reads
- * the tensors it needs (its inputs, its outputs) when the sweep reaches it:
- * a tensor written between its op and the sweep gives the gradient at its
- * new values. Index inputs (embedding ids, cross-entropy targets, segment
- * indices) are the exception: they are copied at the op. Fails with
+ * the tensors it needs (its inputs, its outputs) when the sweep reaches it,
+ * besides what it kept at the op: index inputs (embedding ids,
+ * cross-entropy targets, segment indices) are copied there, a broadcast
+ * under DC_PARTIALS_STORE keeps its partials, and some reductions keep
+ * facts about their inputs (a maximum's winners, whether a product's
+ * factors hold a zero). So a tensor written between its op and the sweep
+ * gives a gradient of neither its old values nor its new ones: write
+ * tensors that nodes read after the sweep (index inputs may be written at
+ * any time). Fails with
  * DC_ERR_STATE on a tape that holds no nodes (reset since the loss was made)
  * or that already ran backward, with DC_ERR_SHAPE if the loss has more than
  * one element, with DC_ERR_ARG if the loss was not recorded on this tape
