@@ -49,8 +49,9 @@ typedef enum kind { K_REDUCE, K_LOGSUMEXP, K_SCAN, K_SEGMENT, K_USER_SCAN, K_USE
  * formulas need whatever the schedule: an input read once, an output or a
  * gradient written once, outputs with one element per segment or fewer not
  * counted. The adjoints read: reduce_prod and logsumexp x; max and min
- * nothing (the winners are known); a scan the output's adjoint, and for
- * prod, max and min x and y; a reduction by index the index, and for prod
+ * nothing (the winners are known); a scan the output's adjoint, for prod x
+ * (the products before each element follow from x and one of them), for
+ * max and min x and y; a reduction by index the index, and for prod
  * x; the user operator's scan its k = 2 fields of x, the k states before
  * each element and the one adjoint given, and writes k; its reduction
  * reads x and writes k. */
@@ -68,7 +69,7 @@ static const bench_case cases[] = {
     {"reduce_min", K_REDUCE, DC_REDUCE_MIN, 1, 2},
     {"logsumexp", K_LOGSUMEXP, DC_REDUCE_SUM, 1, 3},
     {"scan_sum", K_SCAN, DC_REDUCE_SUM, 2, 4},
-    {"scan_prod", K_SCAN, DC_REDUCE_PROD, 2, 6},
+    {"scan_prod", K_SCAN, DC_REDUCE_PROD, 2, 5},
     {"scan_max", K_SCAN, DC_REDUCE_MAX, 2, 6},
     {"scan_min", K_SCAN, DC_REDUCE_MIN, 2, 6},
     {"segment_sum", K_SEGMENT, DC_REDUCE_SUM, 2, 4},

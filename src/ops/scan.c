@@ -344,7 +344,14 @@ static inline uint64_t factor_bits_f64(double v)
         } else if (TILED(T, nl, es) && n > 2) {                                                                        \
             const T *edge = mode == SUMMARIZE ? g + (exclusive ? 1 : 0) : gx;                                          \
             const uintptr_t line = stream && mode == APPLY ? 64 : 32;                                                  \
-            const int64_t above = (int64_t)(((uintptr_t)(edge + top) % line) / sizeof(T));                             \
+            /* a product's tiles find the products before each position                                                \
+             * tile by tile (tiles_adjoint_f32): their tiles lie where the                                             \
+             * piece's positions put them, whatever gx's address, so that                                              \
+             * the bits depend on the shape alone (the same lines where the                                            \
+             * piece starts on one) */                                                                                 \
+            const int64_t above = op == PROD_NONZERO && mode != SUMMARIZE                                              \
+                                      ? top % (int64_t)(64 / sizeof(T))                                                \
+                                      : (int64_t)(((uintptr_t)(edge + top) % line) / sizeof(T));                       \
             const int64_t aligned = top - above > 1 ? top - above : 1;                                                 \
             raw_steps_##SFX(op, exclusive, mode, nl, x, y, g, gx, top, aligned, es, ls, c, m);                         \
             top = tiles_adjoint_f32(op == PROD_NONZERO, exclusive, mode, (const float *)x, (const float *)y,           \

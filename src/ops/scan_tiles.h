@@ -69,6 +69,12 @@ static inline tile_wide tile_mul(tile_wide a, tile_wide b)
     return w;
 }
 
+static inline tile_wide tile_div(tile_wide a, tile_wide b)
+{
+    const tile_wide w = {_mm512_div_pd(a.v, b.v)};
+    return w;
+}
+
 static inline tile_wide tile_wide_load(const double *v)
 {
     const tile_wide w = {_mm512_loadu_pd(v)};
@@ -111,6 +117,12 @@ static inline tile_wide tile_mul(tile_wide a, tile_wide b)
     return w;
 }
 
+static inline tile_wide tile_div(tile_wide a, tile_wide b)
+{
+    const tile_wide w = {_mm256_div_pd(a.lo, b.lo), _mm256_div_pd(a.hi, b.hi)};
+    return w;
+}
+
 static inline tile_wide tile_wide_load(const double *v)
 {
     const tile_wide w = {_mm256_loadu_pd(v), _mm256_loadu_pd(v + 4)};
@@ -129,6 +141,12 @@ static inline tile_wide tile_wide_zero(void)
     return w;
 }
 #endif
+
+/* One position of the lanes, lane l's at p + l * ls, in double. */
+static inline tile_wide tile_gather_wide(const float *p, int64_t ls)
+{
+    return tile_widen(_mm256_setr_ps(p[0], p[ls], p[2 * ls], p[3 * ls], p[4 * ls], p[5 * ls], p[6 * ls], p[7 * ls]));
+}
 
 /* The inverse of tile_load for two tiles, with streaming stores
  * (tiles8.h's dc_tile8_store2_rows): lo holds positions 0..7 of the lanes,
@@ -200,18 +218,33 @@ DC_INLINE int64_t tiles_forward_f32(bool mul, bool exclusive, int mode, const fl
 
 /* Positions i0 + 7 down to i0 of the adjoint of tiles_adjoint_f32, from
  * the carries cc (and summaries mm); out: the input's adjoint at them (one
- * vector a position; with APPLY_ADD, added to what gx holds). */
-DC_INLINE void tile_adjoint_f32(bool prod, bool exclusive, int mode, const float *x, const float *y, const float *g,
-                                const float *gx, int64_t i0, int64_t ls, tile_wide *cc, tile_wide *mm,
+ * vector a position; with APPLY_ADD, added to what gx holds). A product's
+ * (APPLY, APPLY_ADD) takes the products of x before each position from
+ * before, the one before i0 + 8 (then the one before i0): before i0 is
+ * it over the tile's eight factors, and the rest follow up by multiplies
+ * (see tiles_adjoint_f32). */
+DC_INLINE void tile_adjoint_f32(bool prod, bool exclusive, int mode, const float *x, const float *g, const float *gx,
+                                int64_t i0, int64_t ls, tile_wide *cc, tile_wide *mm, tile_wide *before,
                                 __m256 out[TILE])
 {
     const tile_wide zero = tile_wide_zero();
-    __m256 tg[TILE], tx[TILE], ty[TILE];
+    __m256 tg[TILE], tx[TILE];
+    tile_wide s[TILE];
     tile_load(tg, g + i0 + (exclusive ? 1 : 0), ls);
     if (prod)
         tile_load(tx, x + i0 + 1, ls);
-    if (prod && mode != SUMMARIZE)
-        tile_load(ty, y + i0 - (exclusive ? 0 : 1), ls);
+    if (prod && mode != SUMMARIZE) {
+        /* s[j]: the product before i0 + j; tx[j] is x at i0 + j + 1 */
+        const tile_wide first = tile_gather_wide(x + i0, ls);
+        tile_wide factors = first;
+        for (int j = 0; j < TILE - 1; ++j)
+            factors = tile_mul(factors, tile_widen(tx[j]));
+        s[0] = tile_div(*before, factors);
+        s[1] = tile_mul(s[0], first);
+        for (int j = 2; j < TILE; ++j)
+            s[j] = tile_mul(s[j - 1], tile_widen(tx[j - 2]));
+        *before = s[0];
+    }
     if (mode == APPLY_ADD)
         tile_load(out, gx + i0, ls);
     for (int j = TILE; j-- > 0;) {
@@ -226,7 +259,7 @@ DC_INLINE void tile_adjoint_f32(bool prod, bool exclusive, int mode, const float
         }
         if (mode == SUMMARIZE)
             continue;
-        const tile_wide v = tile_add(prod ? tile_mul(tile_widen(ty[j]), *cc) : *cc, zero);
+        const tile_wide v = tile_add(prod ? tile_mul(s[j], *cc) : *cc, zero);
         out[j] = mode == APPLY_ADD ? _mm256_add_ps(out[j], tile_narrow(v)) : tile_narrow(v);
     }
 }
@@ -237,23 +270,42 @@ DC_INLINE void tile_adjoint_f32(bool prod, bool exclusive, int mode, const float
  * whole tiles, as far as they go. With stream (APPLY only), while gx + top
  * lies on a 64-byte boundary, two tiles at a time go out in streaming
  * stores (tile_stream2), the same numbers. Returns the position below the
- * last done (the caller steps the rest, from it down to 1). */
+ * last done (the caller steps the rest, from it down to 1).
+ *
+ * A product's input adjoint is the product of x before a position times
+ * the carry there. The tiles read that product from y once, before top,
+ * and get it at every position below from x alone: before a tile, the one
+ * after it divided by the tile's eight factors; up the tile, multiplied by
+ * each. So the adjoint reads three streams, not four (y's is as long as
+ * x's), for one division and fifteen multiplies a tile. The nonzero
+ * variant's factors are finite and not zero, x's and y's alike (as
+ * float32), so each tile's factors in double are a ratio of two such
+ * products, far from the ends of double's range. The products so found
+ * carry double's rounding errors, a few units of 2^-53 a tile, far below
+ * the 2^-24 of float32 in y itself over any line float32 is used for: the
+ * adjoint agrees with one taken from y to float32's rounding, not bit for
+ * bit (the positions the caller steps read y). The tiles lie where the
+ * piece's positions put them (adjoint_lines), so the bits depend on the
+ * shape alone, as everywhere. */
 DC_INLINE int64_t tiles_adjoint_f32(bool prod, bool exclusive, int mode, const float *x, const float *y, const float *g,
                                     float *gx, int64_t top, int64_t ls, bool stream, double *c, double *m)
 {
     tile_wide cc = tile_wide_load(c), mm = tile_wide_load(m);
+    tile_wide before = tile_wide_zero();
+    if (prod && mode != SUMMARIZE)
+        before = tile_gather_wide(y + top - (exclusive ? 0 : 1), ls);
     if (stream && mode == APPLY && ((uintptr_t)(gx + top) & 63) == 0) {
         for (; top - 2 * TILE >= 1; top -= 2 * TILE) {
             __m256 lo[TILE], hi[TILE];
-            tile_adjoint_f32(prod, exclusive, mode, x, y, g, gx, top - TILE, ls, &cc, &mm, hi);
-            tile_adjoint_f32(prod, exclusive, mode, x, y, g, gx, top - 2 * TILE, ls, &cc, &mm, lo);
+            tile_adjoint_f32(prod, exclusive, mode, x, g, gx, top - TILE, ls, &cc, &mm, &before, hi);
+            tile_adjoint_f32(prod, exclusive, mode, x, g, gx, top - 2 * TILE, ls, &cc, &mm, &before, lo);
             tile_stream2(gx + top - 2 * TILE, ls, lo, hi);
         }
         dc_tile8_stream_fence(); /* ordered before the threads' join, as plain stores are */
     }
     for (; top - TILE >= 1; top -= TILE) {
         __m256 out[TILE];
-        tile_adjoint_f32(prod, exclusive, mode, x, y, g, gx, top - TILE, ls, &cc, &mm, out);
+        tile_adjoint_f32(prod, exclusive, mode, x, g, gx, top - TILE, ls, &cc, &mm, &before, out);
         if (mode != SUMMARIZE)
             tile_store(gx + top - TILE, ls, out);
     }
