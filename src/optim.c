@@ -121,11 +121,14 @@ static dc_status device_state(dc_optimizer *opt, const char *fn)
     return st == DC_OK ? dc_mem_from_host(opt->ctx, opt->device, &opt->lr, sizeof opt->lr) : st;
 }
 
+/* A learning rate or weight decay: finite and not negative (NaN is not). */
+static bool rate_ok(double v) { return v >= 0 && v < INFINITY; }
+
 dc_optimizer *dc_optimizer_adam(dc_ctx *ctx, int n, dc_tensor *const *params, const dc_adam_options *options)
 {
     const dc_adam_options o = options ? *options : dc_adam_options_default();
-    if (ctx && !(o.lr >= 0 && o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1 && o.eps > 0 &&
-                 o.weight_decay >= 0)) {
+    if (ctx && !(rate_ok(o.lr) && o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1 && o.eps > 0 &&
+                 o.eps < INFINITY && rate_ok(o.weight_decay))) {
         dc_error(ctx, DC_ERR_ARG, "dc_optimizer_adam: lr %g, betas %g %g, eps %g, weight decay %g out of range",
                  o.lr, o.beta1, o.beta2, o.eps, o.weight_decay);
         return NULL;
@@ -144,7 +147,7 @@ dc_optimizer *dc_optimizer_adam(dc_ctx *ctx, int n, dc_tensor *const *params, co
 
 dc_optimizer *dc_optimizer_sgd(dc_ctx *ctx, int n, dc_tensor *const *params, double lr, double momentum)
 {
-    if (ctx && !(lr >= 0 && momentum >= 0 && momentum < 1)) {
+    if (ctx && !(rate_ok(lr) && momentum >= 0 && momentum < 1)) {
         dc_error(ctx, DC_ERR_ARG, "dc_optimizer_sgd: lr %g or momentum %g out of range", lr, momentum);
         return NULL;
     }
@@ -164,9 +167,9 @@ void dc_optimizer_set_lr(dc_optimizer *opt, double lr)
 {
     if (!opt)
         return;
-    if (!(lr >= 0)) { /* the constructors' rule */
-        dc_error(opt->ctx, DC_ERR_ARG, "dc_optimizer_set_lr: learning rate %g is negative or NaN; it stays %g", lr,
-                 opt->lr);
+    if (!rate_ok(lr)) { /* the constructors' rule */
+        dc_error(opt->ctx, DC_ERR_ARG, "dc_optimizer_set_lr: learning rate %g is negative, infinite or NaN; it stays %g",
+                 lr, opt->lr);
         return;
     }
     opt->lr = lr;

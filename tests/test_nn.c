@@ -1668,6 +1668,7 @@ static void test_optimizer_bad_options(void **state)
     EXPECT_OP_FAILS(ctx, dc_optimizer_sgd(ctx, 1, &w, -0.1, 0.0), "dc_optimizer_sgd", "-0.1");
     EXPECT_OP_FAILS(ctx, dc_optimizer_sgd(ctx, 1, &w, 0.1, 1.0), "dc_optimizer_sgd", "momentum");
     EXPECT_OP_FAILS(ctx, dc_optimizer_sgd(ctx, 1, &w, NAN, 0.0), "dc_optimizer_sgd");
+    EXPECT_OP_FAILS(ctx, dc_optimizer_sgd(ctx, 1, &w, INFINITY, 0.0), "dc_optimizer_sgd", "inf");
     EXPECT_OP_FAILS(ctx, dc_optimizer_sgd(ctx, 0, &w, 0.1, 0.0), "dc_optimizer_sgd");
     /* one parameter twice would be updated twice a step, or count twice in a norm */
     dc_tensor *twice[3] = {w, f64_random(ctx, 1, shape, -1.0, 1.0, true), w};
@@ -1682,7 +1683,8 @@ static void test_optimizer_bad_options(void **state)
         {-0.1, 0.9, 0.999, 1e-8, 0, "-0.1"},      {1e-3, 1.0, 0.999, 1e-8, 0, "betas 1 "},
         {1e-3, 1.5, 0.999, 1e-8, 0, "1.5"},       {1e-3, 0.9, 1.0, 1e-8, 0, "0.9 1"},
         {1e-3, -0.1, 0.999, 1e-8, 0, "-0.1"},     {1e-3, 0.9, 0.999, 0.0, 0, "eps 0"},
-        {1e-3, 0.9, 0.999, 1e-8, -1, "decay -1"},
+        {1e-3, 0.9, 0.999, 1e-8, -1, "decay -1"}, {INFINITY, 0.9, 0.999, 1e-8, 0, "lr inf"},
+        {1e-3, 0.9, 0.999, INFINITY, 0, "eps inf"}, {1e-3, 0.9, 0.999, 1e-8, INFINITY, "decay inf"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
         dc_adam_options o = {bad[i].lr, bad[i].b1, bad[i].b2, bad[i].eps, bad[i].decay};
@@ -1693,10 +1695,16 @@ static void test_optimizer_bad_options(void **state)
     dc_tensor *tt = dc_op_affine(tape, w, 2.0, 0.0);
     EXPECT_OP_FAILS(ctx, dc_optimizer_adam(ctx, 1, &tt, NULL), "dc_optimizer_adam", "persistent");
     dc_tape_free(tape);
-    /* and good options work */
+    /* and good options work; a schedule's rate out of range is refused */
     dc_optimizer *opt = dc_optimizer_adam(ctx, 1, &w, NULL);
     TEST_NONNULL(ctx, opt);
     assert_true(dc_optimizer_lr(opt) == 1e-3);
+    const double bad_rates[3] = {-1.0, INFINITY, NAN};
+    for (int i = 0; i < 3; ++i) {
+        dc_clear_error(ctx);
+        dc_optimizer_set_lr(opt, bad_rates[i]);
+        assert_true(dc_last_status(ctx) == DC_ERR_ARG && dc_optimizer_lr(opt) == 1e-3);
+    }
     dc_optimizer_free(opt);
     dc_tensor_free(w);
     dc_ctx_free(ctx);

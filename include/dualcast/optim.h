@@ -27,8 +27,8 @@ dc_adam_options dc_adam_options_default(void);
  * when n < 1, params or a parameter is NULL, a parameter is a tape tensor,
  * is not contiguous, belongs to another context or is given twice (it would
  * be updated twice a step), or an option is out of
- * range (lr >= 0, 0 <= beta1 < 1, 0 <= beta2 < 1, eps > 0, weight_decay >=
- * 0; NaN is out of range); DC_ERR_MEMORY. options NULL: the defaults; ctx
+ * range (lr and weight_decay finite and >= 0, 0 <= beta1 < 1, 0 <= beta2 <
+ * 1, eps finite and > 0; NaN is out of range); DC_ERR_MEMORY. options NULL: the defaults; ctx
  * NULL: NULL, with no message.
  * Each step, for a parameter w with gradient g, its t-th update:
  *   m = beta1 m + (1 - beta1) g,   v = beta2 v + (1 - beta2) g^2,
@@ -40,7 +40,7 @@ dc_optimizer *dc_optimizer_adam(dc_ctx *ctx, int n, dc_tensor *const *params, co
 /* Stochastic gradient descent with momentum (0 for none). Each step, with a
  * buffer b that starts at zero: b = momentum b + g, then w -= lr b (no
  * dampening, no Nesterov, no weight decay). Errors as for dc_optimizer_adam,
- * with lr >= 0 and 0 <= momentum < 1. */
+ * with lr finite and >= 0 and 0 <= momentum < 1. */
 dc_optimizer *dc_optimizer_sgd(dc_ctx *ctx, int n, dc_tensor *const *params, double lr, double momentum);
 
 /* Updates every parameter from its gradient; a parameter with no gradient
@@ -52,8 +52,9 @@ dc_status dc_optimizer_step(dc_optimizer *opt);
 void dc_optimizer_zero_grad(dc_optimizer *opt);
 
 /* Sets / returns the learning rate (for a schedule). It also scales Adam's
- * decoupled weight decay; the bias correction is unaffected. A negative or
- * NaN rate is refused with DC_ERR_ARG in dc_last_error, the rate unchanged.
+ * decoupled weight decay; the bias correction is unaffected. A negative,
+ * infinite or NaN rate is refused with DC_ERR_ARG in dc_last_error, the
+ * rate unchanged.
  * On CUDA the rate lives in device memory, written by a kernel without a
  * host wait: a captured step (dualcast/graph.h) replays with the rate set
  * before the replay. */
