@@ -52,6 +52,23 @@ void dc_capture_note_op(dc_ctx *ctx, const char *op, int n, dc_tensor *const *in
     c->signature = h;
 }
 
+/* The step, run by the graph: graph calls inside it are refused on every
+ * backend (on the CPU nothing is captured, but a step that works there
+ * works on CUDA too). */
+static dc_status run_step(dc_graph *g)
+{
+    g->ctx->in_graph_step = true;
+    const dc_status st = g->step(g->user);
+    g->ctx->in_graph_step = false;
+    return st;
+}
+
+/* A graph call inside a graph's step: refused. */
+static dc_status refuse_inside_step(dc_ctx *ctx, const char *fn)
+{
+    return dc_error(ctx, DC_ERR_STATE, "%s: called inside a graph's step (captured or run eagerly)", fn);
+}
+
 /* Records the step (nothing runs on the device), `reuse` lending its
  * blocks: on success, *exec is the instantiated graph, *signature and
  * *kernels what the step queued; on failure, the status with the reason in
@@ -70,7 +87,7 @@ static dc_status capture_step(dc_graph *g, dc_cuda_graph *reuse, dc_cuda_graph *
         return st;
     struct dc_capture seen = {0};
     ctx->capture = &seen;
-    const dc_status step_status = g->step(g->user);
+    const dc_status step_status = run_step(g);
     ctx->capture = NULL;
     /* the step's reason, kept over what ending the capture says */
     char reason[sizeof g->fallback];
@@ -103,7 +120,7 @@ static dc_status run_then_capture(dc_graph *g)
     dc_cuda_graph_destroy(ctx, g->exec);
     g->exec = NULL;
     g->kernels = 0;
-    const dc_status st = g->step(g->user);
+    const dc_status st = run_step(g);
     if (st != DC_OK)
         return st;
     if (!ctx->cuda) {
@@ -136,8 +153,8 @@ dc_graph *dc_graph_capture(dc_ctx *ctx, dc_step_fn step, void *user, dc_status *
     dc_graph *g = NULL;
     if (!ctx || !step) {
         st = ctx ? dc_error(ctx, DC_ERR_ARG, "dc_graph_capture: the step function is NULL") : DC_ERR_ARG;
-    } else if (ctx->capture) {
-        st = dc_error(ctx, DC_ERR_STATE, "dc_graph_capture: called inside a step being captured");
+    } else if (ctx->capture || ctx->in_graph_step) {
+        st = refuse_inside_step(ctx, "dc_graph_capture");
     } else if (!(g = calloc(1, sizeof *g))) {
         st = dc_error(ctx, DC_ERR_MEMORY, "dc_graph_capture: out of memory");
     } else {
@@ -159,10 +176,10 @@ dc_status dc_graph_replay(dc_graph *g)
 {
     if (!g)
         return DC_ERR_ARG;
-    if (g->ctx->capture)
-        return dc_error(g->ctx, DC_ERR_STATE, "dc_graph_replay: called inside a step being captured");
+    if (g->ctx->capture || g->ctx->in_graph_step)
+        return refuse_inside_step(g->ctx, "dc_graph_replay");
     if (g->eager)
-        return g->step(g->user);
+        return run_step(g);
     if (!g->exec || dc_cuda_releases(g->ctx) != g->releases)
         return run_then_capture(g);
     dc_status st = dc_cuda_graph_launch(g->ctx, g->exec);
@@ -177,8 +194,8 @@ dc_status dc_graph_verify(dc_graph *g, bool *changed)
         *changed = false;
     if (!g)
         return DC_ERR_ARG;
-    if (g->ctx->capture)
-        return dc_error(g->ctx, DC_ERR_STATE, "dc_graph_verify: called inside a step being captured");
+    if (g->ctx->capture || g->ctx->in_graph_step)
+        return refuse_inside_step(g->ctx, "dc_graph_verify");
     if (!g->exec)
         return DC_OK; /* an eager step is the step; a pending capture sees it anew */
     dc_cuda_graph *exec = NULL;

@@ -60,8 +60,11 @@ typedef dc_status (*dc_step_fn)(void *user);
 /* Runs step(user) on ctx once, eagerly, then captures it for the replays
  * (see dc_graph_fallback where it cannot). Returns NULL, with *status if
  * not NULL, when the step failed (its status; the message is in
- * dc_last_error(ctx)), when called inside a step being captured, or when
- * out of memory. */
+ * dc_last_error(ctx)), when called inside a graph's step, or when out of
+ * memory. Inside a graph's step (its eager runs included, on every
+ * backend, so that a step that runs on the CPU runs on CUDA too),
+ * dc_graph_capture, dc_graph_replay and dc_graph_verify are refused with
+ * DC_ERR_STATE. */
 dc_graph *dc_graph_capture(dc_ctx *ctx, dc_step_fn step, void *user, dc_status *status);
 
 /* Runs the step again: launches the graph, or, where device memory was

@@ -54,6 +54,7 @@ struct dc_ctx {
      * it (set by dc_tensor_check_live and the entry points that may wait). */
     const char *api;
     struct dc_capture *capture; /* the step being captured (src/graph.c), or NULL */
+    bool in_graph_step;         /* a graph's step is running, captured or not */
     struct dc_cuda_state *cuda;
 };
 
