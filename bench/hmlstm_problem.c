@@ -65,7 +65,11 @@ int hm_problem_init(hm_problem *p, dc_ctx *ctx, const char *corpus_path, char *e
         free(targets);
         return fail(p, err, err_size, "batch", "out of memory");
     }
-    hm_corpus_batch(&p->corpus, 0, p->corpus.train_len, p->seq, p->batch, 0, ids, targets);
+    if (hm_corpus_batch(&p->corpus, 0, p->corpus.train_len, p->seq, p->batch, 0, ids, targets) != 0) {
+        free(ids);
+        free(targets);
+        return fail(p, err, err_size, "batch", "the corpus holds no batch of this size");
+    }
     p->ids = dc_tensor_from_host(ctx, DC_F32, 2, shape, ids);
     p->targets = dc_tensor_from_host(ctx, DC_F32, 2, shape, targets);
     free(ids);

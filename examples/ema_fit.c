@@ -12,7 +12,9 @@
  *   ema_fit [steps]        DC_DEVICE=cuda runs it on the GPU
  *
  * Exits with 1 when the loss did not fall below a tenth of its start. */
+#include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -71,9 +73,27 @@ static dc_tensor *loss_of(dc_tape *tape, dc_tensor *logit, dc_tensor *gain, dc_t
     return dc_op_mean(tape, dc_op_mul(tape, err, err), 0, NULL, false);
 }
 
+enum { MAX_STEPS = 1000000 };
+
+/* v as a number of steps: digits only, 1 to MAX_STEPS. */
+static bool parse_steps(const char *v, int *out)
+{
+    char *end;
+    errno = 0;
+    const long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < 1 || x > MAX_STEPS)
+        return false;
+    *out = (int)x;
+    return true;
+}
+
 int main(int argc, char **argv)
 {
-    const int steps = argc > 1 ? atoi(argv[1]) : 300;
+    int steps = 300;
+    if (argc > 2 || (argc == 2 && !parse_steps(argv[1], &steps))) {
+        fprintf(stderr, "usage: ema_fit [steps, 1 to %d]\n", MAX_STEPS);
+        return 2;
+    }
     dc_ctx_options o = dc_ctx_options_default();
     o.quiet = true;
     dc_ctx *ctx = dc_ctx_new(&o, NULL);

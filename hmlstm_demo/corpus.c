@@ -163,16 +163,22 @@ void hm_corpus_free(hm_corpus *c)
 
 int64_t hm_corpus_batches(int64_t begin, int64_t end, int64_t steps, int64_t batch)
 {
+    if (begin < 0 || end <= begin || steps < 1 || batch < 1)
+        return 0;
     const int64_t stream = (end - begin) / batch;
     return stream > 1 ? (stream - 1) / steps : 0;
 }
 
-void hm_corpus_batch(const hm_corpus *c, int64_t begin, int64_t end, int64_t steps, int64_t batch, int64_t k,
-                     float *ids, float *targets)
+int hm_corpus_batch(const hm_corpus *c, int64_t begin, int64_t end, int64_t steps, int64_t batch, int64_t k,
+                    float *ids, float *targets)
 {
+    const int64_t per_stream = hm_corpus_batches(begin, end, steps, batch);
+    if (end > c->len || per_stream < 1 || k < 0)
+        return -1;
+    /* the last target read: begin + (batch - 1) stream + per_stream steps,
+     * below begin + batch stream <= end, as per_stream steps < stream */
     const int64_t stream = (end - begin) / batch;
-    const int64_t per_stream = stream > 1 ? (stream - 1) / steps : 1;
-    const int64_t offset = (k % (per_stream > 0 ? per_stream : 1)) * steps;
+    const int64_t offset = k % per_stream * steps;
     for (int64_t b = 0; b < batch; ++b) {
         const int64_t base = begin + b * stream + offset;
         for (int64_t t = 0; t < steps; ++t) {
@@ -180,4 +186,5 @@ void hm_corpus_batch(const hm_corpus *c, int64_t begin, int64_t end, int64_t ste
             targets[t * batch + b] = (float)c->ids[base + t + 1];
         }
     }
+    return 0;
 }

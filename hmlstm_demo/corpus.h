@@ -25,11 +25,15 @@ int hm_corpus_load(hm_corpus *c, int n_paths, const char *const *paths, double v
 void hm_corpus_free(hm_corpus *c);
 
 /* Batch k of [begin, end) cut into `batch` streams: ids[t * batch + b] and
- * targets (the next symbol) for t < steps. Streams wrap around. */
-void hm_corpus_batch(const hm_corpus *c, int64_t begin, int64_t end, int64_t steps, int64_t batch, int64_t k,
-                     float *ids, float *targets);
+ * targets (the next symbol) for t < steps; k counts on past the last whole
+ * batch by wrapping round to the first. Returns 0, or -1 (nothing written)
+ * where [begin, end) is not within the corpus or holds no whole batch
+ * (hm_corpus_batches), or k is negative. */
+int hm_corpus_batch(const hm_corpus *c, int64_t begin, int64_t end, int64_t steps, int64_t batch, int64_t k,
+                    float *ids, float *targets);
 
-/* Number of whole batches in [begin, end). */
+/* Number of whole batches in [begin, end): 0 where begin is negative, the
+ * range empty, or steps or batch below 1. */
 int64_t hm_corpus_batches(int64_t begin, int64_t end, int64_t steps, int64_t batch);
 
 #endif /* HMLSTM_CORPUS_H */

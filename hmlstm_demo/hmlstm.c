@@ -22,10 +22,30 @@ const char *hm_config_problem(const hm_config *cfg)
         return "the number of layers must be 1 to 8";
     if (cfg->hidden < 1 || cfg->embed < 1 || cfg->out_embed < 1)
         return "hidden, embedding and output widths must be positive";
+    if (cfg->hidden > HM_MAX_WIDTH || cfg->embed > HM_MAX_WIDTH || cfg->out_embed > HM_MAX_WIDTH)
+        return "hidden, embedding and output widths must be at most 2^20";
     if (cfg->vocab < 2)
         return "the vocabulary needs at least 2 symbols";
     if (cfg->dtype != DC_F32 && cfg->dtype != DC_F64)
         return "the dtype must be f32 or f64";
+    if (cfg->policy != DC_PARTIALS_STORE && cfg->policy != DC_PARTIALS_RECOMPUTE)
+        return "the partials policy must be DC_PARTIALS_STORE or DC_PARTIALS_RECOMPUTE";
+    return NULL;
+}
+
+const char *hm_state_problem(const hm_model *m, const hm_state *s)
+{
+    const hm_config *cfg = &m->cfg;
+    if (s->layers != cfg->layers)
+        return "the state has another number of layers than the model";
+    for (int l = 0; l < s->layers; ++l) {
+        const dc_tensor *t[3] = {s->h[l], s->c[l], s->z[l]};
+        const int64_t width[3] = {cfg->hidden, cfg->hidden, 1};
+        for (int i = 0; i < 3; ++i)
+            if (dc_tensor_dtype(t[i]) != cfg->dtype || dc_tensor_ndim(t[i]) != 2 ||
+                dc_tensor_dim(t[i], 0) != s->batch || dc_tensor_dim(t[i], 1) != width[i])
+                return "the state's tensors do not match the model's width or dtype";
+    }
     return NULL;
 }
 
@@ -133,6 +153,8 @@ void hm_state_free(hm_state *s)
 
 hm_state *hm_state_new(dc_ctx *ctx, const hm_config *cfg, int batch)
 {
+    if (!ctx || hm_config_problem(cfg) || batch < 1)
+        return NULL;
     hm_state *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
@@ -235,7 +257,7 @@ dc_status hm_forward(dc_tape *tape, const hm_model *m, hm_state *s, hm_cell_kind
     const hm_config *cfg = &m->cfg;
     const int L = cfg->layers, H = cfg->hidden;
     memset(r, 0, sizeof *r);
-    if (dc_tensor_ndim(ids) != 2 || dc_tensor_dim(ids, 1) != s->batch)
+    if (hm_state_problem(m, s) || !ids || dc_tensor_ndim(ids) != 2 || dc_tensor_dim(ids, 1) != s->batch)
         return DC_ERR_SHAPE;
     const int64_t T = dc_tensor_dim(ids, 0), B = s->batch;
     dc_tensor *h[HM_MAX_LAYERS], *c[HM_MAX_LAYERS], *z[HM_MAX_LAYERS];

@@ -10,6 +10,7 @@
 #include <dualcast.h>
 
 #define HM_MAX_LAYERS 8
+#define HM_MAX_WIDTH (1 << 20) /* hidden, embedding and output widths */
 #define HM_REGION_CELL 1 /* tape region of the cell's own work */
 
 typedef enum hm_cell_kind {
@@ -66,7 +67,9 @@ typedef struct hm_forward_result {
 
 enum { HM_FLUSH, HM_COPY, HM_UPDATE };
 
-/* NULL when the configuration is usable, else what is wrong with it. */
+/* NULL when the configuration is usable, else what is wrong with it:
+ * layers outside 1..HM_MAX_LAYERS, a width outside 1..HM_MAX_WIDTH, a
+ * vocabulary under 2, a dtype or partials policy that does not exist. */
 const char *hm_config_problem(const hm_config *cfg);
 
 /* Parameters initialized from `seed`: uniform in +-1/sqrt(fan in), the
@@ -79,9 +82,15 @@ void hm_model_free(hm_model *m);
  * captured step replays with the slope set before each replay. */
 dc_status hm_model_set_slope(hm_model *m, double slope);
 
+/* A zero state for batches of `batch` streams; NULL for a configuration
+ * that hm_config_problem refuses, a batch under 1, or out of memory. */
 hm_state *hm_state_new(dc_ctx *ctx, const hm_config *cfg, int batch);
 void hm_state_free(hm_state *s);
 dc_status hm_state_reset(hm_state *s);
+
+/* NULL when the state fits the model (its layers, its tensors' widths and
+ * dtype), else what does not. */
+const char *hm_state_problem(const hm_model *m, const hm_state *s);
 
 /* Copies the final state of a forward pass into s (after its backward pass:
  * the pass still reads the old state until then). */
@@ -90,7 +99,10 @@ dc_status hm_state_update(hm_state *s, const hm_forward_result *r);
 /* Runs T = ids->shape[0] steps over a batch of B = ids->shape[1] streams:
  * ids and targets are [T, B] symbol indices; the hard sigmoid's slope is
  * the model's (hm_model_set_slope). With z_trace, also stores z[l][t * B + b] (host memory, L arrays
- * of T B floats) for the boundary view; with count_ops, the operation counts. */
+ * of T B floats) for the boundary view; with count_ops, the operation counts.
+ * DC_ERR_SHAPE, with nothing recorded and no message of its own, where the
+ * state does not fit the model (hm_state_problem says how) or ids is not
+ * [T, s->batch]; other failures are the ops', with their messages. */
 dc_status hm_forward(dc_tape *tape, const hm_model *m, hm_state *s, hm_cell_kind cell, dc_tensor *ids,
                      dc_tensor *targets, bool count_ops, float **z_trace, hm_forward_result *r);
 

@@ -257,7 +257,11 @@ static double slope_at(const options *o, long step) { return fmin(o->slope_max, 
 
 static void load_batch(run *r, int64_t begin, int64_t end, int64_t k)
 {
-    hm_corpus_batch(&r->corpus, begin, end, r->opt.seq, r->opt.batch, k, r->ids_host, r->targets_host);
+    if (hm_corpus_batch(&r->corpus, begin, end, r->opt.seq, r->opt.batch, k, r->ids_host, r->targets_host) != 0) {
+        fprintf(stderr, "hmlstm_demo: batch %lld of [%lld, %lld) does not exist\n", (long long)k, (long long)begin,
+                (long long)end);
+        exit(1);
+    }
     const size_t bytes = (size_t)r->opt.seq * (size_t)r->opt.batch * sizeof(float);
     if (dc_tensor_from_host_copy(r->ids, r->ids_host, bytes) != DC_OK ||
         dc_tensor_from_host_copy(r->targets, r->targets_host, bytes) != DC_OK)
@@ -597,6 +601,14 @@ int main(int argc, char **argv)
         return fail("%s", problem);
     if (hm_corpus_batches(0, r.corpus.train_len, o->seq, o->batch) < 1)
         return fail("%s", "the corpus is too small for this batch and sequence length");
+    if (hm_corpus_batches(r.corpus.train_len, r.corpus.len, o->seq, o->batch) < 1) {
+        char why[256];
+        snprintf(why, sizeof why,
+                 "the corpus's validation part (its last 5%%, %lld bytes) holds no batch of %d streams of %d + 1 "
+                 "symbols; give a longer corpus, or a smaller --batch or --seq",
+                 (long long)(r.corpus.len - r.corpus.train_len), o->batch, o->seq);
+        return fail("%s", why);
+    }
 
     dc_ctx_options co = dc_ctx_options_default();
     co.backend = o->backend;

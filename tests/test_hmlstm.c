@@ -394,6 +394,54 @@ static void test_steps_keep_their_threads(void **state)
     free_fixture(&f);
 }
 
+/* Configurations the model cannot run are refused by hm_config_problem
+ * and hm_state_new, and a state that does not fit the model by hm_forward
+ * (DC_ERR_SHAPE, nothing recorded), with hm_state_problem saying why. */
+static void test_refuses_what_does_not_fit(void **state)
+{
+    (void)state;
+    const hm_config good = {2, 4, 3, 5, 7, DC_F32, true, DC_PARTIALS_STORE};
+    assert_null(hm_config_problem(&good));
+    hm_config bad[6] = {good, good, good, good, good, good};
+    bad[0].layers = HM_MAX_LAYERS + 1;
+    bad[1].hidden = HM_MAX_WIDTH + 1;
+    bad[2].embed = 600000000;
+    bad[3].out_embed = 0;
+    bad[4].policy = (dc_partials_policy)77;
+    bad[5].dtype = (dc_dtype)9;
+    fixture f;
+    make_fixture(&f, DC_F32, true, 2, 4, 3, 2, 5);
+    for (int i = 0; i < 6; ++i) {
+        if (!hm_config_problem(&bad[i]))
+            fail_msg("configuration %d was accepted", i);
+        assert_null(hm_state_new(f.ctx, &bad[i], 3));
+    }
+    assert_null(hm_state_new(f.ctx, &good, 0));
+    /* states of three layers, of another width, of another batch */
+    hm_config three = good, wide = good;
+    three.layers = 3;
+    wide.hidden = 5;
+    hm_state *misfit[2] = {hm_state_new(f.ctx, &three, 3), hm_state_new(f.ctx, &wide, 3)};
+    dc_tape *tape = dc_tape_new(f.ctx);
+    for (int i = 0; i < 2; ++i) {
+        TEST_NONNULL(f.ctx, misfit[i]);
+        assert_non_null(hm_state_problem(f.m, misfit[i]));
+        hm_forward_result r;
+        assert_int_equal(hm_forward(tape, f.m, misfit[i], HM_CELL_MIXED, f.ids, f.targets, false, NULL, &r),
+                         DC_ERR_SHAPE);
+        assert_int_equal(dc_tape_node_count(tape), 0);
+        hm_state_free(misfit[i]);
+    }
+    assert_null(hm_state_problem(f.m, f.s));
+    hm_state *other_batch = hm_state_new(f.ctx, &good, 4);
+    hm_forward_result r;
+    assert_int_equal(hm_forward(tape, f.m, other_batch, HM_CELL_MIXED, f.ids, f.targets, false, NULL, &r),
+                     DC_ERR_SHAPE);
+    hm_state_free(other_batch);
+    dc_tape_free(tape);
+    free_fixture(&f);
+}
+
 static void test_corpus(void **state)
 {
     (void)state;
@@ -414,9 +462,28 @@ static void test_corpus(void **state)
     /* p(a) = 3/4, p(b) = 1/4 */
     assert_true(fabs(c.unigram_bits - (-0.75 * log2(0.75) - 0.25 * log2(0.25))) < 1e-12);
     float ids[6], tg[6];
-    hm_corpus_batch(&c, 0, c.train_len, 3, 2, 0, ids, tg);
+    assert_int_equal(hm_corpus_batch(&c, 0, c.train_len, 3, 2, 0, ids, tg), 0);
     for (int i = 0; i < 6; ++i)
         assert_true(ids[i] >= 0 && ids[i] < 2 && tg[i] >= 0 && tg[i] < 2);
+    /* batch k of the validation part wraps round: k and k + batches agree,
+     * and the last target read is the corpus's last symbol at most */
+    const int64_t n = hm_corpus_batches(c.train_len, c.len, 3, 2);
+    assert_int_equal(n, (500 - 1) / 3);
+    float ids2[6], tg2[6];
+    assert_int_equal(hm_corpus_batch(&c, c.train_len, c.len, 3, 2, n - 1, ids, tg), 0);
+    assert_int_equal(hm_corpus_batch(&c, c.train_len, c.len, 3, 2, 2 * n - 1, ids2, tg2), 0);
+    assert_memory_equal(ids, ids2, sizeof ids);
+    assert_memory_equal(tg, tg2, sizeof tg);
+    /* refused: ranges past the corpus, empty or shorter than a batch, a
+     * negative k, no steps or no streams */
+    const int64_t bad[][5] = {{0, c.len + 1, 3, 2, 0}, {c.len, c.len, 3, 2, 0}, {c.len - 7, c.len, 3, 2, 0},
+                              {0, c.len, 3, 2, -1},    {0, c.len, 0, 2, 0},     {0, c.len, 3, 0, 0},
+                              {-1, c.len, 3, 2, 0},    {0, c.len, 3, -1, 0}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i)
+        assert_int_equal(hm_corpus_batch(&c, bad[i][0], bad[i][1], bad[i][2], bad[i][3], bad[i][4], ids, tg), -1);
+    assert_int_equal(hm_corpus_batches(0, c.len, 0, 2), 0);
+    assert_int_equal(hm_corpus_batches(0, c.len, 3, 0), 0);
+    assert_int_equal(hm_corpus_batches(5, 5, 3, 2), 0);
     hm_corpus_free(&c);
     const char *missing[1] = {"/nonexistent/corpus.txt"};
     assert_int_equal(hm_corpus_load(&c, 1, missing, 0.1, err, sizeof err), -1);
@@ -430,7 +497,7 @@ int main(void)
         cmocka_unit_test(test_model_gradcheck_f64), cmocka_unit_test(test_mixed_equals_pure_f32),
         cmocka_unit_test(test_checkpoint_round_trip), cmocka_unit_test(test_same_seed_same_loss),
         cmocka_unit_test(test_training_step_reuses_memory), cmocka_unit_test(test_steps_keep_their_threads),
-        cmocka_unit_test(test_corpus),
+        cmocka_unit_test(test_corpus), cmocka_unit_test(test_refuses_what_does_not_fit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,7 +17,9 @@
  * --check exits 1 unless the loss falls to half its first value or less
  * and the unlabelled nodes are classified better than chance (0.6 at
  * least); a build's smoke test runs it. */
+#include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +27,10 @@
 #include <dualcast.h>
 
 DC_BFN_DECLARE(gcn_norm);
+
+/* the most nodes --nodes takes: the graph is drawn pair by pair (make_graph),
+ * 2 10^8 draws at this size */
+enum { MAX_NODES = 20000 };
 
 typedef struct options {
     dc_backend backend;
@@ -57,6 +63,42 @@ static int usage(const char *prog)
     return 2;
 }
 
+/* v as a whole number in [lo, hi], nothing after it. */
+static bool parse_int(const char *v, long lo, long hi, int *out)
+{
+    char *end;
+    errno = 0;
+    const long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi)
+        return false;
+    *out = (int)x;
+    return true;
+}
+
+/* v as a learning rate in (0, 10], nothing after it. */
+static bool parse_rate(const char *v, double *out)
+{
+    char *end;
+    errno = 0;
+    const double x = strtod(v, &end);
+    if (errno || end == v || *end || !(x > 0 && x <= 10))
+        return false;
+    *out = x;
+    return true;
+}
+
+/* v as an unsigned 64-bit number, digits only. */
+static bool parse_seed(const char *v, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    const unsigned long long x = strtoull(v, &end, 10);
+    if (errno || end == v || *end || v[0] < '0' || v[0] > '9')
+        return false;
+    *out = (uint64_t)x;
+    return true;
+}
+
 static int parse_args(int argc, char **argv, options *o)
 {
     *o = (options){DC_BACKEND_CPU, 400, 4, 16, 16, 100, 0.02, 1, 0, 0};
@@ -73,22 +115,27 @@ static int parse_args(int argc, char **argv, options *o)
         if (!v)
             return usage(argv[0]);
         ++i;
+        bool ok = true;
         if (strcmp(a, "--backend") == 0 && strcmp(v, "cpu") == 0)
             o->backend = DC_BACKEND_CPU;
         else if (strcmp(a, "--backend") == 0 && strcmp(v, "cuda") == 0)
             o->backend = DC_BACKEND_CUDA;
         else if (strcmp(a, "--nodes") == 0)
-            o->nodes = atoi(v);
+            ok = parse_int(v, 4, MAX_NODES, &o->nodes);
         else if (strcmp(a, "--communities") == 0)
-            o->communities = atoi(v);
+            ok = parse_int(v, 2, MAX_NODES / 2, &o->communities);
         else if (strcmp(a, "--steps") == 0)
-            o->steps = atoi(v);
+            ok = parse_int(v, 1, 10000000, &o->steps);
         else if (strcmp(a, "--lr") == 0)
-            o->lr = atof(v);
+            ok = parse_rate(v, &o->lr);
         else if (strcmp(a, "--seed") == 0)
-            o->seed = (uint64_t)strtoull(v, NULL, 10);
+            ok = parse_seed(v, &o->seed);
         else
+            ok = false;
+        if (!ok) {
+            fprintf(stderr, "%s: bad option or value: %s %s\n", argv[0], a, v);
             return usage(argv[0]);
+        }
     }
     if (o->nodes < 2 * o->communities || o->communities < 2 || o->steps < 1 || !(o->lr > 0))
         return usage(argv[0]);
@@ -200,7 +247,7 @@ int main(int argc, char **argv)
     float *test_ids = malloc((size_t)n * sizeof(float)), *test_y = malloc((size_t)n * sizeof(float));
     float *z_host = malloc((size_t)n * (size_t)k * sizeof(float));
     if (!ahat || !xs || !mu || !train_ids || !train_y || !test_ids || !test_y || !z_host) {
-        fprintf(stderr, "gcn_demo: setup: %s\n", dc_last_error(ctx));
+        fprintf(stderr, "gcn_demo: setup: %s\n", ahat ? "out of host memory" : dc_last_error(ctx));
         return 1;
     }
     for (int i = 0; i < k * f; ++i)

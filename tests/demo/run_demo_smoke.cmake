@@ -120,6 +120,8 @@ expect_refusal("bad option or value: --hidden abc" --hidden abc)
 expect_refusal("needs a value" --steps)
 expect_refusal("bad option or value: --layers 0" --layers 0)
 expect_refusal("give at least 10000" --corpus "${SOURCE_DIR}/LICENSE")
+# batches that the training part holds but the validation part (5%) does not
+expect_refusal("validation part" ${args} --batch 128 --seq 255 --steps 1)
 expect_refusal("bad option or value: --device cuda:x" --device cuda:x)
 expect_refusal("bad option or value: --device cuda:-1" --device cuda:-1)
 # a device number no machine has (test_cuda checks the library's message); the
