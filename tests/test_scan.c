@@ -772,6 +772,80 @@ static void test_fast_pieces(void **state)
     dc_ctx_free(two);
 }
 
+/* A float32 product scan's adjoint, where its factors are finite and not
+ * zero, against the recurrence in long double, over long rows whose
+ * factors span six orders of magnitude (1e3 and 1e-3 in turn, times
+ * e^(u_i - u_(i-1)) for u uniform in [-3, 3], so that the products stay
+ * in range): one row cut into chunks, and 64 whole rows, whose lanes run
+ * 2500 tiles each. The tiles find the products before each position from
+ * x (divided per tile, multiplied up it): their relative error must stay at
+ * float32's rounding, as when they were read from y (1.2e-7 there). */
+static void test_prod_adjoint_precision(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    dc_tape *tape = dc_tape_new(ctx);
+    const int64_t shapes[2][2] = {{1, 100000}, {64, 20000}};
+    for (int sh = 0; sh < 2; ++sh) {
+        const int64_t rows = shapes[sh][0], len = shapes[sh][1], n = rows * len;
+        float *x = malloc((size_t)n * sizeof *x), *g = malloc((size_t)n * sizeof *g),
+              *gx = malloc((size_t)n * sizeof *gx);
+        long double *before = malloc((size_t)len * sizeof *before);
+        assert_true(x && g && gx && before);
+        uint64_t r = 0x9e3779b97f4a7c15ull;
+        double prev = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            const double u = 6.0 * (double)(r >> 11) / 9007199254740992.0 - 3.0;
+            x[i] = (float)((i % 2 ? 1e3 : 1e-3) * exp(u - prev));
+            prev = u;
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            g[i] = (float)((double)(r >> 11) / 9007199254740992.0);
+        }
+        dc_tensor *tx = dc_tensor_from_host(ctx, DC_F32, 2, shapes[sh], x);
+        dc_tensor *tg = dc_tensor_from_host(ctx, DC_F32, 2, shapes[sh], g);
+        TEST_NONNULL(ctx, tx);
+        TEST_NONNULL(ctx, tg);
+        TEST_OK(ctx, dc_tensor_set_requires_grad(tx, true));
+        for (int e = 0; e < 2; ++e) {
+            dc_tape_reset(tape);
+            dc_tensor_zero_grad(tx);
+            dc_tensor *y = dc_op_scan(tape, tx, DC_REDUCE_PROD, 1, e == 1);
+            TEST_NONNULL(ctx, y);
+            TEST_OK(ctx, dc_backward_with(tape, y, tg));
+            TEST_OK(ctx, dc_tensor_to_host(dc_tensor_grad(tx), gx, (size_t)n * sizeof *gx));
+            double worst = 0;
+            for (int64_t row = 0; row < rows; ++row) {
+                const float *xr = x + row * len, *gr = g + row * len, *gxr = gx + row * len;
+                long double p = 1;
+                for (int64_t i = 0; i < len; ++i) {
+                    before[i] = p;
+                    p *= xr[i];
+                }
+                /* the carry: the adjoint's sum after the product before i */
+                long double c = 0;
+                for (int64_t i = len; i-- > 0;) {
+                    c = (e ? (i + 1 < len ? gr[i + 1] : 0) : gr[i]) + (i + 1 < len ? (long double)xr[i + 1] * c : 0);
+                    const long double want = before[i] * c;
+                    if (want != 0)
+                        worst = fmax(worst, (double)fabsl((gxr[i] - want) / want));
+                }
+            }
+            if (!(worst < 2.5e-7))
+                fail_msg("float32 prod %s of [%lld, %lld]: relative error %g against long double",
+                         e ? "exclusive" : "inclusive", (long long)rows, (long long)len, worst);
+        }
+        dc_tensor_free(tx);
+        dc_tensor_free(tg);
+        free(x);
+        free(g);
+        free(gx);
+        free(before);
+    }
+    dc_tape_free(tape);
+    dc_ctx_free(ctx);
+}
+
 /* A product's pieces whose factors are all finite and not zero take a
  * faster adjoint (src/ops/scan.c, factors_ok), whose plain products would
  * turn a zero times an infinity into NaN where the zero-safe ones give 0:
@@ -1427,6 +1501,7 @@ int main(void)
         cmocka_unit_test(test_fast_pieces),       cmocka_unit_test(test_write_modes),
         cmocka_unit_test(test_cuda_write_modes),  cmocka_unit_test(test_streamed_gradients),
         cmocka_unit_test(test_short_rows),        cmocka_unit_test(test_prod_factor_checks),
+        cmocka_unit_test(test_prod_adjoint_precision),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     dc_ctx_free(gpu);

@@ -219,10 +219,10 @@ DC_INLINE int64_t tiles_forward_f32(bool mul, bool exclusive, int mode, const fl
 /* Positions i0 + 7 down to i0 of the adjoint of tiles_adjoint_f32, from
  * the carries cc (and summaries mm); out: the input's adjoint at them (one
  * vector a position; with APPLY_ADD, added to what gx holds). A product's
- * (APPLY, APPLY_ADD) takes the products of x before each position from
- * before, the one before i0 + 8 (then the one before i0): before i0 is
- * it over the tile's eight factors, and the rest follow up by multiplies
- * (see tiles_adjoint_f32). */
+ * (APPLY, APPLY_ADD) takes the product of x before each position from
+ * *before, the product before i0 + 8 on entry and before i0 on return: the
+ * one before i0 is *before divided by the tile's eight factors, and those
+ * after it follow by multiplies (see tiles_adjoint_f32). */
 DC_INLINE void tile_adjoint_f32(bool prod, bool exclusive, int mode, const float *x, const float *g, const float *gx,
                                 int64_t i0, int64_t ls, tile_wide *cc, tile_wide *mm, tile_wide *before,
                                 __m256 out[TILE])
