@@ -484,6 +484,68 @@ static void test_logsumexp_edges(void **state)
     dc_ctx_free(ctx);
 }
 
+/* log-sum-exp of large inputs, whose result rounds to within an ulp of the
+ * maximum: its gradient is still the softmax. Each output's elements are
+ * c - (l % 3) (exact in both dtypes for c = 1e5 and 1e7) or all c (1e38 in
+ * float32, 1e300 in float64, where c - 1 is c), over rows (axis 1:
+ * short rows, a row alone, rows split in pieces) and columns (axis 0:
+ * columns side by side, columns cut in pieces), against the softmax in
+ * long double; before the adjoint took the forward's
+ * rounding off, two elements of 1e38 in float32 had partials 1, not 1/2,
+ * and 1e5 - (l % 3) partials off by 0.2%. */
+static void check_logsumexp_large_inputs(dc_ctx *ctx)
+{
+    const int64_t lens[4] = {2, 3, 70001, 200003}, cols = 3;
+    for (int dt = 0; dt < 2; ++dt) {
+        const dc_dtype dtype = dt ? DC_F32 : DC_F64;
+        const double cs[3] = {1e5, 1e7, dt ? 1e38 : 1e300};
+        for (int ci = 0; ci < 3; ++ci)
+            for (int li = 0; li < 4; ++li)
+                for (int axis = 0; axis < 2; ++axis) {
+                    const int64_t len = lens[li], n = len * cols;
+                    const bool flat = ci == 2; /* c - 1 is c */
+                    double *v = malloc((size_t)n * sizeof *v), *want = malloc((size_t)n * sizeof *want);
+                    assert_true(v && want);
+                    /* axis 1: [cols, len], element l of row r at r len + l;
+                     * axis 0: [len, cols], at l cols + r */
+                    long double sum = 0;
+                    for (int64_t l = 0; l < len; ++l)
+                        sum += flat ? 1.0L : expl(-(long double)(l % 3));
+                    for (int64_t r = 0; r < cols; ++r)
+                        for (int64_t l = 0; l < len; ++l) {
+                            const int64_t at = axis ? r * len + l : l * cols + r;
+                            v[at] = flat ? cs[ci] : cs[ci] - (double)(l % 3);
+                            want[at] = (double)((flat ? 1.0L : expl(-(long double)(l % 3))) / sum);
+                        }
+                    const int64_t shape[2] = {axis ? cols : len, axis ? len : cols};
+                    dc_tensor *x = make(ctx, dtype, 2, shape, v);
+                    axes_arg a = {R_LSE, 1, {axis}, false, VIEW_NONE};
+                    run_result res = run(ctx, x, build_axes, &a, false);
+                    char what[128];
+                    snprintf(what, sizeof what, "%s logsumexp over axis %d of %lld elements of %g",
+                             dt ? "float32" : "float64", axis, (long long)len, cs[ci]);
+                    /* float32's sum of terms is float32's: 10^-5 over 70001 */
+                    assert_close(res.gx, want, n, 0.0, dt ? 3e-5 : 1e-12, what);
+                    free_result(&res);
+                    dc_tensor_free(x);
+                    free(v);
+                    free(want);
+                }
+    }
+}
+
+/* On the CPU, and on CUDA where there is a device (its kernels' own paths:
+ * a block a row, a thread a column, rows and columns in pieces). */
+static void test_logsumexp_large_inputs(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    check_logsumexp_large_inputs(ctx);
+    dc_ctx_free(ctx);
+    if (gpu)
+        check_logsumexp_large_inputs(gpu);
+}
+
 /* Empty axes give the neutral elements (and a backward pass with nothing
  * to do); size-1 axes give the input itself, partials 1. */
 static void test_empty_and_size_one_axes(void **state)
@@ -1834,6 +1896,7 @@ int main(void)
         cmocka_unit_test(test_prod_zeros),
         cmocka_unit_test(test_extremum_edges),
         cmocka_unit_test(test_logsumexp_edges),
+        cmocka_unit_test(test_logsumexp_large_inputs),
         cmocka_unit_test(test_empty_and_size_one_axes),
         cmocka_unit_test(test_float32_matches_float64),
         cmocka_unit_test(test_long_rows),

@@ -60,6 +60,7 @@ template <typename T> struct rf;
         static __device__ __forceinline__ bool lse_sums(T m) { return dc_rf_lse_sums_##SFX(m); }                       \
         static __device__ __forceinline__ T lse_term(T v, T m) { return dc_rf_lse_term_##SFX(v, m); }                  \
         static __device__ __forceinline__ T lse_finish(T m, T s) { return dc_rf_lse_finish_##SFX(m, s); }              \
+        static __device__ __forceinline__ T lse_error(T m, T s, T y) { return dc_rf_lse_error_##SFX(m, s, y); }        \
         static __device__ __forceinline__ T grad(int k, T v, int64_t p, T y, T nz, int64_t aux, T gy)                  \
         {                                                                                                              \
             return dc_rf_grad_##SFX(k, v, p, y, nz, aux, gy);                                                          \
@@ -153,8 +154,9 @@ __global__ void reduce_rows(int kind, const T *x, int64_t rows, int64_t len, T *
         const T *row = x + r * len;
         state st = row_state<T>(kind, row, 0, len, s_acc, s_nz, s_aux);
         if (kind == DC_RK_LSE) {
-            const T m = st.acc;
-            st.acc = rf<T>::lse_finish(m, row_lse_sum<T>(row, 0, len, m, s_acc, s_nz, s_aux));
+            const T m = st.acc, sum = row_lse_sum<T>(row, 0, len, m, s_acc, s_nz, s_aux);
+            st.acc = rf<T>::lse_finish(m, sum);
+            st.nz = rf<T>::lse_error(m, sum, (T)st.acc);
         }
         if (threadIdx.x == 0) {
             y[r] = st.acc;
@@ -215,7 +217,9 @@ __global__ void combine_pieces(int kind, int pass, int64_t rows, int64_t splits,
                 nz[r] = st.nz;
                 aux[r] = st.aux;
             } else {
-                y[r] = rf<T>::lse_finish(y[r], st.acc);
+                const T m = y[r];
+                y[r] = rf<T>::lse_finish(m, st.acc);
+                nz[r] = rf<T>::lse_error(m, st.acc, y[r]);
             }
         }
     }
@@ -262,6 +266,7 @@ __global__ void reduce_columns(int kind, const T *x, int64_t outer, int64_t len,
             if (rf<T>::lse_sums(m))
                 walk_column(col, inner, 0, len, [&](T v, int64_t) { sum += rf<T>::lse_term(v, m); });
             st.acc = rf<T>::lse_finish(m, sum);
+            st.nz = rf<T>::lse_error(m, sum, (T)st.acc);
         }
         y[i] = st.acc;
         nz[i] = st.nz;
@@ -317,7 +322,9 @@ __global__ void combine_column_cuts(int kind, int pass, int64_t outputs, int64_t
             nz[i] = st.nz;
             aux[i] = st.aux;
         } else {
-            y[i] = rf<T>::lse_finish(y[i], (T)st.acc);
+            const T m = y[i];
+            y[i] = rf<T>::lse_finish(m, (T)st.acc);
+            nz[i] = rf<T>::lse_error(m, (T)st.acc, y[i]);
         }
     }
 }

@@ -119,6 +119,15 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
         if (aux)                                                                                                       \
             aux[i] = st.aux;                                                                                           \
     }                                                                                                                  \
+    /* output i's log-sum-exp from its maximum (in y) and sum of terms, and                                            \
+     * its rounding into nz (dc_rf_lse_error) */                                                                       \
+    DC_INLINE void finish_lse_##SFX(T *y, T *nz, int64_t i, T sum)                                                     \
+    {                                                                                                                  \
+        const T m = y[i];                                                                                              \
+        y[i] = dc_rf_lse_finish_##SFX(m, sum);                                                                         \
+        if (nz)                                                                                                        \
+            nz[i] = dc_rf_lse_error_##SFX(m, sum, y[i]);                                                               \
+    }                                                                                                                  \
     /* The states of w lanes over positions [l0, l1) into st, lane c's                                                 \
      * element at position l at x[c * ls + l * es] (columns: ls 1, es the                                              \
      * block's inner; short rows: ls the row length, es 1), each from the                                              \
@@ -214,8 +223,10 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
             for (int64_t l = 0; l < len; ++l)                                                                          \
                 for (int64_t c = 0; c < w; ++c)                                                                        \
                     sum[c] += dc_rf_lse_sums_##SFX(m[c]) ? dc_rf_lse_term_##SFX(row[l * inner + c], m[c]) : (T)0;      \
-            for (int64_t c = 0; c < w; ++c)                                                                            \
+            for (int64_t c = 0; c < w; ++c) {                                                                          \
                 st[c].acc = dc_rf_lse_finish_##SFX(m[c], sum[c]);                                                      \
+                st[c].nz = dc_rf_lse_error_##SFX(m[c], sum[c], (T)st[c].acc);                                          \
+            }                                                                                                          \
         }                                                                                                              \
         for (int64_t c = 0; c < w; ++c)                                                                                \
             store_##SFX(y, nz, aux, o * inner + c0 + c, st[c]);                                                        \
@@ -245,7 +256,7 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
         if (pass == 0)                                                                                                 \
             store_##SFX(y, nz, aux, i, st);                                                                            \
         else                                                                                                           \
-            y[i] = dc_rf_lse_finish_##SFX(y[i], (T)st.acc);                                                            \
+            finish_lse_##SFX(y, nz, i, (T)st.acc);                                                                     \
     }                                                                                                                  \
     /* rows r0..r1 (at most kShortRows) of a [rows, len] block of short rows,                                          \
      * each walked in order: the rows the lanes */                                                                     \
@@ -272,9 +283,10 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
                     const T v = rows[c * len + l];                                                                     \
                     sum[c] += dc_rf_lse_sums_##SFX(m[c]) ? dc_rf_lse_term_##SFX(v, m[c]) : (T)0;                       \
                 }                                                                                                      \
-            _Pragma("omp simd") for (int64_t c = 0; c < w; ++c) sum[c] = dc_rf_lse_finish_##SFX(m[c], sum[c]);         \
-            for (int64_t c = 0; c < w; ++c)                                                                            \
-                st[c].acc = sum[c];                                                                                    \
+            for (int64_t c = 0; c < w; ++c) {                                                                          \
+                st[c].acc = dc_rf_lse_finish_##SFX(m[c], sum[c]);                                                      \
+                st[c].nz = dc_rf_lse_error_##SFX(m[c], sum[c], (T)st[c].acc);                                          \
+            }                                                                                                          \
         }                                                                                                              \
         for (int64_t r = r0; r < r1; ++r)                                                                              \
             store_##SFX(y, nz, aux, r, st[r - r0]);                                                                    \
@@ -284,9 +296,11 @@ static int threads_for(const dc_ctx *ctx, int64_t work, int64_t pieces)
     {                                                                                                                  \
         const T *row = x + r * len;                                                                                    \
         dc_rf_state_##SFX st = dc_rk_row_##SFX(kind, row, 0, len);                                                     \
-        if (kind == DC_RK_LSE)                                                                                         \
-            st.acc = dc_rf_lse_finish_##SFX(                                                                           \
-                st.acc, dc_rf_lse_sums_##SFX(st.acc) ? dc_rk_lse_sum_##SFX(row, 0, len, st.acc) : (T)0);               \
+        if (kind == DC_RK_LSE) {                                                                                       \
+            const T m = (T)st.acc, sum = dc_rf_lse_sums_##SFX(m) ? dc_rk_lse_sum_##SFX(row, 0, len, m) : (T)0;         \
+            st.acc = dc_rf_lse_finish_##SFX(m, sum);                                                                   \
+            st.nz = dc_rf_lse_error_##SFX(m, sum, (T)st.acc);                                                          \
+        }                                                                                                              \
         store_##SFX(y, nz, aux, r, st);                                                                                \
     }                                                                                                                  \
     /* elements e0..e1 of the gradient of a block of narrow columns (inner at                                          \
@@ -393,7 +407,7 @@ DEFINE_REDUCE_CPU(double, f64)
         if (pass == 0)                                                                                                 \
             store_##SFX(y, nz, aux, r, st);                                                                            \
         else                                                                                                           \
-            y[r] = dc_rf_lse_finish_##SFX(y[r], st.acc);                                                               \
+            finish_lse_##SFX(y, nz, r, (T)st.acc);                                                                     \
     }
 DEFINE_SPLIT_CPU(float, f32)
 DEFINE_SPLIT_CPU(double, f64)

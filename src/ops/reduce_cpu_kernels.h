@@ -119,7 +119,7 @@ DC_INLINE void DC_RK(grad_row)(int kind, const DC_S *x, int64_t l0, int64_t l1, 
             g[l] = gy * (nz / x[l]);
     } else if (kind == DC_RK_LSE && y == y && y != (DC_S)INFINITY && y != (DC_S)-INFINITY) {
         for (int64_t l = l0; l < l1; ++l)
-            g[l] = gy * DC_RK_F(lse_term)(x[l], y);
+            g[l] = gy * DC_RK_F(lse_grad_term)(x[l], y, nz);
     } else {
         for (int64_t l = l0; l < l1; ++l)
             g[l] = DC_RK_F(grad)(kind, x[l], l, y, nz, aux, gy);

@@ -12,7 +12,8 @@
  *   among the elements equal to the result, NaN beating every number (the
  *   first NaN), -0.0 and +0.0 equal (the first of them wins, its sign kept);
  * - log-sum-exp: the maximum (acc, then aux its position) of a first walk,
- *   and the sum of exp(x - maximum) of a second.
+ *   and the sum of exp(x - maximum) of a second; nz the rounding of the
+ *   result (lse_error), which the adjoint's softmax takes off.
  *
  * Included after dual/scalar_math.h and broadcast/pp.h with DC_S (float or
  * double) and DC_SFX (f32 or f64) defined, once per scalar type (no
@@ -111,6 +112,25 @@ DC_INLINE DC_HD DC_S DC_RF(lse_finish)(DC_S m, DC_S sum)
     return m != m || m == (DC_S)INFINITY || m == (DC_S)-INFINITY ? m : m + DC_RF_MATH(log)(sum);
 }
 
+/* log-sum-exp's rounding: (m + log(sum)) - y for its result y =
+ * lse_finish(m, sum), in wide (0 where the second walk is not needed).
+ * Where |m| is large against log(sum), y rounds to within an ulp of m and
+ * exp(x - y) is no softmax: at two elements of 1e38 in float32 it gives 1
+ * for each, not 1/2. The adjoint takes x - y less this error instead
+ * (lse_grad_term), the forward leaving it in the output's nz. */
+DC_INLINE DC_HD DC_S DC_RF(lse_error)(DC_S m, DC_S sum, DC_S y)
+{
+    if (!(m == m && m != (DC_S)INFINITY && m != (DC_S)-INFINITY))
+        return (DC_S)0;
+    return (DC_S)(((DC_RF(wide))m - (DC_RF(wide))y) + log((DC_RF(wide))sum));
+}
+
+/* The softmax at v of an output whose log-sum-exp is y, rounded by e
+ * (lse_error): exp(v - (y + e)), v - y exact where it matters (v and y
+ * within a factor of two of each other; elsewhere the term is tiny next
+ * to the rounding of the largest). */
+DC_INLINE DC_HD DC_S DC_RF(lse_grad_term)(DC_S v, DC_S y, DC_S e) { return DC_RF_MATH(exp)((v - y) - e); }
+
 /* Whether log-sum-exp's second walk is needed for maximum m. */
 DC_INLINE DC_HD bool DC_RF(lse_sums)(DC_S m) { return m == m && m != (DC_S)INFINITY && m != (DC_S)-INFINITY; }
 
@@ -133,7 +153,7 @@ DC_INLINE DC_HD DC_S DC_RF(grad)(int kind, DC_S v, int64_t pos, DC_S y, DC_S nz,
             return (DC_S)0;
         if (y == (DC_S)INFINITY)
             return v == (DC_S)INFINITY ? (DC_S)NAN : (DC_S)0;
-        return gy * DC_RF_MATH(exp)(v - y);
+        return gy * DC_RF(lse_grad_term)(v, y, nz);
     }
 }
 
