@@ -49,7 +49,7 @@ typedef struct dc_node_embedding {
     const struct dc_index_groups *groups; /* CUDA: the ids' positions grouped by id */
 } dc_node_embedding;
 typedef struct dc_node_cross_entropy {
-    const double *lse;      /* log-sum-exp of each row */
+    const double *lse;      /* each row's largest logit and log of its sum of terms */
     const int64_t *targets; /* the target class of each row */
     const dc_tensor *logits;
 } dc_node_cross_entropy;

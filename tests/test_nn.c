@@ -928,11 +928,12 @@ static double ce_reference(const double *l, const double *t, int64_t n, int64_t 
             m = row[k] > m ? row[k] : m;
         for (int64_t k = 0; k < c; ++k)
             s += expl((long double)row[k] - m);
-        const long double lse = m + logl(s);
-        total += lse - row[(int64_t)t[r]];
+        /* m + log s would round to m at logits of 1e300, even in long double */
+        const long double ls = logl(s);
+        total += (m - row[(int64_t)t[r]]) + ls;
         for (int64_t k = 0; grad && k < c; ++k)
-            grad[r * c + k] =
-                (double)((long double)w / n * (expl((long double)row[k] - lse) - (k == (int64_t)t[r] ? 1 : 0)));
+            grad[r * c + k] = (double)((long double)w / n *
+                                       (expl(((long double)row[k] - m) - ls) - (k == (int64_t)t[r] ? 1 : 0)));
     }
     return (double)(total / n);
 }
@@ -1075,6 +1076,43 @@ static void test_cross_entropy_f32_gradient_precision(void **state)
     dc_tape_free(tape);
     dc_tensor_free(t);
     dc_tensor_free(l);
+    dc_ctx_free(ctx);
+}
+
+/* Logits so large that their maximum plus the log of the sum of terms
+ * rounds to the maximum, even in double: two tied at 1e30 (float32) or
+ * 1e300 (float64) and one at 0, the target one of the tied (loss log 2,
+ * gradient -1/2 and 1/2 over the rows), and a row of 1e17 + (0, 16, 32)
+ * (exact in double). Before the loss was taken as (m - l_t) + log(sum), it
+ * came out 0 there and the target's partial 0. */
+static void test_cross_entropy_tied_huge_logits(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t lshape[2] = {2, 3}, tshape[1] = {2};
+    const double targets[2] = {0, 2};
+    for (int dt = 0; dt < 2; ++dt) {
+        const dc_dtype dtype = dt ? DC_F64 : DC_F32;
+        const double big = dt ? 1e300 : 1e30;
+        /* row 1 in float32: 1e30 less its small differences is 1e30 (three ties) */
+        const double logits[6] = {big, big, 0, dt ? 1e17 : big, dt ? 1e17 + 16 : big, dt ? 1e17 + 32 : big};
+        double want_grad[6];
+        const double want = ce_reference(logits, targets, 2, 3, 1.0, want_grad);
+        dc_tensor *l = test_tensor(ctx, dtype, 2, lshape, logits), *t = test_tensor(ctx, dtype, 1, tshape, targets);
+        TEST_OK(ctx, dc_tensor_set_requires_grad(l, true));
+        dc_tape *tape = dc_tape_new(ctx);
+        dc_tensor *loss = dc_op_cross_entropy(tape, l, t);
+        double got;
+        TEST_OK(ctx, dc_tensor_item(loss, &got));
+        test_assert_close(&got, &want, 1, 0, dt ? 1e-14 : 1e-6, "cross entropy of tied huge logits");
+        TEST_OK(ctx, dc_backward(tape, loss));
+        double *g = grad_values(ctx, l, "cross entropy of tied huge logits");
+        test_assert_close(g, want_grad, 6, 1e-12, dt ? 1e-12 : 1e-6, "gradient of tied huge logits");
+        free(g);
+        dc_tape_free(tape);
+        dc_tensor_free(t);
+        dc_tensor_free(l);
+    }
     dc_ctx_free(ctx);
 }
 
@@ -2654,6 +2692,7 @@ int main(void)
         cmocka_unit_test(test_cross_entropy_gradcheck),
         cmocka_unit_test(test_cross_entropy_large_logits),
         cmocka_unit_test(test_cross_entropy_f32_gradient_precision),
+        cmocka_unit_test(test_cross_entropy_tied_huge_logits),
         cmocka_unit_test(test_hard_sigmoid),
         cmocka_unit_test(test_step_st),
         cmocka_unit_test(test_f32_matches_f64),

@@ -321,13 +321,21 @@ __global__ void group_starts(const int64_t *sorted, int64_t n, int64_t limit, in
 /* the formulas by overloading, for the templates below */
 __device__ __forceinline__ float softmax_term(float l, float m) { return dc_mf_softmax_term_f32(l, m); }
 __device__ __forceinline__ double softmax_term(double l, double m) { return dc_mf_softmax_term_f64(l, m); }
-__device__ __forceinline__ float ce_grad_of(float l, double lse, bool t, float scale)
+__device__ __forceinline__ float ce_grad_of(float l, const double *lse, bool t, float scale)
 {
-    return dc_mf_cross_entropy_grad_f32(l, lse, t, scale);
+    return dc_mf_cross_entropy_grad_f32(l, lse[0], lse[1], t, scale);
 }
-__device__ __forceinline__ double ce_grad_of(double l, double lse, bool t, double scale)
+__device__ __forceinline__ double ce_grad_of(double l, const double *lse, bool t, double scale)
 {
-    return dc_mf_cross_entropy_grad_f64(l, lse, t, scale);
+    return dc_mf_cross_entropy_grad_f64(l, lse[0], lse[1], t, scale);
+}
+__device__ __forceinline__ double ce_loss_of(float lt, double m, double ls)
+{
+    return dc_mf_cross_entropy_loss_f32(lt, m, ls);
+}
+__device__ __forceinline__ double ce_loss_of(double lt, double m, double ls)
+{
+    return dc_mf_cross_entropy_loss_f64(lt, m, ls);
 }
 __device__ __forceinline__ float adam_of(float w, float g, float *m, float *v, float lr_t, float b1, float b2,
                                          float eps_t, float decay)
@@ -348,8 +356,8 @@ __device__ __forceinline__ double sgd_of(double w, double g, double *buf, double
     return dc_mf_sgd_f64(w, g, buf, lr, mu);
 }
 
-/* row r (rows shared out over the blocks): lse[r] = max + log(sum exp(l - max));
- * loss[r] = lse[r] - l[target] */
+/* row r (rows shared out over the blocks): lse[2 r] = max, lse[2 r + 1] =
+ * log(sum exp(l - max)); loss[r] = (max - l[target]) + lse[2 r + 1] */
 template <typename T>
 __global__ void ce_rows(const T *logits, int64_t n, int64_t c, const int64_t *target, double *lse, double *loss)
 {
@@ -365,8 +373,9 @@ __global__ void ce_rows(const T *logits, int64_t n, int64_t c, const int64_t *ta
             s += (double)softmax_term(l[k], (T)m); /* m is one of the logits: exact in T */
         s = block_reduce(s, part, false);
         if (threadIdx.x == 0) {
-            lse[r] = m + log(s);
-            loss[r] = lse[r] - (double)l[target[r]];
+            lse[2 * r] = m;
+            lse[2 * r + 1] = log(s);
+            loss[r] = ce_loss_of(l[target[r]], m, lse[2 * r + 1]);
         }
     }
 }
@@ -397,7 +406,7 @@ __global__ void ce_grad(T *g, int64_t rs, int64_t cs, const T *logits, int64_t n
     const T scale = (T)(n ? (double)*gy / (double)n : 0.0);
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n * c; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = i / c, k = i % c;
-        const T v = ce_grad_of(logits[i], lse[r], k == target[r], scale);
+        const T v = ce_grad_of(logits[i], &lse[2 * r], k == target[r], scale);
         T *gi = g + r * rs + k * cs;
         *gi = add ? *gi + v : v;
     }

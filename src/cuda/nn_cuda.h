@@ -57,6 +57,9 @@ static inline int64_t dc_cuda_group_scratch(int64_t n)
  * dc_cuda_group_scratch(n) entries of device memory. */
 dc_status dc_cuda_group_indices(dc_ctx *ctx, const int64_t *ids, int64_t n, int64_t limit, int64_t *start,
                                 int64_t *positions, int64_t *scratch);
+/* Mean cross entropy of n rows of c logits into out; lse: each row's
+ * maximum and log of its sum of terms (2 n doubles, the pair a row, which
+ * the gradient reads), loss_rows: n doubles of scratch. */
 dc_status dc_cuda_cross_entropy(dc_ctx *ctx, dc_dtype dtype, const void *logits, int64_t n, int64_t c,
                                 const int64_t *targets, double *lse, double *loss_rows, void *out);
 dc_status dc_cuda_cross_entropy_grad(dc_ctx *ctx, dc_dtype dtype, void *grad, int64_t rs, int64_t cs,

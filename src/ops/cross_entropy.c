@@ -1,6 +1,7 @@
 /* Cross entropy of logits against class indices, with the log-softmax fused
- * in: one pass per row finds the maximum, the log-sum-exp and the loss; the
- * adjoint recomputes softmax from the saved log-sum-exp. */
+ * in: one pass per row finds the maximum, the log of the sum of terms and
+ * the loss; the adjoint recomputes softmax from the saved maximum and log
+ * (each row's pair, lse[2 r] and lse[2 r + 1]). */
 #include <math.h>
 #include <string.h>
 
@@ -23,7 +24,7 @@
 #undef DC_SFX
 
 #define DEFINE_CE(T, SFX)                                                                          \
-    /* loss of row r; stores its log-sum-exp */                                                    \
+    /* loss of row r; stores its maximum and log of the sum of terms */                            \
     static double ce_row_##SFX(const T *restrict l, int64_t c, int64_t target, double *lse)        \
     {                                                                                              \
         T m = l[0];                                                                                \
@@ -32,14 +33,15 @@
         double s = 0;                                                                              \
         _Pragma("omp simd reduction(+ : s)") for (int64_t k = 0; k < c; ++k) s +=                  \
             (double)dc_mf_softmax_term_##SFX(l[k], m);                                             \
-        *lse = (double)m + log(s);                                                                 \
-        return *lse - (double)l[target];                                                           \
+        lse[0] = (double)m;                                                                        \
+        lse[1] = log(s);                                                                           \
+        return dc_mf_cross_entropy_loss_##SFX(l[target], lse[0], lse[1]);                          \
     }                                                                                              \
     static void ce_grad_row_##SFX(T *restrict g, int64_t cs, const T *restrict l, int64_t c,       \
-                                  int64_t target, double lse, T scale, bool add)                   \
+                                  int64_t target, const double *lse, T scale, bool add)            \
     {                                                                                              \
         for (int64_t k = 0; k < c; ++k) {                                                          \
-            const T v = dc_mf_cross_entropy_grad_##SFX(l[k], lse, k == target, scale);             \
+            const T v = dc_mf_cross_entropy_grad_##SFX(l[k], lse[0], lse[1], k == target, scale);  \
             g[k * cs] = add ? g[k * cs] + v : v;                                                   \
         }                                                                                          \
     }
@@ -76,24 +78,25 @@ dc_tensor *dc_op_cross_entropy(dc_tape *tape, dc_tensor *logits, dc_tensor *targ
         if (x && dc_tensor_copy(x, logits) != DC_OK)
             x = NULL;
     }
-    /* per-row log-sum-exp, then per-row losses, where kernels read them */
+    /* per row its maximum and log of the sum of terms, then per row its
+     * loss, where kernels read them */
     const size_t rows_bytes = (size_t)(n ? n : 1) * sizeof(double);
-    double *lse = (t && x) ? (ctx->cuda ? dc_tape_alloc_data(tape, 2 * rows_bytes)
-                                        : dc_tape_alloc_meta(tape, 2 * rows_bytes))
+    double *lse = (t && x) ? (ctx->cuda ? dc_tape_alloc_data(tape, 3 * rows_bytes)
+                                        : dc_tape_alloc_meta(tape, 3 * rows_bytes))
                            : NULL;
     dc_tensor *y = lse ? dc_tape_alloc_tensor(tape, logits->dtype, 0, NULL) : NULL;
     if (!y)
         return NULL;
     if (ctx->cuda) {
-        if (dc_cuda_cross_entropy(ctx, logits->dtype, x->data, n, c, t, lse, lse + (n ? n : 1), y->data) != DC_OK)
+        if (dc_cuda_cross_entropy(ctx, logits->dtype, x->data, n, c, t, lse, lse + 2 * (n ? n : 1), y->data) != DC_OK)
             return NULL;
     } else {
-        double *row_loss = lse + (n ? n : 1);
+        double *row_loss = lse + 2 * (n ? n : 1);
         const int n_threads = n * c > 32768 ? ctx->cpu.num_threads : 1;
 #pragma omp parallel for num_threads(n_threads) schedule(static)
         for (int64_t r = 0; r < n; ++r)
-            row_loss[r] = logits->dtype == DC_F32 ? ce_row_f32((const float *)x->data + r * c, c, t[r], &lse[r])
-                                                  : ce_row_f64((const double *)x->data + r * c, c, t[r], &lse[r]);
+            row_loss[r] = logits->dtype == DC_F32 ? ce_row_f32((const float *)x->data + r * c, c, t[r], &lse[2 * r])
+                                                  : ce_row_f64((const double *)x->data + r * c, c, t[r], &lse[2 * r]);
         /* added in row order: the same loss on any number of threads */
         double total = 0;
         for (int64_t r = 0; r < n; ++r)
@@ -148,11 +151,11 @@ dc_status dc_cross_entropy_backward(dc_tape *tape, dc_node *node)
 #pragma omp parallel for num_threads(n_threads) schedule(static)
     for (int64_t r = 0; r < n; ++r) {
         if (logits->dtype == DC_F32)
-            ce_grad_row_f32((float *)g->data + r * rs, cs, (const float *)x->data + r * c, c, t[r], lse[r],
+            ce_grad_row_f32((float *)g->data + r * rs, cs, (const float *)x->data + r * c, c, t[r], &lse[2 * r],
                             (float)scale, add);
         else
-            ce_grad_row_f64((double *)g->data + r * rs, cs, (const double *)x->data + r * c, c, t[r], lse[r], scale,
-                            add);
+            ce_grad_row_f64((double *)g->data + r * rs, cs, (const double *)x->data + r * c, c, t[r], &lse[2 * r],
+                            scale, add);
     }
     dc_grad_done(logits);
     return DC_OK;

@@ -11,12 +11,18 @@
  * logit (so the exponent is at most 0). */
 DC_INLINE DC_HD DC_S DC_MF(softmax_term)(DC_S l, DC_S m) { return DC_MF_MATH(exp)(l - m); }
 
+/* A row's loss, -log softmax at its target's logit lt, from the row's
+ * largest logit m and the log of its sum of terms ls: (m - lt) + ls, in
+ * double. Not lse - lt with lse = m + ls: where |m| is large against ls,
+ * m + ls rounds to m (two logits of 1e30 gave a loss of 0, not log 2). */
+DC_INLINE DC_HD double DC_MF(cross_entropy_loss)(DC_S lt, double m, double ls) { return ((double)m - (double)lt) + ls; }
+
 /* d loss / d logit of mean cross entropy: scale * (softmax - [target]),
- * with scale the loss's adjoint over the number of rows. l - lse in double:
- * both can be large, their difference small. */
-DC_INLINE DC_HD DC_S DC_MF(cross_entropy_grad)(DC_S l, double lse, bool is_target, DC_S scale)
+ * with scale the loss's adjoint over the number of rows, the softmax
+ * exp((l - m) - ls) from the row's m and ls as above; l - m in double. */
+DC_INLINE DC_HD DC_S DC_MF(cross_entropy_grad)(DC_S l, double m, double ls, bool is_target, DC_S scale)
 {
-    return scale * (DC_MF_MATH(exp)((DC_S)((double)l - lse)) - (is_target ? (DC_S)1 : (DC_S)0));
+    return scale * (DC_MF_MATH(exp)((DC_S)(((double)l - m) - ls)) - (is_target ? (DC_S)1 : (DC_S)0));
 }
 
 /* One Adam step of one element (decoupled weight decay): the moments
