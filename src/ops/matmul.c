@@ -6,6 +6,7 @@
 #include <cblas.h>
 #ifdef _OPENMP
 #include <omp.h>
+#include <pthread.h>
 #endif
 
 #include "../cuda/cuda_backend.h"
@@ -48,6 +49,11 @@ static bool blas_layout(const mat *m, bool *trans, int64_t *ld)
     return false;
 }
 
+#ifdef _OPENMP
+/* Held around every CPU product (gemm). */
+static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER;
+#endif
+
 /* c = a @ b + beta * c, with c row-major (cs == 1); BLAS on the CPU,
  * cuBLAS on a GPU. */
 static dc_status gemm(dc_ctx *ctx, dc_dtype dtype, mat c, mat a, mat b, double beta)
@@ -65,10 +71,19 @@ static dc_status gemm(dc_ctx *ctx, dc_dtype dtype, mat c, mat a, mat b, double b
 #ifdef _OPENMP
     /* OpenBLAS's OpenMP build takes the calling thread's OpenMP count: the
      * context's, so that its regions and the context's own have one size
-     * (see dc_pool_team); the caller's setting is given back after. */
-    const int outer = omp_get_max_threads();
-    if (outer != ctx->cpu.num_threads)
-        omp_set_num_threads(ctx->cpu.num_threads);
+     * (see dc_pool_team); the caller's settings are given back after. It
+     * keeps that count in process-wide state: two contexts of different
+     * counts multiplying at once on two threads got wrong products, so one
+     * product at a time runs, whatever the context. And it waits for every
+     * thread it asked for: no more than OpenMP's thread limit, and no
+     * dynamic adjustment (OMP_THREAD_LIMIT=1 or OMP_DYNAMIC=true hung it). */
+    pthread_mutex_lock(&blas_lock);
+    const int outer = omp_get_max_threads(), dynamic = omp_get_dynamic(), limit = omp_get_thread_limit();
+    const int team = ctx->cpu.num_threads < limit ? ctx->cpu.num_threads : limit;
+    if (outer != team)
+        omp_set_num_threads(team);
+    if (dynamic)
+        omp_set_dynamic(0);
 #endif
     if (dtype == DC_F32)
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f,
@@ -77,8 +92,11 @@ static dc_status gemm(dc_ctx *ctx, dc_dtype dtype, mat c, mat a, mat b, double b
         cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0,
                     a.ptr, (int)lda, b.ptr, (int)ldb, beta, c.ptr, (int)ldc);
 #ifdef _OPENMP
-    if (outer != ctx->cpu.num_threads)
+    if (outer != team)
         omp_set_num_threads(outer);
+    if (dynamic)
+        omp_set_dynamic(dynamic);
+    pthread_mutex_unlock(&blas_lock);
 #endif
     return DC_OK;
 }
