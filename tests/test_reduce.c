@@ -546,6 +546,41 @@ static void test_logsumexp_large_inputs(void **state)
         check_logsumexp_large_inputs(gpu);
 }
 
+/* A float32 mean whose sum overflows float32 but whose value does not:
+ * 3e38 and 3e38 (and columns of them, over axis 0), and 10^6 elements of
+ * 3e33, give 3e38 and 3e33, not inf (the sum had been rounded to float32
+ * before it was scaled); an infinite element still gives inf. */
+static void test_mean_of_huge_float32(void **state)
+{
+    (void)state;
+    dc_ctx *ctx = test_cpu_ctx();
+    const int64_t shape[2] = {2, 3};
+    const double v[6] = {3e38, 3e38, 1, 3e38, 3e38, INFINITY};
+    dc_tensor *x = make(ctx, DC_F32, 2, shape, v);
+    axes_arg a = {1, 1, {0}, false, VIEW_NONE}; /* the mean over axis 0 */
+    run_result r = run(ctx, x, build_sums, &a, false);
+    const double want[3] = {(double)3e38f, (double)3e38f, INFINITY};
+    test_assert_close(r.y, want, 2, 0, 1e-6, "float32 mean of 3e38 and 3e38");
+    if (!isinf(r.y[2]))
+        fail_msg("the mean with an infinite element is %g", r.y[2]);
+    free_result(&r);
+    dc_tensor_free(x);
+    const int64_t n = 1000000;
+    double *many = malloc((size_t)n * sizeof *many);
+    assert_non_null(many);
+    for (int64_t i = 0; i < n; ++i)
+        many[i] = 3e33;
+    x = make(ctx, DC_F32, 1, &n, many);
+    a.axes[0] = 0;
+    r = run(ctx, x, build_sums, &a, false);
+    const double want_many = (double)3e33f;
+    test_assert_close(r.y, &want_many, 1, 0, 1e-6, "float32 mean of 10^6 elements of 3e33");
+    free_result(&r);
+    dc_tensor_free(x);
+    free(many);
+    dc_ctx_free(ctx);
+}
+
 /* Empty axes give the neutral elements (and a backward pass with nothing
  * to do); size-1 axes give the input itself, partials 1. */
 static void test_empty_and_size_one_axes(void **state)
@@ -1897,6 +1932,7 @@ int main(void)
         cmocka_unit_test(test_extremum_edges),
         cmocka_unit_test(test_logsumexp_edges),
         cmocka_unit_test(test_logsumexp_large_inputs),
+        cmocka_unit_test(test_mean_of_huge_float32),
         cmocka_unit_test(test_empty_and_size_one_axes),
         cmocka_unit_test(test_float32_matches_float64),
         cmocka_unit_test(test_long_rows),

@@ -28,28 +28,42 @@ static dc_status scale_and_sum(dc_ctx *ctx, dc_tensor *x, dc_tensor *ykeep, doub
 }
 
 /* y the sum over the reduced axes of x on the CPU: its [outer, len, inner]
- * block (ax; dc_axes_block) read by dc_cpu_reduce_block. */
-static dc_status sum_block(dc_tape *tape, const dc_tensor *x, const dc_axes *ax, dc_tensor *y)
+ * block (ax; dc_axes_block, left in *block) read by dc_cpu_reduce_block. */
+static dc_status sum_block(dc_tape *tape, const dc_tensor *x, const dc_axes *ax, dc_tensor *y, const dc_tensor **block)
 {
     const size_t bytes = dc_cpu_reduce_scratch(ax->outer, ax->len, ax->inner);
     const dc_tensor *xb = dc_axes_block(tape, x, ax);
     void *scratch = xb && bytes ? dc_tape_alloc_meta(tape, bytes) : NULL;
     if (!xb || (bytes && !scratch))
         return DC_ERR_MEMORY;
+    *block = xb;
     /* no nz or aux: a sum's adjoint reads neither */
     dc_cpu_reduce_block(tape->ctx, DC_RK_SUM, x->dtype, xb->data, ax->outer, ax->len, ax->inner, y->data, NULL, NULL,
                         scratch);
     return DC_OK;
 }
 
-/* y *= scale, y on the CPU, rounded once to its dtype. */
-static void scale_outputs(dc_tensor *y, double scale)
+/* y *= scale, y on the CPU, rounded once to its dtype. A float32 sum
+ * rounded to infinity while its elements are finite (a mean of numbers
+ * near 3e38) is taken again from the block xb in double and scaled before
+ * it is rounded: the mean is in range. */
+static void scale_outputs(dc_tensor *y, double scale, const dc_tensor *xb, const dc_axes *ax)
 {
     for (int64_t i = 0; i < y->numel; ++i) {
-        if (y->dtype == DC_F32)
-            ((float *)y->data)[i] = (float)((double)((float *)y->data)[i] * scale);
-        else
+        if (y->dtype == DC_F32) {
+            float *yi = (float *)y->data + i;
+            if (isinf(*yi)) {
+                const float *col = (const float *)xb->data + i / ax->inner * ax->len * ax->inner + i % ax->inner;
+                double s = 0;
+                for (int64_t l = 0; l < ax->len; ++l)
+                    s += (double)col[l * ax->inner];
+                *yi = (float)(s * scale);
+            } else {
+                *yi = (float)((double)*yi * scale);
+            }
+        } else {
             ((double *)y->data)[i] *= scale;
+        }
     }
 }
 
@@ -80,10 +94,11 @@ static dc_tensor *reduce(dc_tape *tape, const char *op, dc_tensor *x, int n_axes
          * fixed size: the same bits on any number of threads (reduce.h), as
          * the loop engine's per-thread sums are not; a mean is the sum
          * times the scale */
-        if (sum_block(tape, x, &ax, y) != DC_OK)
+        const dc_tensor *xb = NULL;
+        if (sum_block(tape, x, &ax, y, &xb) != DC_OK)
             return NULL;
         if (mean && count > 0)
-            scale_outputs(y, scale);
+            scale_outputs(y, scale, xb, &ax);
     } else if (scale_and_sum(ctx, x, &ykeep, scale) != DC_OK) {
         return NULL;
     }
