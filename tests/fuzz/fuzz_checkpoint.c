@@ -6,7 +6,8 @@
  * tensor, so each tensor is compared with its values before the load. The
  * status is also compared with that of a reference reader written here from
  * the format description (FORMAT for a file that is not a well-formed
- * checkpoint or that stores a name twice, SHAPE or DTYPE for a mismatch), and after a successful load
+ * checkpoint or that stores a name twice or an empty one, SHAPE or DTYPE
+ * for a mismatch), and after a successful load
  * every tensor must hold the bytes stored under its name. The same loads run
  * again with the file's checksum made right, so that a mutation reaches the
  * parser; last, the tensors are saved and loaded back.
@@ -156,7 +157,7 @@ static int ref_parse(const uint8_t *p, size_t len, ref_entry *e, int max_entries
         x.name = ref_take(&r, x.name_len);
         x.dtype = (uint32_t)ref_le(&r, 4);
         x.ndim = (uint32_t)ref_le(&r, 4);
-        if (r.bad || x.name_len > 255 || x.dtype > 1 || x.ndim > DC_MAX_DIMS)
+        if (r.bad || x.name_len == 0 || x.name_len > 255 || x.dtype > 1 || x.ndim > DC_MAX_DIMS)
             return -1;
         /* saturating: a product too large for the file is truncated */
         uint64_t numel = 1, span = 1;

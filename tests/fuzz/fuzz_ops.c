@@ -1068,11 +1068,12 @@ static void op_optim(program *p)
         trace_status(p, st);
         if (st != DC_OK)
             fz_check_error(p->ctx, "dc_optimizer_step", st);
-        /* a schedule's new rate, which may be refused (negative, NaN) */
+        /* a schedule's new rate, which may be refused (negative, infinite,
+         * NaN) */
         const double was = dc_optimizer_lr(opt), lr = fz_double(&p->in);
         dc_clear_error(p->ctx);
         dc_optimizer_set_lr(opt, lr);
-        const bool refused = !(lr >= 0);
+        const bool refused = !(lr >= 0 && lr < INFINITY);
         if (refused && (dc_optimizer_lr(opt) != was || dc_last_error(p->ctx)[0] == '\0'))
             FZ_FAIL("dc_optimizer_set_lr(%g) changed the rate or left no message", lr);
         if (!refused && dc_optimizer_lr(opt) != lr)
