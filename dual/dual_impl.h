@@ -210,11 +210,12 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(sqrt)(DC_DUAL_T a)
     return DC_DFN(chain_singular)(a, y, (DC_S)0.5 / y);
 }
 
-/* a^p for a constant exponent p. */
+/* a^p for a constant exponent p; the partial NaN where y is (a < 0 and p
+ * not an integer: p - 1 can round to one), as in pow. */
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(pows)(DC_DUAL_T a, DC_S p)
 {
     const DC_S y = DC_SCAL(pow)(a.v, p);
-    const DC_S dy = p == (DC_S)0 ? (DC_S)0 : p * DC_SCAL(pow)(a.v, p - (DC_S)1);
+    const DC_S dy = p == (DC_S)0 ? (DC_S)0 : y != y ? y : p * DC_SCAL(pow)(a.v, p - (DC_S)1);
     return DC_DFN(chain_singular)(a, y, dy);
 }
 
@@ -227,12 +228,13 @@ DC_INLINE DC_HD DC_DUAL_T DC_DFN(spow)(DC_S s, DC_DUAL_T b)
 }
 
 /* a^b for two duals. The partial for the exponent is y*log(a), taken as zero
- * at a == 0 (its limit for b > 0). */
+ * at a == 0 (its limit for b > 0); for the base NaN where y is, as in
+ * pows. */
 DC_INLINE DC_HD DC_DUAL_T DC_DFN(pow)(DC_DUAL_T a, DC_DUAL_T b)
 {
     DC_DUAL_T r;
     r.v = DC_SCAL(pow)(a.v, b.v);
-    const DC_S da = b.v == (DC_S)0 ? (DC_S)0 : b.v * DC_SCAL(pow)(a.v, b.v - (DC_S)1);
+    const DC_S da = b.v == (DC_S)0 ? (DC_S)0 : r.v != r.v ? r.v : b.v * DC_SCAL(pow)(a.v, b.v - (DC_S)1);
     const DC_S db = a.v == (DC_S)0 ? (DC_S)0 : r.v * DC_SCAL(log)(a.v);
     DC_UNROLL for (int k = 0; k < DC_DUAL_N; ++k)
     {

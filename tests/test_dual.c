@@ -681,6 +681,50 @@ static void test_adj_mul(void **state)
  * must stay 0, not become inf * 0 = NaN; the same for the exponent's partial
  * of 0^b (0 for b > 0, as dual_impl.h documents for pow) and for the base's
  * partial of (-3)^b at b = 2, which is defined (b (-3)^(b-1) = -6). */
+/* A negative base to a non-integer exponent has no real power: the value
+ * and the base's partial are NaN, also where the exponent is so close to an
+ * integer that exponent - 1 rounds to one (1e-17 in double, 1e-8 in float:
+ * the partial had come out -5e-18 and -5e-9), in pows, pow and dc_op_pow. */
+static void test_pow_of_negative_base(void **state)
+{
+    (void)state;
+    const double pd[3] = {1e-17, 0.5, 2.0 + 1e-15};
+    for (int i = 0; i < 3; ++i) {
+        const d3 s = dc_dual3d_pows(dc_dual3d_seed(-2.0, 0), pd[i]);
+        const d3 t = dc_dual3d_pow(dc_dual3d_seed(-2.0, 0), dc_dual3d_seed(pd[i], 1));
+        if (!isnan(s.v) || !isnan(s.d[0]) || !isnan(t.v) || !isnan(t.d[0]))
+            fail_msg("(-2)^%g in double: pows %g, partial %g; pow %g, partial %g (want NaN)", pd[i], s.v, s.d[0], t.v,
+                     t.d[0]);
+    }
+    const dc_dual3f sf = dc_dual3f_pows(dc_dual3f_seed(-2.0f, 0), 1e-8f);
+    if (!isnan(sf.v) || !isnan(sf.d[0]))
+        fail_msg("(-2)^1e-8 in float: %g, partial %g (want NaN)", (double)sf.v, (double)sf.d[0]);
+    /* an integer exponent keeps its derivative: (-2)^3, 3 (-2)^2 */
+    const d3 c = dc_dual3d_pows(dc_dual3d_seed(-2.0, 0), 3.0);
+    assert_true(c.v == -8.0 && c.d[0] == 12.0);
+    /* the op */
+    dc_ctx *ctx = test_cpu_ctx();
+    for (int dt = 0; dt < 2; ++dt) {
+        const dc_dtype dtype = dt ? DC_F32 : DC_F64;
+        const int64_t two = 2;
+        const double av[2] = {-2.0, -2.0}, bv[2] = {dt ? 1e-8 : 1e-17, 3.0};
+        dc_tensor *a = test_tensor(ctx, dtype, 1, &two, av), *b = test_tensor(ctx, dtype, 1, &two, bv);
+        TEST_OK(ctx, dc_tensor_set_requires_grad(a, true));
+        dc_tape *tape = dc_tape_new(ctx);
+        TEST_OK(ctx, dc_backward(tape, dc_op_sum(tape, dc_op_pow(tape, a, b), 0, NULL, false)));
+        double g[2];
+        TEST_OK(ctx, dc_tensor_get(dc_tensor_grad(a), 0, &g[0]));
+        TEST_OK(ctx, dc_tensor_get(dc_tensor_grad(a), 1, &g[1]));
+        if (!isnan(g[0]) || g[1] != 12.0)
+            fail_msg("dc_op_pow %s: d/da of (-2)^%g is %g (want NaN), of (-2)^3 %g (want 12)", dc_dtype_name(dtype),
+                     bv[0], g[0], g[1]);
+        dc_tape_free(tape);
+        dc_tensor_free(a);
+        dc_tensor_free(b);
+    }
+    dc_ctx_free(ctx);
+}
+
 static void test_zero_tangent(void **state)
 {
     (void)state;
@@ -1275,6 +1319,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_const_seed),
+        cmocka_unit_test(test_pow_of_negative_base),
         cmocka_unit_test(test_unary_ops_f64),
         cmocka_unit_test(test_binary_ops_f64),
         cmocka_unit_test(test_composite_f64),

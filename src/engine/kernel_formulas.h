@@ -55,13 +55,14 @@ FORMULA(div_bwd) /* g, b, y */
     y[0] = KM(adj_mul)(x[0], inv);
     y[1] = KM(adj_mul)(x[0], -x[2] * inv);
 }
-/* d(a^b)/da = b a^(b-1), taken as 0 when b == 0; d(a^b)/db = a^b log a,
- * taken as 0 when a == 0 (its limit for b > 0). */
+/* d(a^b)/da = b a^(b-1), taken as 0 when b == 0, NaN where a^b is (a < 0
+ * and b not an integer: b - 1 can round to one, b = 1e-8 to -1); d(a^b)/db
+ * = a^b log a, taken as 0 when a == 0 (its limit for b > 0). */
 FORMULA(pow_bwd) /* g, a, b, y */
 {
     UNUSED_ST;
     const DC_S a = x[1], b = x[2];
-    const DC_S da = b == (DC_S)0 ? (DC_S)0 : b * KM(pow)(a, b - (DC_S)1);
+    const DC_S da = b == (DC_S)0 ? (DC_S)0 : x[3] != x[3] ? x[3] : b * KM(pow)(a, b - (DC_S)1);
     const DC_S db = a == (DC_S)0 ? (DC_S)0 : x[3] * KM(log)(a);
     y[0] = KM(adj_mul)(x[0], da);
     y[1] = KM(adj_mul)(x[0], db);
