@@ -112,6 +112,9 @@ DC_INLINE DC_HD DC_S DC_RF(lse_finish)(DC_S m, DC_S sum)
     return m != m || m == (DC_S)INFINITY || m == (DC_S)-INFINITY ? m : m + DC_RF_MATH(log)(sum);
 }
 
+/* Whether log-sum-exp's second walk is needed for maximum m. */
+DC_INLINE DC_HD bool DC_RF(lse_sums)(DC_S m) { return m == m && m != (DC_S)INFINITY && m != (DC_S)-INFINITY; }
+
 /* log-sum-exp's rounding: (m + log(sum)) - y for its result y =
  * lse_finish(m, sum), in wide (0 where the second walk is not needed).
  * Where |m| is large against log(sum), y rounds to within an ulp of m and
@@ -120,7 +123,7 @@ DC_INLINE DC_HD DC_S DC_RF(lse_finish)(DC_S m, DC_S sum)
  * (lse_grad_term), the forward leaving it in the output's nz. */
 DC_INLINE DC_HD DC_S DC_RF(lse_error)(DC_S m, DC_S sum, DC_S y)
 {
-    if (!(m == m && m != (DC_S)INFINITY && m != (DC_S)-INFINITY))
+    if (!DC_RF(lse_sums)(m))
         return (DC_S)0;
     return (DC_S)(((DC_RF(wide))m - (DC_RF(wide))y) + log((DC_RF(wide))sum));
 }
@@ -130,9 +133,6 @@ DC_INLINE DC_HD DC_S DC_RF(lse_error)(DC_S m, DC_S sum, DC_S y)
  * within a factor of two of each other; elsewhere the term is tiny next
  * to the rounding of the largest). */
 DC_INLINE DC_HD DC_S DC_RF(lse_grad_term)(DC_S v, DC_S y, DC_S e) { return DC_RF_MATH(exp)((v - y) - e); }
-
-/* Whether log-sum-exp's second walk is needed for maximum m. */
-DC_INLINE DC_HD bool DC_RF(lse_sums)(DC_S m) { return m == m && m != (DC_S)INFINITY && m != (DC_S)-INFINITY; }
 
 /* The gradient of element v at position pos of an output whose result is
  * y, whose adjoint is gy, and whose forward left nz and aux (see above). */
